@@ -1,0 +1,222 @@
+// Package apps loads the apps a headcount cluster serves: from an apps file
+// (a JSON array in soketi's format, so a soketi app array works unchanged) or,
+// without one, a single app from the environment. A Registry is immutable
+// after Load and safe for concurrent use.
+package apps
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// App is one tenant: its credentials and limits. Zero limits mean the
+// protocol's defaults.
+type App struct {
+	ID     string
+	Key    string
+	Secret string
+	// Enabled is false for an app whose clients are refused (4003, HTTP 403).
+	Enabled bool
+
+	EnableClientMessages         bool
+	EnableUserAuthentication     bool
+	EnableSubscriptionCount      bool
+	MaxConnections               int
+	MaxPresenceMembersPerChannel int
+	MaxPresenceMemberSizeInKb    float64
+	MaxEventPayloadInKb          float64
+	MaxEventBatchSize            int
+	MaxEventChannelsAtOnce       int
+
+	Webhooks   []Webhook
+	Capacities []Capacity
+	Admission  Admission
+}
+
+// Webhook is one occupancy webhook target.
+type Webhook struct {
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types"`
+}
+
+// Capacity limits admission to channels whose name starts with Prefix.
+type Capacity struct {
+	Prefix   string `json:"prefix"`
+	Capacity int    `json:"capacity"`
+}
+
+// Admission holds the timings of the admission waiting list, in seconds.
+type Admission struct {
+	DropoutSeconds int `json:"dropoutSeconds"`
+	GraceSeconds   int `json:"graceSeconds"`
+	TicketSeconds  int `json:"ticketSeconds"`
+}
+
+// Defaults used when no apps file is given: the same as soketi's.
+const (
+	DefaultID     = "app-id"
+	DefaultKey    = "app-key"
+	DefaultSecret = "app-secret"
+)
+
+// Registry looks apps up by id and by key.
+type Registry struct {
+	list  []*App
+	byID  map[string]*App
+	byKey map[string]*App
+}
+
+// ByID returns the app with this id, or nil.
+func (r *Registry) ByID(id string) *App { return r.byID[id] }
+
+// ByKey returns the app with this key, or nil.
+func (r *Registry) ByKey(key string) *App { return r.byKey[key] }
+
+// All returns every app in file order. The slice must not be modified.
+func (r *Registry) All() []*App { return r.list }
+
+// New builds a registry from apps, checking that each is complete and that
+// ids and keys are unique.
+func New(list []*App) (*Registry, error) {
+	r := &Registry{byID: map[string]*App{}, byKey: map[string]*App{}}
+	var errs []error
+	for i, a := range list {
+		if err := a.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("app %d: %w", i, err))
+			continue
+		}
+		if r.byID[a.ID] != nil {
+			errs = append(errs, fmt.Errorf("app %d: duplicate id %q", i, a.ID))
+			continue
+		}
+		if r.byKey[a.Key] != nil {
+			errs = append(errs, fmt.Errorf("app %d: duplicate key %q", i, a.Key))
+			continue
+		}
+		r.byID[a.ID], r.byKey[a.Key] = a, a
+		r.list = append(r.list, a)
+	}
+	if len(list) == 0 {
+		errs = append(errs, errors.New("no apps defined"))
+	}
+	return r, errors.Join(errs...)
+}
+
+// idPattern keeps app ids usable as a Redis hash tag and in URL paths.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func (a *App) validate() error {
+	var errs []error
+	if !idPattern.MatchString(a.ID) {
+		errs = append(errs, fmt.Errorf("id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", a.ID))
+	}
+	if a.Key == "" {
+		errs = append(errs, fmt.Errorf("app %q: key is empty", a.ID))
+	}
+	if a.Secret == "" {
+		errs = append(errs, fmt.Errorf("app %q: secret is empty", a.ID))
+	}
+	return errors.Join(errs...)
+}
+
+// FromEnv returns the single app named by HEADCOUNT_APP_ID, _APP_KEY and
+// _APP_SECRET, with soketi's defaults for unset ones.
+func FromEnv(getenv func(string) string) (*Registry, error) {
+	val := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	return New([]*App{{
+		ID:      val("HEADCOUNT_APP_ID", DefaultID),
+		Key:     val("HEADCOUNT_APP_KEY", DefaultKey),
+		Secret:  val("HEADCOUNT_APP_SECRET", DefaultSecret),
+		Enabled: true,
+	}})
+}
+
+// LoadFile reads an apps file.
+func LoadFile(path string) (*Registry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// Parse decodes an apps file: a JSON array of app objects. Field names are
+// matched without regard to case or underscores, so soketi's camelCase and
+// snake_case spellings both work; unknown fields are ignored, as soketi does.
+func Parse(b []byte) (*Registry, error) {
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("apps file must be a JSON array of objects: %w", err)
+	}
+	list := make([]*App, 0, len(raw))
+	var errs []error
+	for i, fields := range raw {
+		a, err := decodeApp(fields)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("app %d: %w", i, err))
+			continue
+		}
+		list = append(list, a)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return New(list)
+}
+
+func canonical(name string) string {
+	return strings.ToLower(strings.ReplaceAll(name, "_", ""))
+}
+
+func decodeApp(fields map[string]json.RawMessage) (*App, error) {
+	f := make(map[string]json.RawMessage, len(fields))
+	for k, v := range fields {
+		f[canonical(k)] = v
+	}
+	a := &App{Enabled: true}
+	var errs []error
+	get := func(name string, dst any) {
+		v, ok := f[canonical(name)]
+		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return
+		}
+		if s, isString := dst.(*string); isString {
+			// ids and keys are sometimes written as numbers.
+			var n json.Number
+			if json.Unmarshal(v, &n) == nil {
+				*s = n.String()
+				return
+			}
+		}
+		if err := json.Unmarshal(v, dst); err != nil {
+			errs = append(errs, fmt.Errorf("field %s: %w", name, err))
+		}
+	}
+	get("id", &a.ID)
+	get("key", &a.Key)
+	get("secret", &a.Secret)
+	get("enabled", &a.Enabled)
+	get("enableClientMessages", &a.EnableClientMessages)
+	get("enableUserAuthentication", &a.EnableUserAuthentication)
+	get("enableSubscriptionCount", &a.EnableSubscriptionCount)
+	get("maxConnections", &a.MaxConnections)
+	get("maxPresenceMembersPerChannel", &a.MaxPresenceMembersPerChannel)
+	get("maxPresenceMemberSizeInKb", &a.MaxPresenceMemberSizeInKb)
+	get("maxEventPayloadInKb", &a.MaxEventPayloadInKb)
+	get("maxEventBatchSize", &a.MaxEventBatchSize)
+	get("maxEventChannelsAtOnce", &a.MaxEventChannelsAtOnce)
+	get("webhooks", &a.Webhooks)
+	get("capacities", &a.Capacities)
+	get("admission", &a.Admission)
+	return a, errors.Join(errs...)
+}

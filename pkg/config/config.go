@@ -1,0 +1,325 @@
+// Package config reads each binary's settings: defaults, then environment
+// variables HEADCOUNT_<FLAG_IN_UPPER_SNAKE>, then flags (later sources win),
+// and validates all of them before anything dials Redis. Every error names
+// the setting it is about; callers exit with code 2 on any of them.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/logging"
+)
+
+// Common holds the settings every binary has.
+type Common struct {
+	// Redis is a redis://host:port[/db] URL; ignored when RedisCluster is set.
+	Redis string
+	// RedisCluster lists comma-separated host:port seeds; non-empty means
+	// Redis Cluster mode.
+	RedisCluster string
+	// AppsFile is a JSON apps file; empty means one app from the environment.
+	AppsFile string
+	// AdminAddr serves /metrics, /healthz and /readyz; empty disables it.
+	AdminAddr string
+	// LogLevel is trace, debug, info, warn or error.
+	LogLevel string
+	// LogFormat is text or json.
+	LogFormat string
+
+	// Apps is filled in by validation from AppsFile or the environment.
+	Apps *apps.Registry
+}
+
+// ClusterSeeds returns the Redis Cluster seed addresses, or nil in single mode.
+func (c Common) ClusterSeeds() []string {
+	var seeds []string
+	for _, s := range strings.Split(c.RedisCluster, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds
+}
+
+// WSNode is the configuration of cmd/wsnode.
+type WSNode struct {
+	Common
+	// Addr is where the WebSocket endpoint /app/{key} listens.
+	Addr string
+	// NodeID names this process in Redis; unique per process start by default.
+	NodeID string
+	// Heartbeat is how often the node refreshes its last-seen time.
+	Heartbeat time.Duration
+	// Drain is the window over which SIGTERM closes sockets.
+	Drain time.Duration
+}
+
+// Cleaner is the configuration of cmd/cleaner.
+type Cleaner struct {
+	Common
+	// DeadAfter is how old a node's last-seen may be before it is reaped.
+	DeadAfter time.Duration
+	// ScanInterval is how often the active cleaner looks for stale nodes.
+	ScanInterval time.Duration
+	// LeaseTTL is how long the active cleaner's lease lives unrenewed.
+	LeaseTTL time.Duration
+}
+
+// HTTPAPI is the configuration of cmd/httpapi.
+type HTTPAPI struct {
+	Common
+	// Addr is where the Pusher HTTP API listens.
+	Addr string
+}
+
+// Env is how configuration reads the environment (os.Getenv in main).
+type Env func(string) string
+
+func defaultCommon(adminAddr string) Common {
+	return Common{
+		Redis:     "redis://127.0.0.1:6379/0",
+		AdminAddr: adminAddr,
+		LogLevel:  "info",
+		LogFormat: "text",
+	}
+}
+
+// Default admin addresses, one per binary so they can share a host.
+const (
+	DefaultWSNodeAdmin  = ":9601"
+	DefaultCleanerAdmin = ":9602"
+	DefaultHTTPAPIAdmin = ":9603"
+)
+
+// DefaultWSNode returns the wsnode defaults (NodeID is generated).
+func DefaultWSNode() WSNode {
+	return WSNode{
+		Common:    defaultCommon(DefaultWSNodeAdmin),
+		Addr:      ":6001",
+		NodeID:    NewNodeID(),
+		Heartbeat: time.Second,
+		Drain:     10 * time.Second,
+	}
+}
+
+// DefaultCleaner returns the cleaner defaults.
+func DefaultCleaner() Cleaner {
+	return Cleaner{
+		Common:       defaultCommon(DefaultCleanerAdmin),
+		DeadAfter:    3 * time.Second,
+		ScanInterval: 500 * time.Millisecond,
+		LeaseTTL:     3 * time.Second,
+	}
+}
+
+// DefaultHTTPAPI returns the httpapi defaults.
+func DefaultHTTPAPI() HTTPAPI {
+	return HTTPAPI{Common: defaultCommon(DefaultHTTPAPIAdmin), Addr: ":8080"}
+}
+
+// NewNodeID returns hostname-<8 hex digits>: readable in logs, unique per start.
+func NewNodeID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if nodeIDChar(r) {
+			return r
+		}
+		return '-'
+	}, host)
+	if host == "" {
+		host = "node"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+func nodeIDChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+}
+
+// ParseWSNode reads wsnode settings from env and args and validates them.
+func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
+	c := DefaultWSNode()
+	s := newSet("wsnode", env, out)
+	s.common(&c.Common)
+	s.str(&c.Addr, "addr", "WebSocket listen address (ws://host/app/{key})")
+	s.str(&c.NodeID, "node-id", "this node's name in Redis (default: unique per start)")
+	s.dur(&c.Heartbeat, "heartbeat", "how often to refresh this node's last-seen time")
+	s.dur(&c.Drain, "drain", "window over which SIGTERM closes sockets with code 4200")
+	if err := s.parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	errs = append(errs, validateCommon(&c.Common, env)...)
+	errs = append(errs, checkAddr("--addr", c.Addr, false))
+	if c.NodeID == "" || len(c.NodeID) > 128 || strings.IndexFunc(c.NodeID, func(r rune) bool { return !nodeIDChar(r) }) >= 0 {
+		errs = append(errs, fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 - _ .", c.NodeID))
+	}
+	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain))
+	return c, errors.Join(errs...)
+}
+
+// ParseCleaner reads cleaner settings from env and args and validates them.
+// Positional arguments (a subcommand) are left in the returned slice.
+func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, error) {
+	c := DefaultCleaner()
+	s := newSet("cleaner", env, out)
+	s.common(&c.Common)
+	s.dur(&c.DeadAfter, "dead-after", "age of last-seen after which a node is reaped")
+	s.dur(&c.ScanInterval, "scan-interval", "how often the active cleaner looks for dead nodes")
+	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease")
+	if err := s.parse(args); err != nil {
+		return c, nil, err
+	}
+	var errs []error
+	errs = append(errs, validateCommon(&c.Common, env)...)
+	errs = append(errs, positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
+	if c.LeaseTTL < 30*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--lease-ttl: %v is too short (at least 30ms: it is renewed every third of it)", c.LeaseTTL))
+	}
+	return c, s.fs.Args(), errors.Join(errs...)
+}
+
+// ParseHTTPAPI reads httpapi settings from env and args and validates them.
+func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
+	c := DefaultHTTPAPI()
+	s := newSet("httpapi", env, out)
+	s.common(&c.Common)
+	s.str(&c.Addr, "addr", "HTTP API listen address")
+	if err := s.parse(args); err != nil {
+		return c, err
+	}
+	errs := validateCommon(&c.Common, env)
+	errs = append(errs, checkAddr("--addr", c.Addr, false))
+	return c, errors.Join(errs...)
+}
+
+// set registers flags whose defaults already include the environment.
+type set struct {
+	fs   *flag.FlagSet
+	env  Env
+	errs []error
+}
+
+func newSet(name string, env Env, out io.Writer) *set {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	return &set{fs: fs, env: env}
+}
+
+// EnvName is the environment variable for a flag: HEADCOUNT_<FLAG_IN_UPPER_SNAKE>.
+func EnvName(flagName string) string {
+	return "HEADCOUNT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (s *set) str(p *string, name, usage string) {
+	if v, ok := s.lookup(name); ok {
+		*p = v
+	}
+	s.fs.StringVar(p, name, *p, usage+" (env "+EnvName(name)+")")
+}
+
+func (s *set) dur(p *time.Duration, name, usage string) {
+	if v, ok := s.lookup(name); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%s: %q is not a duration (e.g. 500ms, 3s)", EnvName(name), v))
+		} else {
+			*p = d
+		}
+	}
+	s.fs.DurationVar(p, name, *p, usage+" (env "+EnvName(name)+")")
+}
+
+func (s *set) lookup(name string) (string, bool) {
+	v := s.env(EnvName(name))
+	return v, v != ""
+}
+
+func (s *set) common(c *Common) {
+	s.str(&c.Redis, "redis", "Redis URL redis://host:port[/db]")
+	s.str(&c.RedisCluster, "redis-cluster", "comma-separated Redis Cluster seeds host:port (Cluster mode when set)")
+	s.str(&c.AppsFile, "apps-file", "JSON apps file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET)")
+	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
+	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
+	s.str(&c.LogFormat, "log-format", "text or json")
+}
+
+func (s *set) parse(args []string) error {
+	if err := s.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		s.errs = append(s.errs, err)
+	}
+	return errors.Join(s.errs...)
+}
+
+func validateCommon(c *Common, env Env) []error {
+	var errs []error
+	if seeds := c.ClusterSeeds(); len(seeds) > 0 {
+		for _, seed := range seeds {
+			if err := checkAddr("--redis-cluster", seed, true); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	} else if _, err := redis.ParseURL(c.Redis); err != nil {
+		errs = append(errs, fmt.Errorf("--redis: %q: %w", c.Redis, err))
+	}
+	if c.AdminAddr != "" {
+		errs = append(errs, checkAddr("--admin-addr", c.AdminAddr, false))
+	}
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format: %q is not text or json", c.LogFormat))
+	}
+	var err error
+	if c.AppsFile != "" {
+		if c.Apps, err = apps.LoadFile(c.AppsFile); err != nil {
+			errs = append(errs, fmt.Errorf("--apps-file: %s: %w", c.AppsFile, err))
+		}
+	} else if c.Apps, err = apps.FromEnv(env); err != nil {
+		errs = append(errs, fmt.Errorf("HEADCOUNT_APP_*: %w", err))
+	}
+	return errs
+}
+
+var portPattern = regexp.MustCompile(`^[0-9]{1,5}$`)
+
+func checkAddr(setting, addr string, needHost bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not host:port: %w", setting, addr, err)
+	}
+	if n, _ := strconv.Atoi(port); !portPattern.MatchString(port) || n > 65535 {
+		return fmt.Errorf("%s: %q has an invalid port", setting, addr)
+	}
+	if needHost && host == "" {
+		return fmt.Errorf("%s: %q has no host", setting, addr)
+	}
+	return nil
+}
+
+func positive(setting string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: %v must be positive", setting, d)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) Env { return func(k string) string { return m[k] } }
+
+func TestPrecedenceDefaultsEnvFlags(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, ":6001", c.Addr)
+	require.Equal(t, time.Second, c.Heartbeat)
+	require.Equal(t, "redis://127.0.0.1:6379/0", c.Redis)
+	require.NotEmpty(t, c.NodeID)
+	require.NotNil(t, c.Apps.ByKey("app-key"))
+
+	e := env(map[string]string{"HEADCOUNT_HEARTBEAT": "2s", "HEADCOUNT_ADDR": "127.0.0.1:7000", "HEADCOUNT_NODE_ID": "a"})
+	c, err = ParseWSNode(nil, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.Heartbeat)
+	require.Equal(t, "127.0.0.1:7000", c.Addr)
+
+	c, err = ParseWSNode([]string{"--heartbeat", "250ms", "--node-id", "b"}, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, c.Heartbeat, "flags win over env")
+	require.Equal(t, "b", c.NodeID)
+	require.Equal(t, "127.0.0.1:7000", c.Addr, "env wins over defaults")
+}
+
+func TestErrorsNameTheSetting(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--redis", "http://x"}, nil, "--redis"},
+		{[]string{"--redis-cluster", "a:1,nope"}, nil, "--redis-cluster"},
+		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--heartbeat", "0s"}, nil, "--heartbeat"},
+		{[]string{"--node-id", "a{b}"}, nil, "--node-id"},
+		{[]string{"--addr", "6001"}, nil, "--addr"},
+		{[]string{"--apps-file", "/does/not/exist"}, nil, "--apps-file"},
+		{nil, map[string]string{"HEADCOUNT_DRAIN": "soon"}, "HEADCOUNT_DRAIN"},
+		{[]string{"--no-such-flag"}, nil, "no-such-flag"},
+	}
+	for _, tc := range cases {
+		_, err := ParseWSNode(tc.args, env(tc.env), io.Discard)
+		require.Error(t, err, "%v %v", tc.args, tc.env)
+		require.Contains(t, err.Error(), tc.want)
+	}
+}
+
+func TestAllErrorsReportedTogether(t *testing.T) {
+	_, _, err := ParseCleaner([]string{"--dead-after", "0s", "--lease-ttl", "1ms", "--log-format", "xml"}, env(nil), io.Discard)
+	require.Error(t, err)
+	for _, s := range []string{"--dead-after", "--lease-ttl", "--log-format"} {
+		require.Contains(t, err.Error(), s)
+	}
+}
+
+func TestAppsFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "apps.json")
+	require.NoError(t, os.WriteFile(p, []byte(`[{"id":"1","key":"k","secret":"s"}]`), 0o600))
+	c, err := ParseHTTPAPI([]string{"--apps-file", p}, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "s", c.Apps.ByID("1").Secret)
+
+	require.NoError(t, os.WriteFile(p, []byte(`[{"id":"1","key":"k"}]`), 0o600))
+	_, err = ParseHTTPAPI([]string{"--apps-file", p}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "--apps-file")
+	require.ErrorContains(t, err, "secret")
+}
+
+func TestHelpAndSubcommand(t *testing.T) {
+	_, err := ParseHTTPAPI([]string{"-h"}, env(nil), io.Discard)
+	require.True(t, errors.Is(err, flag.ErrHelp))
+	_, rest, err := ParseCleaner([]string{"--dead-after", "1s", "audit", "--repair"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "audit --repair", strings.Join(rest, " "))
+}
+
+func TestClusterSeeds(t *testing.T) {
+	c, err := ParseHTTPAPI([]string{"--redis-cluster", "127.0.0.1:7000, 127.0.0.1:7001"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"127.0.0.1:7000", "127.0.0.1:7001"}, c.ClusterSeeds())
+}

@@ -1,0 +1,60 @@
+// Package logging builds the one root hclog.Logger of a binary. Packages take
+// that logger and call Named on it; nothing else in headcount creates loggers.
+// Loggers are safe for concurrent use.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Formats are the accepted values of --log-format.
+var Formats = []string{"text", "json"}
+
+// ParseLevel returns the hclog level for a --log-level value, or an error
+// listing the accepted ones.
+func ParseLevel(s string) (hclog.Level, error) {
+	l := hclog.LevelFromString(strings.ToLower(strings.TrimSpace(s)))
+	if l == hclog.NoLevel {
+		return l, fmt.Errorf("unknown log level %q (want trace, debug, info, warn or error)", s)
+	}
+	return l, nil
+}
+
+// New returns the root logger of binary name writing to out. level and
+// format must have been validated (config does that before anything runs).
+func New(name, level, format string, out io.Writer) hclog.Logger {
+	l, err := ParseLevel(level)
+	if err != nil {
+		l = hclog.Info
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      l,
+		Output:     out,
+		JSONFormat: format == "json",
+		TimeFormat: "2006-01-02T15:04:05.000Z0700",
+	})
+}
+
+// TestLogger returns a logger that writes through t.Log, so output appears
+// only for failing tests (or with -v) and is attributed to the test.
+func TestLogger(t testing.TB) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   t.Name(),
+		Level:  hclog.Debug,
+		Output: testWriter{t},
+	})
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,220 @@
+// Package redistest starts real redis-server processes on free loopback
+// ports for tests: a single server, or a 3-master Redis Cluster. Servers are
+// stopped and their files removed when the test ends. Tests fail with a
+// clear message when redis-server is not installed.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one running redis-server.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// URL returns the server's redis:// URL (db 0).
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Client returns a client closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+// Restart starts a fresh, empty server on the same address after Kill.
+func (s *Server) Restart(t testing.TB, extra ...string) {
+	t.Helper()
+	s.Kill()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	n, _ := strconv.Atoi(port)
+	ns := start(t, n, s.dir, extra...)
+	s.cmd = ns.cmd
+}
+
+// Binary returns the redis-server path, failing the test if there is none.
+func Binary(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server is not installed: run `make test` (it installs it on Debian as root) or `apt-get install redis-server`")
+	}
+	return p
+}
+
+// New starts a single redis-server on a free loopback port.
+func New(t testing.TB) *Server {
+	t.Helper()
+	return start(t, FreePort(t), t.TempDir())
+}
+
+func start(t testing.TB, port int, dir string, extra ...string) *Server {
+	t.Helper()
+	args := append([]string{
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--protected-mode", "no", "--loglevel", "warning",
+	}, extra...)
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Dir = dir
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	t.Cleanup(func() { s.Kill(); _ = out.Close() })
+	waitPing(t, s.Addr, out.Name())
+	return s
+}
+
+func waitPing(t testing.TB, addr, logFile string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logFile)
+			t.Fatalf("redis-server on %s did not answer: %v\n%s", addr, err, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Cluster is a running 3-master Redis Cluster without replicas.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// Seeds returns the nodes' addresses, comma-separated as --redis-cluster takes them.
+func (c *Cluster) Seeds() string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Client returns a cluster client closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.Seeds(), ",")})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// NewCluster starts three masters, splits the 16384 slots between them and
+// waits until every node reports cluster_state:ok.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{}
+	for range 3 {
+		dir := t.TempDir()
+		c.Nodes = append(c.Nodes, start(t, FreePort(t), dir,
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "2000"))
+	}
+	ctx := context.Background()
+	clients := make([]*redis.Client, len(c.Nodes))
+	for i, n := range c.Nodes {
+		clients[i] = n.Client(t)
+	}
+	// Assign slots evenly, then introduce the nodes to each other.
+	per := 16384 / len(c.Nodes)
+	for i, cl := range clients {
+		lo, hi := i*per, (i+1)*per-1
+		if i == len(clients)-1 {
+			hi = 16383
+		}
+		slots := make([]int, 0, hi-lo+1)
+		for s := lo; s <= hi; s++ {
+			slots = append(slots, s)
+		}
+		if err := cl.ClusterAddSlots(ctx, slots...).Err(); err != nil {
+			t.Fatalf("cluster addslots: %v", err)
+		}
+	}
+	host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
+	for _, cl := range clients[1:] {
+		p, _ := strconv.Atoi(port)
+		if err := cl.ClusterMeet(ctx, host, strconv.Itoa(p)).Err(); err != nil {
+			t.Fatalf("cluster meet: %v", err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, cl := range clients {
+			info, err := cl.ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redis cluster did not reach cluster_state:ok with 3 known nodes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every node must also agree on the slot map before clients use it.
+	cc := c.Client(t)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return m.Ping(ctx).Err()
+		})
+		slots, serr := cc.ClusterSlots(ctx).Result()
+		if err == nil && serr == nil && len(slots) == 3 {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis cluster slot map incomplete: %v %v", err, serr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
