@@ -1,4 +1,14 @@
 // Package protocol is the Pusher Channels wire protocol v7 without I/O: the
 // event envelope and its codec, error and close codes, socket ids, and the
-// rules for channel names. Everything here is pure and safe for concurrent use.
+// rules for channel names.
+//
+// Client frames are decoded with Decode, which accepts data either as a JSON
+// value (pusher-js sends objects) or as a JSON-encoded string (other clients).
+// Server frames are built with the Append functions, which always send data
+// as a JSON-encoded string, as Pusher does and as every SDK but pusher-js
+// requires. The Append functions write into a caller's buffer so the hot
+// path can reuse one; Pong is pre-encoded.
+//
+// Everything here is pure and safe for concurrent use, including SocketIDs.
+// Pre-encoded frames such as Pong are shared and must not be modified.
 package protocol

@@ -1,0 +1,56 @@
+package counts
+
+import (
+	"context"
+	_ "embed"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every key of one app carries {app} as its hash tag, so each script's keys
+// share a slot and run unchanged on Redis Cluster. This file is the only
+// place that spells them.
+const prefix = "hc:"
+
+func nodesKey(app string) string  { return prefix + "{" + app + "}:nodes" }
+func globalKey(app string) string { return prefix + "{" + app + "}:channels" }
+func nodeKey(app, node string) string {
+	return prefix + "{" + app + "}:node:" + node
+}
+
+// appsKey indexes the apps that have had counts, so the cleaner finds every
+// app's nodes even when its apps file differs from the wsnodes'.
+const appsKey = prefix + "apps"
+
+func scriptKeys(app, node string) []string {
+	return []string{nodesKey(app), nodeKey(app, node), globalKey(app)}
+}
+
+var (
+	//go:embed scripts/apply.lua
+	applySrc string
+	//go:embed scripts/reap.lua
+	reapSrc string
+	//go:embed scripts/stale.lua
+	staleSrc string
+
+	applyScript = redis.NewScript(applySrc)
+	reapScript  = redis.NewScript(reapSrc)
+	staleScript = redis.NewScript(staleSrc)
+)
+
+// loadScripts loads every script on every master, so EVALSHA in pipelines
+// finds them (after a Redis restart too).
+func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
+	for _, s := range []*redis.Script{applyScript, reapScript, staleScript} {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

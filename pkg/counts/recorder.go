@@ -1,0 +1,385 @@
+package counts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+)
+
+// RecorderOptions tunes a node's Recorder.
+type RecorderOptions struct {
+	// Heartbeat is how often the node refreshes its last-seen time.
+	Heartbeat time.Duration
+	// Coalesce is how long changes gather before one flush; 0 flushes as
+	// soon as the previous flush is done.
+	Coalesce time.Duration
+	// Logger defaults to a null logger.
+	Logger hclog.Logger
+	// Registerer receives the recorder's metrics; nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Recorder is one wsnode's view of its own counts: it keeps the node's local
+// truth (what its sockets are subscribed to) and publishes it to Redis as the
+// node's contribution, coalescing changes per channel.
+type Recorder struct {
+	rdb  redis.UniversalClient
+	node string
+	opts RecorderOptions
+	log  hclog.Logger
+	m    *recorderMetrics
+
+	mu     sync.Mutex
+	apps   map[string]*appState
+	closed bool // after Remove: nothing more is written
+
+	syncMu  sync.Mutex // one flush or removal at a time
+	wake    chan struct{}
+	healthy atomic.Bool
+}
+
+type appState struct {
+	local   map[string]int64 // the truth: subscriptions per channel on this node
+	pending map[string]int64 // changes not yet in Redis
+	// registered is true while Redis holds this node's contribution as we
+	// last wrote it. False means the next flush replaces it from local.
+	registered bool
+}
+
+type recorderMetrics struct {
+	flushes  *prometheus.CounterVec
+	changes  prometheus.Counter
+	resyncs  *prometheus.CounterVec
+	duration prometheus.Histogram
+}
+
+func newRecorderMetrics(reg prometheus.Registerer) *recorderMetrics {
+	f := promauto.With(reg)
+	return &recorderMetrics{
+		flushes: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_counts_flushes_total",
+			Help: "Flushes of count changes and heartbeats to Redis, by result.",
+		}, []string{"result"}),
+		changes: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_counts_changes_total",
+			Help: "Subscription changes recorded (before coalescing).",
+		}),
+		resyncs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_counts_resyncs_total",
+			Help: "Full republications of this node's contribution to an app, by reason.",
+		}, []string{"reason"}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "headcount_counts_flush_seconds",
+			Help:    "Time one flush to Redis took.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+}
+
+// NewRecorder returns a recorder for node nodeID.
+func NewRecorder(rdb redis.UniversalClient, nodeID string, opts RecorderOptions) *Recorder {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	r := &Recorder{
+		rdb:  rdb,
+		node: nodeID,
+		opts: opts,
+		log:  opts.Logger.Named("counts"),
+		m:    newRecorderMetrics(opts.Registerer),
+		apps: map[string]*appState{},
+		wake: make(chan struct{}, 1),
+	}
+	return r
+}
+
+// Add records that the node's subscriptions to channel of app changed by
+// delta. It never blocks on Redis.
+func (r *Recorder) Add(app, channel string, delta int64) {
+	if delta == 0 {
+		return
+	}
+	r.mu.Lock()
+	st := r.apps[app]
+	if st == nil {
+		st = &appState{local: map[string]int64{}, pending: map[string]int64{}}
+		r.apps[app] = st
+	}
+	n := st.local[channel] + delta
+	if n < 0 {
+		// The caller's bookkeeping is wrong; keep Redis sane and say so.
+		r.log.Error("subscription count would go negative; clamping and republishing", "app", app, "channel", channel, "delta", delta)
+		n, st.registered = 0, false
+	}
+	if n == 0 {
+		delete(st.local, channel)
+	} else {
+		st.local[channel] = n
+	}
+	if p := st.pending[channel] + delta; p == 0 {
+		delete(st.pending, channel)
+	} else {
+		st.pending[channel] = p
+	}
+	r.mu.Unlock()
+	r.m.changes.Inc()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Local returns a copy of the node's local truth for app.
+func (r *Recorder) Local(app string) map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int64{}
+	if st := r.apps[app]; st != nil {
+		for ch, n := range st.local {
+			out[ch] = n
+		}
+	}
+	return out
+}
+
+// Healthy reports whether the last flush reached Redis.
+func (r *Recorder) Healthy() bool { return r.healthy.Load() }
+
+// Run flushes changes as they come (after the coalescing window) and
+// heartbeats every app this node has counts in, until ctx ends. Failed
+// flushes are retried with backoff up to the heartbeat interval.
+func (r *Recorder) Run(ctx context.Context) error {
+	tick := time.NewTicker(r.opts.Heartbeat)
+	defer tick.Stop()
+	window := time.NewTimer(0)
+	<-window.C
+	backoff := time.Duration(0)
+	for {
+		heartbeat := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			heartbeat = true
+		case <-r.wake:
+			if d := r.opts.Coalesce + backoff; d > 0 {
+				window.Reset(d)
+				select {
+				case <-ctx.Done():
+					window.Stop()
+					return nil
+				case <-window.C:
+				}
+			}
+		}
+		if err := r.flush(ctx, heartbeat); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(max(2*backoff, 10*time.Millisecond), r.opts.Heartbeat)
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		} else {
+			backoff = 0
+		}
+	}
+}
+
+// Flush publishes pending changes now; tests and benchmarks use it.
+func (r *Recorder) Flush(ctx context.Context) error { return r.flush(ctx, false) }
+
+// Heartbeat refreshes the node's last-seen in every app now, publishing
+// pending changes with it.
+func (r *Recorder) Heartbeat(ctx context.Context) error { return r.flush(ctx, true) }
+
+type op struct {
+	app     string
+	replace bool
+	pairs   map[string]int64
+	cmd     *redis.Cmd
+}
+
+func (r *Recorder) flush(ctx context.Context, heartbeat bool) error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	var err error
+	// A second round replaces contributions the first found missing (or
+	// could not write for want of scripts); a third is never needed unless
+	// Redis loses data again meanwhile, which the next heartbeat handles.
+	for round := 0; round < 2; round++ {
+		var again bool
+		if again, err = r.flushOnce(ctx, heartbeat && round == 0); err != nil || !again {
+			break
+		}
+	}
+	if err != nil {
+		if r.healthy.Swap(false) {
+			r.log.Warn("cannot write counts to Redis; will republish this node's state when it answers", "error", err)
+		}
+		return err
+	}
+	if !r.healthy.Swap(true) {
+		r.log.Info("counts reach Redis", "node", r.node)
+	}
+	return nil
+}
+
+func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, err error) {
+	ops, newApps := r.takeOps(heartbeat)
+	if len(ops) == 0 {
+		return false, nil
+	}
+	start := time.Now()
+	err = r.exec(ctx, ops, newApps)
+	r.m.duration.Observe(time.Since(start).Seconds())
+	if isNoScript(err) {
+		// Redis restarted or failed over. Ops that failed this way wrote
+		// nothing and are replaced in the next round; ops that succeeded on
+		// other shards stand, so nothing is re-sent as a delta.
+		if err = loadScripts(ctx, r.rdb); err != nil {
+			err = fmt.Errorf("load count scripts: %w", err)
+		}
+		again = err == nil
+	}
+	if r.settle(ops, err) {
+		again = true
+	}
+	r.m.flushes.WithLabelValues(map[bool]string{true: "ok", false: "error"}[err == nil]).Inc()
+	return again && err == nil, err
+}
+
+// takeOps moves pending changes into ops under the lock: a replace from the
+// local truth for an app whose contribution is not known to be in Redis, else
+// the coalesced deltas (or, for a heartbeat, an empty delta).
+func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil
+	}
+	var ops []*op
+	var newApps []string
+	for app, st := range r.apps {
+		switch {
+		case !st.registered:
+			pairs := make(map[string]int64, len(st.local))
+			for ch, n := range st.local {
+				pairs[ch] = n
+			}
+			ops = append(ops, &op{app: app, replace: true, pairs: pairs})
+			newApps = append(newApps, app)
+			clear(st.pending)
+		case len(st.pending) > 0:
+			ops = append(ops, &op{app: app, pairs: st.pending})
+			st.pending = make(map[string]int64, len(st.pending))
+		case heartbeat:
+			ops = append(ops, &op{app: app})
+		}
+	}
+	return ops, newApps
+}
+
+func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error {
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(newApps) > 0 {
+			p.SAdd(ctx, appsKey, toAny(newApps)...)
+		}
+		for _, o := range ops {
+			mode := "delta"
+			if o.replace {
+				mode = "replace"
+			}
+			args := make([]any, 0, 2+2*len(o.pairs))
+			args = append(args, r.node, mode)
+			for ch, n := range o.pairs {
+				args = append(args, ch, strconv.FormatInt(n, 10))
+			}
+			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node), args...)
+		}
+		return nil
+	})
+	return err
+}
+
+// settle records each op's outcome. Any op whose result is not a clean 1
+// leaves its app unregistered, so the next flush replaces the contribution
+// from the local truth; this is what keeps a retry from counting twice. It
+// reports whether a contribution was found missing.
+func (r *Recorder) settle(ops []*op, execErr error) (again bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range ops {
+		st := r.apps[o.app]
+		res, err := o.cmd.Int()
+		switch {
+		case err == nil && res == 1:
+			if o.replace {
+				if !st.registered {
+					r.m.resyncs.WithLabelValues("published").Inc()
+				}
+				st.registered = true
+			}
+		case err == nil && res == -1:
+			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, or Redis lost data); republishing", "app", o.app, "node", r.node)
+			r.m.resyncs.WithLabelValues("missing").Inc()
+			st.registered, again = false, true
+		case err == nil:
+			r.log.Error("Redis refused a change that would make a count negative; republishing", "app", o.app, "node", r.node, "result", res)
+			r.m.resyncs.WithLabelValues("negative").Inc()
+			st.registered, again = false, true
+		default:
+			if execErr == nil && !isNoScript(err) {
+				r.log.Error("count script failed", "app", o.app, "error", err)
+			}
+			st.registered = false
+		}
+	}
+	return again
+}
+
+// Remove deletes this node's contribution from every app (a graceful stop)
+// and stops further writes. Changes recorded after it are ignored.
+func (r *Recorder) Remove(ctx context.Context) error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	r.closed = true
+	apps := make([]string, 0, len(r.apps))
+	for app := range r.apps {
+		apps = append(apps, app)
+	}
+	r.mu.Unlock()
+	s := NewStore(r.rdb)
+	var errs []error
+	for _, app := range apps {
+		if _, err := s.RemoveNode(ctx, app, r.node); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove node %s: %w", r.node, err)
+	}
+	return nil
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

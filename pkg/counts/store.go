@@ -1,0 +1,118 @@
+package counts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store reads the counts of every app and reaps dead nodes.
+type Store struct{ rdb redis.UniversalClient }
+
+// NewStore returns a store on rdb.
+func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+
+// Channel returns the global subscription count of one channel (0: vacant).
+func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error) {
+	n, err := s.rdb.ZScore(ctx, globalKey(app), channel).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read channel count: %w", err)
+	}
+	return int64(n), nil
+}
+
+// Channels returns the occupied channels of app whose names start with
+// prefix, with their global subscription counts.
+func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]int64, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, globalKey(app), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	out := make(map[string]int64, len(zs))
+	for _, z := range zs {
+		name, _ := z.Member.(string)
+		if strings.HasPrefix(name, prefix) && z.Score > 0 {
+			out[name] = int64(z.Score)
+		}
+	}
+	return out, nil
+}
+
+// Contributions returns every registered node's contribution to app, and
+// each node's last-seen time. Tests and audits compare their sum with the
+// global counts.
+func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[string]int64, map[string]time.Time, error) {
+	nodes, err := s.rdb.ZRangeWithScores(ctx, nodesKey(app), 0, -1).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	contrib := make(map[string]map[string]int64, len(nodes))
+	seen := make(map[string]time.Time, len(nodes))
+	for _, z := range nodes {
+		id, _ := z.Member.(string)
+		seen[id] = time.UnixMilli(int64(z.Score))
+		h, err := s.rdb.HGetAll(ctx, nodeKey(app, id)).Result()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read contribution of %s: %w", id, err)
+		}
+		c := make(map[string]int64, len(h))
+		for ch, v := range h {
+			var n int64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				return nil, nil, fmt.Errorf("contribution of %s to %q is %q: %w", id, ch, v, err)
+			}
+			c[ch] = n
+		}
+		contrib[id] = c
+	}
+	return contrib, seen, nil
+}
+
+// Apps returns every app that has had counts.
+func (s *Store) Apps(ctx context.Context) ([]string, error) {
+	apps, err := s.rdb.SMembers(ctx, appsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list apps: %w", err)
+	}
+	return apps, nil
+}
+
+// StaleNodes returns up to limit nodes of app whose last-seen is at least
+// deadAfter old by Redis's clock.
+func (s *Store) StaleNodes(ctx context.Context, app string, deadAfter time.Duration, limit int) ([]string, error) {
+	nodes, err := staleScript.Run(ctx, s.rdb, []string{nodesKey(app)}, deadAfter.Milliseconds(), limit).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("find stale nodes: %w", err)
+	}
+	return nodes, nil
+}
+
+// ReapNode removes node's contribution to app if its last-seen is still at
+// least deadAfter old, in one atomic unit. It reports whether it reaped the
+// node and how many channels it subtracted from. Reaping a node that is gone
+// already does nothing, so concurrent cleaners never subtract twice.
+func (s *Store) ReapNode(ctx context.Context, app, node string, deadAfter time.Duration) (bool, int, error) {
+	return s.reap(ctx, app, node, deadAfter.Milliseconds())
+}
+
+// RemoveNode removes node's contribution to app unconditionally: a node
+// leaving gracefully.
+func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, error) {
+	ok, _, err := s.reap(ctx, app, node, -1)
+	return ok, err
+}
+
+func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, int, error) {
+	n, err := reapScript.Run(ctx, s.rdb, scriptKeys(app, node), node, deadAfterMs).Int()
+	if err != nil {
+		return false, 0, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	}
+	return n >= 0, max(n, 0), nil
+}
