@@ -284,13 +284,34 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 			newApps = append(newApps, app)
 			clear(st.pending)
 		case len(st.pending) > 0:
-			ops = append(ops, &op{app: app, pairs: st.pending})
-			st.pending = make(map[string]int64, len(st.pending))
+			ops = append(ops, chunk(app, st.pending)...)
+			st.pending = make(map[string]int64, min(len(st.pending), maxPairs))
 		case heartbeat:
 			ops = append(ops, &op{app: app})
 		}
 	}
 	return ops, newApps
+}
+
+// maxPairs bounds the changes one script call applies, so a storm over many
+// channels becomes several short atomic units in one pipeline instead of one
+// long script that would stall Redis for every other client.
+const maxPairs = 512
+
+func chunk(app string, pending map[string]int64) []*op {
+	if len(pending) <= maxPairs {
+		return []*op{{app: app, pairs: pending}}
+	}
+	var ops []*op
+	cur := make(map[string]int64, maxPairs)
+	for ch, n := range pending {
+		if len(cur) == maxPairs {
+			ops = append(ops, &op{app: app, pairs: cur})
+			cur = make(map[string]int64, maxPairs)
+		}
+		cur[ch] = n
+	}
+	return append(ops, &op{app: app, pairs: cur})
 }
 
 func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error {

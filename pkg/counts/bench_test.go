@@ -1,0 +1,109 @@
+package counts
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// BenchmarkApply measures subscription changes applied to Redis from one
+// node during a storm (8 goroutines subscribing sockets), with the
+// recorder's coalescing and without it (one atomic unit per change, what a
+// node that writes through would do). Changes spread over 1,000 channels
+// (hot channels net out within a window) or over 1,000,000 (nearly every
+// change is a channel of its own: coalescing can only batch, not net). It
+// reports changes/s and Redis round trips per 1,000 changes.
+func BenchmarkApply(b *testing.B) {
+	const writers = 8
+	srv := redistest.New(b)
+	for _, c := range []struct {
+		mode     string
+		channels int
+	}{{"coalesced", 1000}, {"coalesced", 1000000}, {"per-change", 1000}} {
+		mode, channels := c.mode, c.channels
+		b.Run(fmt.Sprintf("%s/channels=%d", mode, channels), func(b *testing.B) {
+			rt := &redisx.RoundTrips{}
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 2 * writers})
+			defer rdb.Close()
+			rdb.AddHook(rt)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			app := fmt.Sprintf("bench-%s-%d-%d", mode, channels, b.N)
+			r := NewRecorder(rdb, "bench", RecorderOptions{Heartbeat: time.Hour, Coalesce: 2 * time.Millisecond})
+			if err := r.Heartbeat(ctx); err != nil {
+				b.Fatal(err)
+			}
+			r.Add(app, "warmup", 1)
+			if err := r.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			before := rt.Count()
+			b.ResetTimer()
+			start := time.Now()
+			if mode == "coalesced" {
+				go func() { _ = r.Run(ctx) }()
+			}
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						ch := fmt.Sprintf("ch%d", (int(i)*7919+w)%channels)
+						if mode == "coalesced" {
+							r.Add(app, ch, 1)
+							continue
+						}
+						if err := applyOne(ctx, rdb, app, "bench", ch, 1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := r.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			trips := rt.Count() - before
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "changes/s")
+			b.ReportMetric(float64(trips)*1000/float64(b.N), "roundtrips/1000changes")
+			// The result must be exact whichever way it was written.
+			var sum int64
+			all, err := NewStore(rdb).Channels(ctx, app, "ch")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range all {
+				sum += n
+			}
+			if sum != int64(b.N) {
+				b.Fatalf("counted %d of %d changes", sum, b.N)
+			}
+		})
+	}
+}
+
+// applyOne writes one change as its own atomic unit.
+func applyOne(ctx context.Context, rdb redis.UniversalClient, app, node, ch string, n int64) error {
+	res, err := applyScript.Run(ctx, rdb, scriptKeys(app, node), node, "delta", ch, n).Int()
+	if err == nil && res != 1 {
+		err = fmt.Errorf("apply returned %d", res)
+	}
+	return err
+}
