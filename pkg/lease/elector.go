@@ -67,7 +67,7 @@ func (e *Elector) lead(ctx context.Context, active func(context.Context), tick *
 		wg.Wait()
 		e.changed(false)
 	}()
-	expiry := time.NewTimer(time.Until(l.validUntil) - l.TTL()/10)
+	expiry := time.NewTimer(l.remaining() - l.TTL()/10)
 	defer expiry.Stop()
 	for {
 		select {
@@ -96,7 +96,7 @@ func (e *Elector) lead(ctx context.Context, active func(context.Context), tick *
 					log.Warn("cannot renew the lease; still active until it expires", "error", err)
 				}
 			default:
-				expiry.Reset(time.Until(l.validUntil) - l.TTL()/10)
+				expiry.Reset(l.remaining() - l.TTL()/10)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,15 +42,18 @@ type Lease struct {
 	ttl   time.Duration
 	token string
 	// validUntil is when the lease may have expired in Redis, measured from
-	// before the last successful acquire or renew was sent.
-	validUntil time.Time
+	// before the last successful acquire or renew was sent, as monotonic
+	// time since base. Atomic: the active side reads it while the elector
+	// renews.
+	base       time.Time
+	validUntil atomic.Int64
 }
 
 // New returns a handle with a fresh random token.
 func New(rdb redis.UniversalClient, key string, ttl time.Duration) *Lease {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return &Lease{rdb: rdb, key: key, ttl: ttl, token: hex.EncodeToString(b)}
+	return &Lease{rdb: rdb, key: key, ttl: ttl, token: hex.EncodeToString(b), base: time.Now()}
 }
 
 // Token identifies this contender (logs, tests).
@@ -66,7 +70,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("acquire lease %s: %w", l.key, err)
 	}
 	if ok {
-		l.validUntil = start.Add(l.ttl)
+		l.setValidUntil(start.Add(l.ttl))
 	}
 	return ok, nil
 }
@@ -80,16 +84,16 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("renew lease %s: %w", l.key, err)
 	}
 	if n != 1 {
-		l.validUntil = time.Time{}
+		l.validUntil.Store(0)
 		return ErrNotHeld
 	}
-	l.validUntil = start.Add(l.ttl)
+	l.setValidUntil(start.Add(l.ttl))
 	return nil
 }
 
 // Release gives the lease up if this handle holds it.
 func (l *Lease) Release(ctx context.Context) error {
-	l.validUntil = time.Time{}
+	l.validUntil.Store(0)
 	if err := releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err(); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
@@ -101,5 +105,12 @@ func (l *Lease) Release(ctx context.Context) error {
 // successful acquire or renew. It uses the monotonic clock, so a process that
 // was paused past its TTL sees false as soon as it resumes.
 func (l *Lease) Valid() bool {
-	return time.Until(l.validUntil) > l.ttl/10
+	return l.remaining() > l.ttl/10
 }
+
+// remaining is how long the lease surely lives on in Redis.
+func (l *Lease) remaining() time.Duration {
+	return time.Duration(l.validUntil.Load()) - time.Since(l.base)
+}
+
+func (l *Lease) setValidUntil(t time.Time) { l.validUntil.Store(int64(t.Sub(l.base))) }

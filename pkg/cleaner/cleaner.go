@@ -1,0 +1,191 @@
+package cleaner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/redisx"
+	hcrun "github.com/headcount/headcount/pkg/run"
+)
+
+// LeaseKey is the Redis key the cleaners contend for.
+const LeaseKey = "hc:cleaner:lease"
+
+// reapBatch bounds how many stale nodes of one app one scan reaps, so a
+// mass failure is worked off over a few scans without one long pass.
+const reapBatch = 100
+
+// Options configure a cleaner.
+type Options struct {
+	Config   config.Cleaner
+	Logger   hclog.Logger
+	Registry *prometheus.Registry
+}
+
+// App is a running cleaner.
+type App struct {
+	cfg   config.Cleaner
+	log   hclog.Logger
+	rdb   redis.UniversalClient
+	store *counts.Store
+	lease *lease.Lease
+	admin *hcrun.Server
+	ready hcrun.Readiness
+	m     *metrics
+}
+
+type metrics struct {
+	active  prometheus.Gauge
+	reaped  *prometheus.CounterVec
+	scans   *prometheus.CounterVec
+	lastRun prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		active: f.NewGauge(prometheus.GaugeOpts{
+			Name: "headcount_cleaner_active",
+			Help: "1 while this cleaner holds the lease and scans, else 0.",
+		}),
+		reaped: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_cleaner_reaped_nodes_total",
+			Help: "Dead wsnodes whose counts this cleaner removed, by app.",
+		}, []string{"app"}),
+		scans: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_cleaner_scans_total",
+			Help: "Scans for dead nodes, by result.",
+		}, []string{"result"}),
+		lastRun: f.NewGauge(prometheus.GaugeOpts{
+			Name: "headcount_cleaner_last_scan_timestamp_seconds",
+			Help: "When the last successful scan finished.",
+		}),
+	}
+}
+
+// New wires a cleaner; it binds the admin listener but dials nothing.
+func New(opts Options) (*App, error) {
+	rdb, err := redisx.NewClient(opts.Config.Common)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{
+		cfg:   opts.Config,
+		log:   opts.Logger.Named("cleaner"),
+		rdb:   rdb,
+		store: counts.NewStore(rdb),
+		lease: lease.New(rdb, LeaseKey, opts.Config.LeaseTTL),
+		m:     newMetrics(opts.Registry),
+	}
+	if opts.Config.AdminAddr != "" {
+		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready)); err != nil {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// AdminAddr is the bound admin address ("" when disabled).
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr()
+}
+
+// Run contends for the lease and scans while active, until ctx ends.
+func (a *App) Run(ctx context.Context) error {
+	defer a.rdb.Close()
+	var g run.Group
+	ctx, cancel := context.WithCancel(ctx)
+	g.Add(func() error {
+		e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
+			a.m.active.Set(map[bool]float64{true: 1}[active])
+		}}
+		return e.Run(ctx, a.active)
+	}, func(error) { cancel() })
+	g.Add(func() error { a.watchRedis(ctx); return nil }, func(error) { cancel() })
+	if a.admin != nil {
+		g.Add(a.admin.Serve, func(error) { a.admin.Shutdown(time.Second) })
+	}
+	a.log.Info("cleaner started", "dead_after", a.cfg.DeadAfter, "scan_interval", a.cfg.ScanInterval, "lease_ttl", a.cfg.LeaseTTL)
+	err := g.Run()
+	a.log.Info("cleaner stopped")
+	return err
+}
+
+// watchRedis keeps /readyz true while Redis answers, for passive cleaners too.
+func (a *App) watchRedis(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		a.ready.Set(redisx.Ping(pctx, a.rdb) == nil)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// active scans every scan-interval while this cleaner holds the lease.
+func (a *App) active(ctx context.Context) {
+	t := time.NewTicker(a.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		if err := a.scan(ctx, a.lease.Valid); err != nil && ctx.Err() == nil {
+			a.m.scans.WithLabelValues("error").Inc()
+			a.log.Warn("scan failed", "error", err)
+		} else if ctx.Err() == nil {
+			a.m.scans.WithLabelValues("ok").Inc()
+			a.m.lastRun.SetToCurrentTime()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// scan reaps every stale node of every app, checking held() before each
+// reap so a cleaner that lost its lease stops at once.
+func (a *App) scan(ctx context.Context, held func() bool) error {
+	apps, err := a.store.Apps(ctx)
+	if err != nil {
+		return err
+	}
+	for _, app := range apps {
+		stale, err := a.store.StaleNodes(ctx, app, a.cfg.DeadAfter, reapBatch)
+		if err != nil {
+			return err
+		}
+		for _, node := range stale {
+			if !held() || ctx.Err() != nil {
+				return nil
+			}
+			ok, channels, err := a.store.ReapNode(ctx, app, node, a.cfg.DeadAfter)
+			if err != nil {
+				return err
+			}
+			if ok {
+				a.m.reaped.WithLabelValues(app).Inc()
+				a.log.Info("reaped dead node", "app", app, "node", node, "channels", channels, "dead_after", a.cfg.DeadAfter)
+			}
+		}
+	}
+	return nil
+}

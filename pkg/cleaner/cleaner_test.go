@@ -1,0 +1,134 @@
+package cleaner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+func newCleaner(t *testing.T, redisURL string) *App {
+	cfg := config.DefaultCleaner()
+	cfg.Redis = redisURL
+	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.DeadAfter = 200 * time.Millisecond
+	cfg.ScanInterval = 20 * time.Millisecond
+	cfg.LeaseTTL = 300 * time.Millisecond
+	a, err := New(Options{Config: cfg, Logger: logging.TestLogger(t), Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	return a
+}
+
+// TestTwoActiveCleanersNeverSubtractTwice runs two cleaners' scans at once
+// with the lease check disabled (both believe they are active) over many
+// dead nodes, while live nodes keep writing. Every dead node must be
+// subtracted exactly once: the global ends equal to the live nodes' counts.
+func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	store := counts.NewStore(rdb)
+
+	const dead, live = 40, 3
+	for i := range dead {
+		r := counts.NewRecorder(rdb, fmt.Sprintf("dead%d", i), counts.RecorderOptions{Heartbeat: time.Hour})
+		r.Add("app", "shared", 1)
+		r.Add("app", fmt.Sprintf("own%d", i), 2)
+		require.NoError(t, r.Flush(ctx))
+	}
+	var lives []*counts.Recorder
+	for i := range live {
+		r := counts.NewRecorder(rdb, fmt.Sprintf("live%d", i), counts.RecorderOptions{Heartbeat: time.Hour})
+		r.Add("app", "shared", 5)
+		require.NoError(t, r.Flush(ctx))
+		lives = append(lives, r)
+	}
+	// Let the dead nodes go stale while the live ones heartbeat.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, r := range lives {
+			require.NoError(t, r.Heartbeat(ctx))
+		}
+		stale, err := store.StaleNodes(ctx, "app", 200*time.Millisecond, 1000)
+		require.NoError(t, err)
+		if len(stale) == dead {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "dead nodes never went stale")
+	}
+
+	a, b := newCleaner(t, srv.URL()), newCleaner(t, srv.URL())
+	always := func() bool { return true }
+	var wg sync.WaitGroup
+	for _, c := range []*App{a, b, a, b} {
+		wg.Go(func() { require.NoError(t, c.scan(ctx, always)) })
+	}
+	wg.Wait()
+
+	all, err := store.Channels(ctx, "app", "")
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"shared": 5 * live}, all)
+	reaped := testutil.ToFloat64(a.m.reaped.WithLabelValues("app")) + testutil.ToFloat64(b.m.reaped.WithLabelValues("app"))
+	require.EqualValues(t, dead, reaped, "each dead node reaped exactly once between the two")
+}
+
+func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	store := counts.NewStore(rdb)
+
+	ctxA, stopA := context.WithCancel(ctx)
+	ctxB, stopB := context.WithCancel(ctx)
+	a, b := newCleaner(t, srv.URL()), newCleaner(t, srv.URL())
+	doneA := make(chan error, 1)
+	go func() { doneA <- a.Run(ctxA) }()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.active) == 1 }, 5*time.Second, 5*time.Millisecond)
+	doneB := make(chan error, 1)
+	go func() { doneB <- b.Run(ctxB) }()
+	defer func() { stopB(); require.NoError(t, <-doneB) }()
+
+	node := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour})
+	node.Add("app", "x", 3)
+	require.NoError(t, node.Flush(ctx))
+	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "x"); return n == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app")))
+	require.EqualValues(t, 0, testutil.ToFloat64(b.m.active), "b stays passive while a holds the lease")
+
+	stopA()
+	require.NoError(t, <-doneA)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(b.m.active) == 1 }, 5*time.Second, 5*time.Millisecond)
+	node2 := counts.NewRecorder(rdb, "n2", counts.RecorderOptions{Heartbeat: time.Hour})
+	node2.Add("app", "y", 1)
+	require.NoError(t, node2.Flush(ctx))
+	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "y"); return n == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.EqualValues(t, 1, testutil.ToFloat64(b.m.reaped.WithLabelValues("app")))
+}
+
+func TestScanStopsWhenLeaseIsNoLongerValid(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	r := counts.NewRecorder(rdb, "n", counts.RecorderOptions{Heartbeat: time.Hour})
+	r.Add("app", "x", 1)
+	require.NoError(t, r.Flush(ctx))
+	c := newCleaner(t, srv.URL())
+	require.Eventually(t, func() bool {
+		stale, _ := c.store.StaleNodes(ctx, "app", c.cfg.DeadAfter, 10)
+		return len(stale) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, c.scan(ctx, func() bool { return false }))
+	n, err := c.store.Channel(ctx, "app", "x")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "a cleaner without a valid lease must not reap")
+}
