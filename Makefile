@@ -1,0 +1,49 @@
+# headcount: `make help` lists the targets.
+
+GO        ?= go
+BIN       ?= bin
+BINARIES  := wsnode cleaner httpapi
+# Generous: the Redis-backed and end-to-end tests are slow under -race on 2 cores.
+TEST_TIMEOUT ?= 20m
+FUZZTIME  ?= 10s
+BENCHTIME ?= 2s
+
+.PHONY: all help build test test-short lint fuzz run bench tidy clean deps
+
+all: lint test ## Lint, then run every test (what CI runs)
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build bin/wsnode, bin/cleaner, bin/httpapi
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+
+deps: ## Install what the tests need (redis-server, npm packages in test/compat)
+	@bash scripts/ensure-deps.sh
+
+test: deps ## Run every test with -race against real Redis (installs deps first)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-short: ## Quick loop: go test -short (skips the Redis and end-to-end tests)
+	$(GO) test -short -count=1 ./...
+
+lint: ## gofmt (must list nothing) and go vet
+	@files=$$(find . -name '*.go' -not -path './test/compat/node_modules/*' -not -path './.run/*' -not -path './bin/*' | xargs gofmt -l); \
+	if [ -n "$$files" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$files"; exit 1; fi
+	$(GO) vet ./...
+
+fuzz: ## Run each Fuzz* target for FUZZTIME (default 10s)
+	@GO="$(GO)" FUZZTIME="$(FUZZTIME)" bash scripts/fuzz.sh
+
+run: ## Start a local cluster: redis, 2 wsnodes, 2 cleaners, httpapi (Ctrl-C stops it)
+	@GO="$(GO)" bash scripts/run-local.sh
+
+bench: ## Run the counts benchmarks and write BENCHMARKS.md
+	@GO="$(GO)" BENCHTIME="$(BENCHTIME)" bash scripts/bench.sh
+
+tidy: ## go mod tidy
+	$(GO) mod tidy
+
+clean: ## Remove bin/, .run/ and test/coverage files
+	rm -rf $(BIN) .run
+	rm -f coverage.out coverage.html *.coverprofile

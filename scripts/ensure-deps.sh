@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# ensure-deps.sh: make sure what the tests and `make run` need is installed.
+#
+#   - redis-server and redis-cli (the tests start their own servers on free
+#     loopback ports; a system redis is not used and is not left running);
+#   - node and npm, and test/compat/node_modules when test/compat/package.json
+#     exists (real pusher-js / pusher SDK clients for the end-to-end tests).
+#
+# Idempotent and quiet: prints one line per thing it does, nothing when all is
+# there. Installs with apt-get when running as root on Debian/Ubuntu;
+# otherwise says exactly what to install and exits 1.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf 'ensure-deps: %s\n' "$*"; }
+die() {
+	printf 'ensure-deps: %s\n' "$*" >&2
+	exit 1
+}
+
+can_apt() { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+apt_updated=0
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	if [ "$apt_updated" -eq 0 ]; then
+		say "apt-get update"
+		apt-get update -qq >/dev/null || die "apt-get update failed"
+		apt_updated=1
+	fi
+	say "apt-get install -y $*"
+	apt-get install -y -qq --no-install-recommends "$@" >/dev/null || die "apt-get install $* failed"
+}
+
+# --- redis-server, redis-cli -------------------------------------------------
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+	if can_apt; then
+		# Keep the package from starting a system redis on 6379: a policy-rc.d
+		# that refuses service starts, only for the duration of the install.
+		policy=/usr/sbin/policy-rc.d
+		added_policy=0
+		if [ ! -e "$policy" ]; then
+			printf '#!/bin/sh\nexit 101\n' >"$policy"
+			chmod 755 "$policy"
+			added_policy=1
+		fi
+		trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
+		apt_install redis-server redis-tools
+		if [ "$added_policy" -eq 1 ]; then
+			rm -f "$policy"
+			added_policy=0
+		fi
+		trap - EXIT
+		# If a service manager started it anyway, stop and disable it.
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+			systemctl disable --now redis-server >/dev/null 2>&1 || true
+		elif command -v service >/dev/null 2>&1; then
+			service redis-server stop >/dev/null 2>&1 || true
+		fi
+		command -v redis-server >/dev/null 2>&1 || die "redis-server still not on PATH after installing it"
+	else
+		die "redis-server and redis-cli are needed (the tests start their own on loopback).
+  Install them, then re-run:
+    Debian/Ubuntu: sudo apt-get install redis-server
+    Fedora:        sudo dnf install redis
+    macOS:         brew install redis
+  (or run this as root on Debian/Ubuntu and it installs them with apt-get)"
+	fi
+fi
+
+# --- node, npm and test/compat/node_modules ----------------------------------
+compat=test/compat
+if [ -f "$compat/package.json" ]; then
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		if can_apt; then
+			apt_install nodejs npm
+		else
+			die "node and npm are needed for the end-to-end tests ($compat uses pusher-js).
+  Install Node.js 18 or later with npm, then re-run:
+    Debian/Ubuntu: sudo apt-get install nodejs npm
+    macOS:         brew install node
+  (or run this as root on Debian/Ubuntu and it installs them with apt-get)"
+		fi
+	fi
+
+	# npm records the installed tree in node_modules/.package-lock.json; install
+	# again when it is missing or older than package.json or package-lock.json.
+	marker=$compat/node_modules/.package-lock.json
+	stale=0
+	if [ ! -f "$marker" ]; then
+		stale=1
+	elif [ "$compat/package.json" -nt "$marker" ]; then
+		stale=1
+	elif [ -f "$compat/package-lock.json" ] && [ "$compat/package-lock.json" -nt "$marker" ]; then
+		stale=1
+	fi
+	if [ "$stale" -eq 1 ]; then
+		npm_flags=(--no-audit --no-fund --loglevel=error)
+		if [ -f "$compat/package-lock.json" ]; then
+			say "npm ci in $compat"
+			(cd "$compat" && npm ci "${npm_flags[@]}" >/dev/null) || die "npm ci in $compat failed"
+		else
+			say "npm install in $compat (no package-lock.json)"
+			(cd "$compat" && npm install "${npm_flags[@]}" >/dev/null) || die "npm install in $compat failed"
+		fi
+		# npm ci may keep the lock's mtime newer than the marker's on coarse
+		# clocks; touch the marker so the next run is a no-op.
+		if [ -f "$marker" ]; then touch "$marker"; fi
+	fi
+fi
