@@ -145,13 +145,24 @@ func (a *App) watchRedis(ctx context.Context) {
 func (a *App) active(ctx context.Context) {
 	t := time.NewTicker(a.cfg.ScanInterval)
 	defer t.Stop()
+	failing := false // log a run of failures once, and its end
 	for {
-		if err := a.scan(ctx, a.lease.Valid); err != nil && ctx.Err() == nil {
+		err := a.scan(ctx, a.lease.Valid)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			a.m.scans.WithLabelValues("error").Inc()
-			a.log.Warn("scan failed", "error", err)
-		} else if ctx.Err() == nil {
+			if !failing {
+				a.log.Warn("scan failed; retrying every scan interval", "error", err)
+			}
+			failing = true
+		default:
 			a.m.scans.WithLabelValues("ok").Inc()
 			a.m.lastRun.SetToCurrentTime()
+			if failing {
+				a.log.Info("scans succeed again")
+			}
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

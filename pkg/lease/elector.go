@@ -31,10 +31,16 @@ func (e *Elector) Run(ctx context.Context, active func(ctx context.Context)) err
 	every := l.TTL() / 3
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	reachable := true // log outages once, not every try
 	for {
 		ok, err := l.TryAcquire(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("cannot reach Redis to contend for the lease", "error", err)
+		switch {
+		case err != nil && ctx.Err() == nil && reachable:
+			log.Warn("cannot reach Redis to contend for the lease; retrying", "error", err)
+			reachable = false
+		case err == nil && !reachable:
+			log.Info("Redis answers again: contending for the lease")
+			reachable = true
 		}
 		if ok {
 			e.lead(ctx, active, tick)
