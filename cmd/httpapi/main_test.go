@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// TestMain runs the binary's main instead of the tests when asked, so tests
+// can check exit codes and signals on a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("HTTPAPI_TEST_MAIN") == "1" {
+		os.Args = append([]string{"httpapi"}, strings.Fields(os.Getenv("HTTPAPI_TEST_ARGS"))...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func noEnv(string) string { return "" }
+
+func TestBadFlagExits2NamingTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"--addr", "nonsense"}, want: "--addr"},
+		{args: []string{"--log-format", "xml"}, want: "--log-format"},
+		{args: []string{"--no-such-flag"}, want: "no-such-flag"},
+		{env: map[string]string{"HEADCOUNT_REDIS": "mysql://x"}, want: "--redis"},
+	} {
+		var stderr bytes.Buffer
+		env := func(k string) string { return tc.env[k] }
+		code := run(tc.args, env, &stderr)
+		require.Equal(t, 2, code, "args %v: %s", tc.args, stderr.String())
+		require.Contains(t, stderr.String(), "httpapi: invalid configuration")
+		require.Contains(t, stderr.String(), tc.want)
+	}
+}
+
+func TestHelpExits0(t *testing.T) {
+	var stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"-h"}, noEnv, &stderr))
+	require.Contains(t, stderr.String(), "-addr")
+}
+
+func TestListenFailureExits1(t *testing.T) {
+	// A valid address that is taken: config accepts it, New fails to bind.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	var stderr bytes.Buffer
+	code := run([]string{"--addr", busy.Addr().String(), "--admin-addr", ""}, noEnv, &stderr)
+	require.Equal(t, 1, code, stderr.String())
+	require.Contains(t, stderr.String(), "--addr")
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestSIGTERMStopsCleanly(t *testing.T) {
+	srv := redistest.New(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HTTPAPI_TEST_MAIN=1",
+		"HTTPAPI_TEST_ARGS=--addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --redis "+srv.URL())
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // harmless once it has exited
+		<-exited
+	})
+
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "redis is reachable") },
+		10*time.Second, 10*time.Millisecond, "httpapi did not become ready:\n%s", stderr.String())
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+		require.NoError(t, waitErr, "exit after SIGTERM:\n%s", stderr.String())
+		require.Contains(t, stderr.String(), "stopped")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("httpapi did not exit within 10s of SIGTERM:\n%s", stderr.String())
+	}
+}

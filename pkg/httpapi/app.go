@@ -1,0 +1,242 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	oklog "github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/run"
+)
+
+const (
+	// readyInterval is how often /readyz's Redis ping runs, and its timeout.
+	readyInterval = time.Second
+	// shutdownTimeout bounds how long requests in flight may finish on stop.
+	// API requests are single Redis reads, so a few seconds is plenty.
+	shutdownTimeout = 5 * time.Second
+)
+
+// Options configures an App.
+type Options struct {
+	// Config is the parsed and validated configuration; Config.Apps must be set.
+	Config config.HTTPAPI
+	// Logger is the root logger; nil discards logs.
+	Logger hclog.Logger
+	// Registry receives the metrics and is served on /metrics; nil means a
+	// fresh registry.
+	Registry *prometheus.Registry
+}
+
+// App is a running HTTP API: its listeners are bound by New, served by Run.
+type App struct {
+	log     hclog.Logger
+	apps    *apps.Registry
+	rdb     redis.UniversalClient
+	store   *counts.Store
+	metrics *metrics
+
+	api   *run.Server
+	admin *run.Server // nil when --admin-addr is empty
+
+	redisUp  run.Readiness
+	draining atomic.Bool
+
+	cleanups []func()     // run in reverse order, once, by whoever owns state
+	state    atomic.Int32 // stateNew, then stateRunning (Run) or stateReleased (Stop)
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+const (
+	stateNew      = iota
+	stateRunning  // Run owns the cleanups
+	stateReleased // Stop came before Run and ran the cleanups
+)
+
+// New binds the API and admin listeners and builds the Redis client. Nothing
+// dials Redis until Run.
+func New(opts Options) (_ *App, err error) {
+	if opts.Config.Apps == nil {
+		return nil, errors.New("httpapi: no apps configured (Config.Apps is nil)")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	a := &App{
+		log:     log.Named("httpapi"),
+		apps:    opts.Config.Apps,
+		metrics: newMetrics(reg),
+		stop:    make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			a.cleanup()
+		}
+	}()
+
+	if a.rdb, err = redisx.NewClient(opts.Config.Common); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	a.cleanups = append(a.cleanups, func() { _ = a.rdb.Close() })
+	a.store = counts.NewStore(a.rdb)
+
+	if a.api, err = run.Listen(opts.Config.Addr, a.handler()); err != nil {
+		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
+	}
+	a.cleanups = append(a.cleanups, func() { release(a.api) })
+	if opts.Config.AdminAddr != "" {
+		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready)); err != nil {
+			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)
+		}
+		a.cleanups = append(a.cleanups, func() { release(a.admin) })
+	}
+	return a, nil
+}
+
+// release closes a server that may never have served: run.Server has no
+// Close, but Serve closes its listener when it returns, and it returns at
+// once when Shutdown came first.
+func release(s *run.Server) {
+	done := make(chan struct{})
+	go func() { _ = s.Serve(); close(done) }()
+	s.Shutdown(0)
+	<-done
+}
+
+// Addr is the API's bound address (useful with --addr 127.0.0.1:0).
+func (a *App) Addr() string { return a.api.Addr() }
+
+// AdminAddr is the admin server's bound address, or "" when it is off.
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr()
+}
+
+// ready is what /readyz reports.
+func (a *App) ready() bool { return a.redisUp.Ready() && !a.draining.Load() }
+
+// Run serves until ctx is done or Stop is called, then stops accepting,
+// lets requests in flight finish, and releases everything New acquired. It
+// returns nil on a clean stop, or the error that stopped it. Run may be
+// called once; after Stop it returns nil at once.
+func (a *App) Run(ctx context.Context) error {
+	if !a.state.CompareAndSwap(stateNew, stateRunning) {
+		if a.state.Load() == stateReleased {
+			return nil // stopped before it ran: nothing to serve
+		}
+		return errors.New("httpapi: Run called twice")
+	}
+	defer a.cleanup()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "apps", len(a.apps.All()))
+
+	var g oklog.Group
+	g.Add(func() error {
+		select {
+		case <-ctx.Done():
+		case <-a.stop:
+		}
+		return nil
+	}, func(error) { cancel() })
+	g.Add(func() error {
+		a.watchRedis(ctx)
+		return nil
+	}, func(error) { cancel() })
+	g.Add(func() error {
+		if err := a.api.Serve(); err != nil {
+			return fmt.Errorf("httpapi: serve api: %w", err)
+		}
+		return nil
+	}, func(error) {
+		// Not ready first, so a load balancer stops sending before we stop
+		// accepting; the admin server (added after) stays up meanwhile.
+		a.draining.Store(true)
+		a.api.Shutdown(shutdownTimeout)
+	})
+	if a.admin != nil {
+		g.Add(func() error {
+			if err := a.admin.Serve(); err != nil {
+				return fmt.Errorf("httpapi: serve admin: %w", err)
+			}
+			return nil
+		}, func(error) { a.admin.Shutdown(shutdownTimeout) })
+	}
+	err := g.Run()
+	a.log.Info("stopped")
+	return err
+}
+
+// Stop makes Run return; it is idempotent and safe from any goroutine. If Run
+// was never called it releases what New acquired.
+func (a *App) Stop() {
+	a.stopOnce.Do(func() { close(a.stop) })
+	if a.state.CompareAndSwap(stateNew, stateReleased) {
+		a.cleanup()
+	}
+}
+
+func (a *App) cleanup() {
+	for i := len(a.cleanups) - 1; i >= 0; i-- {
+		a.cleanups[i]()
+	}
+	a.cleanups = nil
+}
+
+// watchRedis pings Redis every readyInterval until ctx ends, keeping
+// readiness and the redis_up gauge current and logging each change.
+func (a *App) watchRedis(ctx context.Context) {
+	t := time.NewTicker(readyInterval)
+	defer t.Stop()
+	known := false // unknown at start: log the first result either way
+	for {
+		pctx, cancel := context.WithTimeout(ctx, readyInterval)
+		err := redisx.Ping(pctx, a.rdb)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		up := err == nil
+		if !up {
+			a.metrics.redisErrors.Inc()
+		}
+		if !known || up != a.redisUp.Ready() {
+			if up {
+				a.log.Info("redis is reachable: ready")
+			} else {
+				a.log.Warn("redis is unreachable: not ready", "error", err)
+			}
+			known = true
+		}
+		a.redisUp.Set(up)
+		if up {
+			a.metrics.redisUp.Set(1)
+		} else {
+			a.metrics.redisUp.Set(0)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

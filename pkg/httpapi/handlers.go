@@ -1,0 +1,305 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+const (
+	// maxBodyBytes caps a request body before it is read and hashed for
+	// body_md5. Pusher's largest request, a batch of 10 events of 10 KB,
+	// fits many times over.
+	maxBodyBytes = 1 << 20
+	// requestTimeout bounds the Redis work of one request.
+	requestTimeout = 5 * time.Second
+)
+
+// handler returns the API's routes wrapped in metrics and panic recovery.
+func (a *App) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /apps/{app_id}/channels", a.signed(a.listChannels))
+	mux.Handle("GET /apps/{app_id}/channels/{channel_name}", a.signed(a.getChannel))
+	return a.instrument(mux)
+}
+
+// apiRequest is a signed request of an enabled app.
+type apiRequest struct {
+	app *apps.App
+	// query holds the parameters with lowercased keys, each once: the
+	// signature check lowercases keys and refuses repeats, so this is
+	// exactly what was signed.
+	query url.Values
+}
+
+// signed checks an /apps/{app_id}/ request before h sees it: known app
+// (404), body within maxBodyBytes (413), well-formed query (400), valid
+// signature over method, path, query and body (401), enabled app (403).
+func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("app_id")
+		app := a.apps.ByID(id)
+		if app == nil {
+			a.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		if err != nil {
+			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+				a.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over the limit of %d bytes", maxBodyBytes))
+				return
+			}
+			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Could not read the request body: %v", err))
+			return
+		}
+		query, err := auth.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Malformed query string: %v", err))
+			return
+		}
+		if err := auth.VerifyRequest(r.Method, r.URL.Path, query, body, app, time.Now()); err != nil {
+			a.refuse(w, r, http.StatusUnauthorized, err.Error())
+			return
+		}
+		if !app.Enabled {
+			a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("App %s is disabled", strconv.Quote(app.ID)))
+			return
+		}
+		lower := make(url.Values, len(query))
+		for k, v := range query {
+			lower[strings.ToLower(k)] = v
+		}
+		h(w, r, &apiRequest{app: app, query: lower})
+	})
+}
+
+// infoAttrs splits an info parameter ("user_count,subscription_count").
+func infoAttrs(info string) []string {
+	var attrs []string
+	for _, s := range strings.Split(info, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			attrs = append(attrs, s)
+		}
+	}
+	return attrs
+}
+
+// presencePrefix starts presence channel names.
+const presencePrefix = "presence-"
+
+// userCountNotImplemented is the 501 body for info=user_count (see doc.go).
+const userCountNotImplemented = "info=user_count is not implemented yet: headcount does not track presence members yet, " +
+	"and reporting the subscription count instead would over-count users with several connections"
+
+// listChannels serves GET /apps/{app_id}/channels: the occupied channels,
+// optionally those whose name starts with filter_by_prefix.
+func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+	prefix := req.query.Get("filter_by_prefix")
+	userCount := false
+	for _, attr := range infoAttrs(req.query.Get("info")) {
+		switch {
+		case attr != "user_count":
+			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s for a channel listing: only user_count is available", strconv.Quote(attr)))
+			return
+		case !strings.HasPrefix(prefix, presencePrefix):
+			a.refuse(w, r, http.StatusBadRequest, "info=user_count is only available for presence channels: set filter_by_prefix to presence- or a longer presence prefix")
+			return
+		}
+		userCount = true
+	}
+	if userCount {
+		a.refuse(w, r, http.StatusNotImplemented, userCountNotImplemented)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	occupied, err := a.store.Channels(ctx, req.app.ID, prefix)
+	if err != nil {
+		a.redisFailed(w, r, req.app, err)
+		return
+	}
+	type attributes struct{} // empty until user_count is implemented
+	resp := struct {
+		Channels map[string]attributes `json:"channels"`
+	}{Channels: make(map[string]attributes, len(occupied))}
+	for name, n := range occupied {
+		if n > 0 {
+			resp.Channels[name] = attributes{}
+		}
+	}
+	a.writeJSON(w, resp)
+}
+
+// isCacheChannel reports whether name is a cache channel (Pusher's cache-,
+// private-cache-, private-encrypted-cache- and presence-cache- prefixes).
+func isCacheChannel(name string) bool {
+	for _, p := range []string{"cache-", "private-cache-", "private-encrypted-cache-", "presence-cache-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// channelInfo is the body of GET /apps/{app_id}/channels/{channel_name};
+// occupied is always present, the counts only when asked for and occupied.
+type channelInfo struct {
+	Occupied          bool   `json:"occupied"`
+	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
+}
+
+// getChannel serves GET /apps/{app_id}/channels/{channel_name}.
+func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+	name := r.PathValue("channel_name")
+	if err := protocol.ValidateChannelName(name); err != nil {
+		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
+		return
+	}
+	presence := protocol.ChannelKind(name) == protocol.KindPresence
+	wantSubscriptions := false
+	notImplemented := ""
+	for _, attr := range infoAttrs(req.query.Get("info")) {
+		switch attr {
+		case "subscription_count":
+			wantSubscriptions = true
+		case "user_count":
+			if !presence {
+				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=user_count is only available for presence channels, and %s is not one", strconv.Quote(name)))
+				return
+			}
+			notImplemented = userCountNotImplemented
+		case "cache":
+			if !isCacheChannel(name) {
+				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
+				return
+			}
+			notImplemented = "info=cache is not implemented: headcount does not support cache channels yet"
+		default:
+			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count or, on presence channels, user_count", strconv.Quote(attr)))
+			return
+		}
+	}
+	// Every 400 goes before a 501: a client error is the client's to fix
+	// whatever the server supports.
+	if notImplemented != "" {
+		a.refuse(w, r, http.StatusNotImplemented, notImplemented)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	n, err := a.store.Channel(ctx, req.app.ID, name)
+	if err != nil {
+		a.redisFailed(w, r, req.app, err)
+		return
+	}
+	resp := channelInfo{Occupied: n > 0}
+	if wantSubscriptions && n > 0 {
+		resp.SubscriptionCount = &n
+	}
+	a.writeJSON(w, resp)
+}
+
+func (a *App) writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types get here; this is a bug
+		panic(fmt.Sprintf("httpapi: encode response: %v", err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store") // counts change every moment
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// refuse answers a request with a plain-text error, as Pusher does; the
+// clients show the body as-is. Refusals (4xx, and 501 for what is not built
+// yet) are the client's business and logged at debug only, so a flood of
+// bad requests cannot flood the logs.
+func (a *App) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	a.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "reason", msg)
+	http.Error(w, msg, code)
+}
+
+// redisFailed answers 503 for a failed Redis read: a count we could not read
+// is never reported as 0.
+func (a *App) redisFailed(w http.ResponseWriter, r *http.Request, app *apps.App, err error) {
+	if r.Context().Err() != nil {
+		// The client went away; Redis is not to blame and nobody reads the answer.
+		a.log.Debug("request abandoned by the client", "path", r.URL.Path, "app_id", app.ID, "error", err)
+		return
+	}
+	a.metrics.redisErrors.Inc()
+	// While the readiness loop already reports Redis down (and has logged
+	// it), one error line per request would only flood the logs.
+	level := a.log.Error
+	if !a.redisUp.Ready() {
+		level = a.log.Debug
+	}
+	level("redis read failed", "method", r.Method, "path", r.URL.Path, "app_id", app.ID, "error", err)
+	http.Error(w, "Counts are unavailable right now (Redis did not answer); try again", http.StatusServiceUnavailable)
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.code, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// instrument counts and times every request by route pattern (bounded
+// cardinality; "unmatched" for 404s and 405s the mux answers itself) and
+// turns a handler panic into a 500 and an error log.
+func (a *App) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			p := recover()
+			if p != nil && p != http.ErrAbortHandler { //nolint:errorlint // recover values are compared, not unwrapped
+				a.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if !rec.wrote {
+					http.Error(rec, "Internal server error", http.StatusInternalServerError)
+				}
+				rec.code = http.StatusInternalServerError
+			}
+			// The mux sets r.Pattern on the request it was given.
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			a.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+			a.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+			if p == http.ErrAbortHandler { //nolint:errorlint // see above
+				panic(p)
+			}
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
