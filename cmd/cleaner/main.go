@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/headcount/headcount/pkg/cleaner"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/logging"
@@ -34,6 +36,7 @@ func run(args []string, env config.Env, stderr io.Writer) int {
 		return 2
 	}
 	log := logging.New("cleaner", cfg.LogLevel, cfg.LogFormat, stderr)
+	redis.SetLogger(logging.Redis(log))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second signal kills at once

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/httpapi"
 	"github.com/headcount/headcount/pkg/logging"
@@ -31,6 +33,7 @@ func run(args []string, env config.Env, stderr io.Writer) int {
 		return 2
 	}
 	log := logging.New("httpapi", cfg.LogLevel, cfg.LogFormat, stderr)
+	redis.SetLogger(logging.Redis(log))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second signal kills at once

@@ -4,6 +4,7 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -57,4 +58,18 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Redis adapts l for redis.SetLogger, so go-redis's own messages (dial
+// retries, pool trouble) arrive through hclog at debug level, named
+// "redis". Outages are logged once, with context, by the packages that
+// meet them; go-redis would repeat them at every retry.
+func Redis(l hclog.Logger) RedisPrintf { return RedisPrintf{l.Named("redis")} }
+
+// RedisPrintf implements go-redis's logging interface.
+type RedisPrintf struct{ l hclog.Logger }
+
+// Printf logs one go-redis message.
+func (r RedisPrintf) Printf(_ context.Context, format string, v ...any) {
+	r.l.Debug(fmt.Sprintf(format, v...))
 }
