@@ -216,6 +216,10 @@ type op struct {
 func (r *Recorder) flush(ctx context.Context, heartbeat bool) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
+	if heartbeat && r.idle() {
+		// Nothing to publish yet: health is whether Redis answers.
+		return r.setHealth(ctx, r.rdb.Ping(ctx).Err())
+	}
 	var err error
 	// A second round replaces contributions the first found missing (or
 	// could not write for want of scripts); a third is never needed unless
@@ -226,7 +230,22 @@ func (r *Recorder) flush(ctx context.Context, heartbeat bool) error {
 			break
 		}
 	}
+	return r.setHealth(ctx, err)
+}
+
+// idle reports whether the node has no app to heartbeat yet.
+func (r *Recorder) idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.apps) == 0 && !r.closed
+}
+
+// setHealth records whether Redis took the last flush, logging changes once.
+func (r *Recorder) setHealth(ctx context.Context, err error) error {
 	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutting down: not an outage
+		}
 		if r.healthy.Swap(false) {
 			r.log.Warn("cannot write counts to Redis; will republish this node's state when it answers", "error", err)
 		}

@@ -1,0 +1,97 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range pusherJSFrames {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{``, `{}`, `null`, `{"event":"pusher:subscribe","data":"\"x\""}`, `{"event":"e","data":"null"}`, "{\"event\":\"\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := protocol.Decode(b)
+		if err != nil {
+			var perr *protocol.Error
+			if !errors.As(err, &perr) {
+				t.Fatalf("Decode error %T is not *protocol.Error", err)
+			}
+			return
+		}
+		if fr.Event == "" {
+			t.Fatal("decoded a frame without event")
+		}
+		if s, err := fr.Subscribe(); err == nil && s.Channel == "" {
+			t.Fatal("subscribe without channel accepted")
+		}
+		if ch, err := fr.Unsubscribe(); err == nil && ch == "" {
+			t.Fatal("unsubscribe without channel accepted")
+		}
+		var v any
+		_ = fr.DecodeData(&v)
+		// Whatever was decoded re-encodes as valid JSON.
+		out := protocol.Message{Event: fr.Event, Channel: fr.Channel, Data: string(fr.Data), UserID: fr.UserID}.AppendTo(nil)
+		if !json.Valid(out) {
+			t.Fatalf("re-encoded frame is not JSON: %q", out)
+		}
+	})
+}
+
+func FuzzValidateChannelName(f *testing.F) {
+	for _, s := range []string{"my-channel", "private-foobar", "presence-foobar", "private-encrypted-x", "#server-to-user-12345",
+		"#server-to-user-", "", "a b", "cache-x", "ünïcode", "x=@,.;_-", strings.Repeat("a", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		_ = protocol.ChannelKind(name)
+		if protocol.ValidateChannelName(name) != nil {
+			return
+		}
+		if name == "" || len(name) > protocol.MaxChannelNameLength {
+			t.Fatalf("accepted %q of length %d", name, len(name))
+		}
+		rest := strings.TrimPrefix(name, protocol.UserChannelPrefix)
+		for _, r := range rest {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=@,.;", r)) {
+				t.Fatalf("accepted %q with %q", name, r)
+			}
+		}
+		// Valid names need no escaping: the hot path relies on it being cheap.
+		got := string(protocol.AppendSubscriptionSucceeded(nil, name))
+		if !strings.Contains(got, `"channel":"`+name+`"`) {
+			t.Fatalf("valid name %q was escaped: %s", name, got)
+		}
+	})
+}
+
+func FuzzEncodeString(f *testing.F) {
+	for _, s := range []string{"", "a", "\"\\", "\x00\x1f\x7f", "\xff", "é\u2028", "{\"a\":1}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := protocol.Message{Event: s, Data: s}.AppendTo(nil)
+		var got struct{ Event, Data string }
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q encoded as invalid JSON %q: %v", s, b, err)
+		}
+		want := s
+		if !utf8.ValidString(s) {
+			want = string([]rune(s)) // each invalid byte becomes U+FFFD, as in encoding/json
+		}
+		if got.Event != want || (s != "" && got.Data != want) {
+			t.Fatalf("round trip of %q gave %q", s, got.Event)
+		}
+		e := protocol.AppendError(nil, protocol.CodeNone, s)
+		if !json.Valid(e) {
+			t.Fatalf("error frame for %q is invalid JSON", s)
+		}
+	})
+}

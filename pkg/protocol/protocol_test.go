@@ -1,0 +1,226 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// Frames as pusher-js 8 sends them (captured from its protocol.ts encode).
+var pusherJSFrames = []string{
+	`{"event":"pusher:subscribe","data":{"auth":"","channel":"my-channel"}}`,
+	`{"event":"pusher:subscribe","data":{"auth":"278d425bdf160c739803:58df8b0c36d6982b82c3ecf6b4662e34fe8c25bba48f5369f135bf843651c3a4","channel":"private-foobar"}}`,
+	`{"event":"pusher:subscribe","data":{"auth":"278d425bdf160c739803:31935e7d86dba64c2a90aed31fdc61869f9b22ba9d8863bba239c03ca481bc80","channel_data":"{\"user_id\":10,\"user_info\":{\"name\":\"Mr. Channels\"}}","channel":"presence-foobar"}}`,
+	`{"event":"pusher:unsubscribe","data":{"channel":"my-channel"}}`,
+	`{"event":"pusher:ping","data":{}}`,
+	`{"event":"pusher:pong","data":{}}`,
+	`{"event":"pusher:signin","data":{"auth":"278d425bdf160c739803:4708d583dada6a56435fb8bc611c77c359a31eebde13337c16ab43aa6de336ba","user_data":"{\"id\":\"12345\"}"}}`,
+	`{"event":"client-typing","data":{"user":"x"},"channel":"private-chat"}`,
+	// Other clients (pusher-websocket-java, -swift) send data as a string.
+	`{"event":"pusher:subscribe","data":"{\"channel\":\"my-channel\",\"auth\":\"\"}"}`,
+}
+
+// serverFrame decodes a server frame the way strict SDKs do: data must be a string.
+type serverFrame struct {
+	Event   string  `json:"event"`
+	Channel string  `json:"channel"`
+	Data    *string `json:"data"`
+	UserID  string  `json:"user_id"`
+}
+
+func decodeServer(t *testing.T, b []byte) serverFrame {
+	t.Helper()
+	var f serverFrame
+	require.NoError(t, json.Unmarshal(b, &f), "frame %s", b)
+	return f
+}
+
+func dataObject(t *testing.T, f serverFrame) map[string]any {
+	t.Helper()
+	require.NotNil(t, f.Data, "data missing")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(*f.Data), &m), "data %q is not a JSON object", *f.Data)
+	return m
+}
+
+func TestDecodePusherJSFrames(t *testing.T) {
+	for _, in := range pusherJSFrames {
+		f, err := protocol.Decode([]byte(in))
+		require.NoError(t, err, in)
+		require.NotEmpty(t, f.Event)
+	}
+}
+
+func TestSubscribeDataObjectOrString(t *testing.T) {
+	for _, in := range []string{
+		`{"event":"pusher:subscribe","data":{"auth":"k:s","channel":"presence-x","channel_data":"{\"user_id\":10}"}}`,
+		`{"event":"pusher:subscribe","data":"{\"auth\":\"k:s\",\"channel\":\"presence-x\",\"channel_data\":\"{\\\"user_id\\\":10}\"}"}`,
+	} {
+		f, err := protocol.Decode([]byte(in))
+		require.NoError(t, err)
+		s, err := f.Subscribe()
+		require.NoError(t, err, in)
+		require.Equal(t, protocol.Subscribe{Channel: "presence-x", Auth: "k:s", ChannelData: `{"user_id":10}`}, s)
+	}
+}
+
+func TestSubscribeChannelDataObjectKeepsRawText(t *testing.T) {
+	f, err := protocol.Decode([]byte(`{"event":"pusher:subscribe","data":{"channel":"presence-x","channel_data":{"user_id":"7"}}}`))
+	require.NoError(t, err)
+	s, err := f.Subscribe()
+	require.NoError(t, err)
+	require.Equal(t, `{"user_id":"7"}`, s.ChannelData)
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for name, in := range map[string]string{
+		"not json":       `{"event":`,
+		"array":          `[1,2]`,
+		"no event":       `{"data":{}}`,
+		"null":           `null`,
+		"event a number": `{"event":3}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := protocol.Decode([]byte(in))
+			var perr *protocol.Error
+			require.True(t, errors.As(err, &perr), "error %v is not a *protocol.Error", err)
+			require.Equal(t, protocol.CodeNone, perr.Code)
+			require.Contains(t, perr.Message, "Malformed frame")
+		})
+	}
+}
+
+func TestSubscribeErrors(t *testing.T) {
+	for name, in := range map[string]string{
+		"no data":          `{"event":"pusher:subscribe"}`,
+		"null data":        `{"event":"pusher:subscribe","data":null}`,
+		"no channel":       `{"event":"pusher:subscribe","data":{"auth":""}}`,
+		"channel a number": `{"event":"pusher:subscribe","data":{"channel":5}}`,
+		"bad string data":  `{"event":"pusher:subscribe","data":"{nope"}`,
+		"data an array":    `{"event":"pusher:subscribe","data":[]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := protocol.Decode([]byte(in))
+			require.NoError(t, err)
+			_, err = f.Subscribe()
+			var perr *protocol.Error
+			require.True(t, errors.As(err, &perr), "error %v", err)
+			require.True(t, strings.HasPrefix(perr.Message, "pusher:subscribe"), perr.Message)
+			_, err = f.Unsubscribe()
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestConnectionEstablished(t *testing.T) {
+	b := protocol.AppendConnectionEstablished(nil, "123.456", protocol.ActivityTimeout)
+	require.Equal(t, `{"event":"pusher:connection_established","data":"{\"socket_id\":\"123.456\",\"activity_timeout\":120}"}`, string(b))
+	f := decodeServer(t, b)
+	require.Equal(t, map[string]any{"socket_id": "123.456", "activity_timeout": 120.0}, dataObject(t, f))
+}
+
+func TestServerFramesCarryDataAsString(t *testing.T) {
+	cases := map[string]struct {
+		frame []byte
+		event string
+		chann string
+		data  map[string]any
+	}{
+		"pong": {protocol.Pong, "pusher:pong", "", map[string]any{}},
+		"succeeded": {protocol.AppendSubscriptionSucceeded(nil, "my-channel"),
+			"pusher_internal:subscription_succeeded", "my-channel", map[string]any{}},
+		"error null": {protocol.AppendError(nil, protocol.CodeNone, `bad "frame" \ <x>`),
+			"pusher:error", "", map[string]any{"code": nil, "message": `bad "frame" \ <x>`}},
+		"error 4001": {(&protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key k not found"}).AppendTo(nil),
+			"pusher:error", "", map[string]any{"code": 4001.0, "message": "App key k not found"}},
+		"subscription error": {(&protocol.SubscriptionError{Channel: "private-x", Type: protocol.SubscriptionUnsupported, Message: "not yet", Status: 501}).AppendTo(nil),
+			"pusher:subscription_error", "private-x", map[string]any{"type": "UnsupportedChannel", "error": "not yet", "status": 501.0}},
+		"message": {protocol.Message{Event: "client-x", Channel: "presence-a", Data: `{"a":"\n"}`, UserID: "7"}.AppendTo(nil),
+			"client-x", "presence-a", map[string]any{"a": "\n"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := decodeServer(t, c.frame)
+			require.Equal(t, c.event, f.Event)
+			require.Equal(t, c.chann, f.Channel)
+			require.Equal(t, c.data, dataObject(t, f))
+		})
+	}
+}
+
+func TestMessageOmitsEmptyFields(t *testing.T) {
+	require.Equal(t, `{"event":"pusher:cache_miss","channel":"cache-x"}`,
+		string(protocol.Message{Event: protocol.EventCacheMiss, Channel: "cache-x"}.AppendTo(nil)))
+}
+
+func TestEncodingEscapes(t *testing.T) {
+	for _, s := range []string{"plain", "quote\" backslash\\", "ctl\x00\x01\x1f\t\r\n", "utf8 é 日本 🎉", "bad \xff\xfe utf8", "js \u2028\u2029 seps"} {
+		b := protocol.Message{Event: s, Channel: s, Data: s}.AppendTo(nil)
+		require.True(t, json.Valid(b), "invalid JSON %q", b)
+		f := decodeServer(t, b)
+		want := string([]rune(s)) // each invalid byte becomes U+FFFD, as in encoding/json
+		require.Equal(t, want, f.Event)
+		require.Equal(t, want, *f.Data)
+	}
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	buf := make([]byte, 0, 512)
+	allocs := testing.AllocsPerRun(100, func() {
+		buf = protocol.AppendSubscriptionSucceeded(buf[:0], "presence-room-1234")
+		buf = protocol.AppendConnectionEstablished(buf[:0], "123456789012345.42", protocol.ActivityTimeout)
+	})
+	require.Zero(t, allocs)
+}
+
+var socketIDPattern = regexp.MustCompile(`^\d+\.\d+$`)
+
+func TestSocketIDs(t *testing.T) {
+	a, b := protocol.NewSocketIDs(), protocol.NewSocketIDs()
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				for _, id := range []string{a.Next(), b.Next()} {
+					require.Regexp(t, socketIDPattern, id)
+					require.True(t, protocol.ValidSocketID(id))
+					mu.Lock()
+					require.False(t, seen[id], "duplicate socket id %s", id)
+					seen[id] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, 8000)
+}
+
+func TestValidSocketID(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"1.2": true, "123456.7890": true,
+		"": false, ".": false, "1.": false, ".1": false, "1": false, "1.2.3": false, "a.1": false, "1.2 ": false, "-1.2": false,
+	} {
+		require.Equal(t, ok, protocol.ValidSocketID(s), s)
+		require.Equal(t, ok, socketIDPattern.MatchString(s), s)
+	}
+}
+
+func TestCloseCodeRanges(t *testing.T) {
+	// pusher-js decides on reconnecting by range; a code in the wrong range
+	// silently changes client behaviour.
+	for _, c := range []protocol.Code{protocol.CodeAppNotFound, protocol.CodeAppDisabled, protocol.CodeUnsupportedProtocol, protocol.CodeNoProtocol, protocol.CodeUnauthorized} {
+		require.True(t, c >= 4000 && c < 4100, "%d must be in the refused range", c)
+	}
+	require.True(t, protocol.CodeReconnect >= 4200 && protocol.CodeReconnect < 4300)
+	require.True(t, protocol.CodePongNotReceived >= 4200 && protocol.CodePongNotReceived < 4300)
+}

@@ -1,0 +1,288 @@
+package wsnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/redisx"
+	hrun "github.com/headcount/headcount/pkg/run"
+)
+
+// Options configure a node.
+type Options struct {
+	// Config is the validated wsnode configuration; Config.Apps must be set.
+	Config config.WSNode
+	// Logger defaults to a null logger.
+	Logger hclog.Logger
+	// Registry receives the node's metrics and is served on /metrics;
+	// nil means a fresh registry.
+	Registry *prometheus.Registry
+}
+
+// tunables are limits with no flag yet; tests shorten them.
+type tunables struct {
+	// readLimit caps one client frame; larger ones close the socket (1009).
+	readLimit int64
+	// maxChannels caps one socket's subscriptions.
+	maxChannels int
+	// idleTimeout closes a socket that sent nothing for this long. pusher-js
+	// pings after activity_timeout (120 s) of silence, so live clients are
+	// never this quiet.
+	idleTimeout time.Duration
+	// writeTimeout closes a socket whose write is stuck (a client that does
+	// not read).
+	writeTimeout time.Duration
+	// sweepEvery is the sweeper's period, and so the resolution of both timeouts.
+	sweepEvery time.Duration
+	// drainConcurrency bounds close handshakes in flight while draining.
+	drainConcurrency int
+	// drainGrace is how long after the drain window sockets get to finish
+	// their close handshake before they are cut.
+	drainGrace time.Duration
+	// removeTimeout bounds removing this node's contribution at shutdown.
+	removeTimeout time.Duration
+	// coalesce is the recorder's coalescing window.
+	coalesce time.Duration
+}
+
+func defaultTunables() tunables {
+	return tunables{
+		readLimit:        16 << 10,
+		maxChannels:      1000,
+		idleTimeout:      protocol.ActivityTimeout*time.Second + 60*time.Second,
+		writeTimeout:     10 * time.Second,
+		sweepEvery:       time.Second,
+		drainConcurrency: 256,
+		drainGrace:       5 * time.Second,
+		removeTimeout:    5 * time.Second,
+		coalesce:         5 * time.Millisecond,
+	}
+}
+
+// App is one WebSocket node.
+type App struct {
+	cfg config.WSNode
+	log hclog.Logger
+	reg *prometheus.Registry
+	m   *metrics
+	tun tunables
+
+	rdb   redis.UniversalClient
+	rec   *counts.Recorder
+	ws    *hrun.Server
+	admin *hrun.Server // nil when --admin-addr is empty
+	hub   *hub
+	ids   *protocol.SocketIDs
+	ready hrun.Readiness
+
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+// New binds the WebSocket and admin listeners and builds the Redis client
+// and the counts recorder. It does not dial Redis; Run does, through the
+// recorder.
+func New(opts Options) (_ *App, err error) {
+	cfg := opts.Config
+	if cfg.Apps == nil {
+		return nil, errors.New("wsnode: config has no apps")
+	}
+	a := &App{
+		cfg:  cfg,
+		log:  opts.Logger,
+		reg:  opts.Registry,
+		tun:  defaultTunables(),
+		hub:  newHub(),
+		ids:  protocol.NewSocketIDs(),
+		stop: make(chan struct{}),
+	}
+	if a.log == nil {
+		a.log = hclog.NewNullLogger()
+	}
+	a.log = a.log.Named("wsnode")
+	if a.reg == nil {
+		a.reg = prometheus.NewRegistry()
+	}
+	a.m = newMetrics(a.reg)
+
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+
+	if a.rdb, err = redisx.NewClient(cfg.Common); err != nil {
+		return nil, fmt.Errorf("wsnode: %w", err)
+	}
+	cleanups = append(cleanups, func() { _ = a.rdb.Close() })
+	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
+		Heartbeat:  cfg.Heartbeat,
+		Coalesce:   a.tun.coalesce,
+		Logger:     a.log,
+		Registerer: a.reg,
+	})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /app/{key}", a.serveWS)
+	if a.ws, err = hrun.Listen(cfg.Addr, mux); err != nil {
+		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
+	}
+	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
+
+	if cfg.AdminAddr != "" {
+		admin := hrun.AdminMux(a.reg, a.Ready)
+		if a.admin, err = hrun.Listen(cfg.AdminAddr, admin); err != nil {
+			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
+		}
+	}
+	return a, nil
+}
+
+// closeUnserved releases the listener of a server that never served:
+// Serve after Shutdown closes its listener and returns at once.
+func closeUnserved(s *hrun.Server) {
+	s.Shutdown(0)
+	_ = s.Serve()
+}
+
+// Addr is the WebSocket listener's address (host:port).
+func (a *App) Addr() string { return a.ws.Addr() }
+
+// AdminAddr is the admin listener's address, or "" without one.
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr()
+}
+
+// Ready reports what /readyz serves: true while the node accepts sockets
+// and its counts reach Redis.
+func (a *App) Ready() bool { return a.ready.Ready() && a.rec.Healthy() }
+
+// Stop starts the same graceful shutdown as cancelling Run's context. It is
+// idempotent and does not wait; Run returns when the drain is done.
+func (a *App) Stop() { a.stopOnce.Do(func() { close(a.stop) }) }
+
+// Run serves until ctx ends or Stop is called, then drains: readiness off,
+// listener closed, sockets closed with 4200 over the drain window, this
+// node's contribution removed from Redis. It returns nil after a clean
+// drain, or the first failure.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recCtx, stopRec := context.WithCancel(context.Background())
+	defer stopRec()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	drained := make(chan struct{})
+	var removeErr error
+
+	var g run.Group
+	// Sockets: serve until told to stop (or another actor fails), then drain.
+	g.Add(func() error {
+		errc := make(chan error, 1)
+		go func() { errc <- a.ws.Serve() }()
+		a.ready.Set(true)
+		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID)
+		var err error
+		served := false
+		select {
+		case <-ctx.Done():
+		case <-a.stop:
+		case err = <-errc:
+			served = true
+			if err == nil {
+				err = errors.New("server stopped")
+			}
+			err = fmt.Errorf("wsnode: serve websockets: %w", err)
+		}
+		a.drain()
+		close(drained)
+		if !served {
+			<-errc // drain's Shutdown made Serve return
+		}
+		return err
+	}, func(error) { cancel() })
+
+	// Counts: flush and heartbeat until the sockets are drained, then remove
+	// this node's contribution. Remove comes after the drain so no socket's
+	// decrement can follow it.
+	g.Add(func() error {
+		err := a.rec.Run(recCtx)
+		if recCtx.Err() == nil {
+			if err == nil {
+				err = errors.New("returned early")
+			}
+			err = fmt.Errorf("wsnode: counts recorder: %w", err)
+			// The group interrupts the others only once an actor returns,
+			// and this one still waits for the drain: start it here.
+			cancel()
+		}
+		<-drained
+		rctx, rcancel := context.WithTimeout(context.Background(), a.tun.removeTimeout)
+		defer rcancel()
+		if rerr := a.rec.Remove(rctx); rerr != nil {
+			removeErr = fmt.Errorf("wsnode: remove this node's counts (the cleaner will reap them): %w", rerr)
+		} else {
+			a.log.Info("removed this node's counts", "node_id", a.cfg.NodeID)
+		}
+		return err
+	}, func(error) { stopRec() })
+
+	g.Add(func() error {
+		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason string) {
+			a.m.errors[reason].Inc()
+			a.log.Debug("closing socket", "reason", reason, "socket_id", s.id)
+		})
+		return nil
+	}, func(error) { stopSweep() })
+
+	if a.admin != nil {
+		// The admin server outlives the drain, so /readyz reports 503 meanwhile.
+		g.Add(func() error {
+			if err := a.admin.Serve(); err != nil {
+				return fmt.Errorf("wsnode: serve admin: %w", err)
+			}
+			return nil
+		}, func(error) { a.admin.Shutdown(time.Second) })
+	}
+
+	err := g.Run()
+	if cerr := a.rdb.Close(); cerr != nil && err == nil && removeErr == nil {
+		err = fmt.Errorf("wsnode: close redis: %w", cerr)
+	}
+	return errors.Join(err, removeErr)
+}
+
+// drain runs the shutdown steps in order: readiness off, stop accepting,
+// close every socket with 4200 over the drain window.
+func (a *App) drain() {
+	a.ready.Set(false)
+	n := a.hub.len()
+	a.log.Info("draining", "sockets", n, "window", a.cfg.Drain)
+	a.hub.close()
+	// In-flight upgrades finish quickly; hijacked sockets are not waited for.
+	a.ws.Shutdown(2 * time.Second)
+	start := time.Now()
+	a.hub.drain(a.cfg.Drain, a.tun.drainGrace, a.tun.drainConcurrency, func(n int) {
+		a.m.errors[errDrainForcedClosed].Add(float64(n))
+		a.log.Warn("sockets did not finish their close handshake in time; cut them", "sockets", n)
+	})
+	a.log.Info("drained", "sockets", n, "took", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,315 @@
+package wsnode_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wsnode"
+)
+
+const (
+	appID       = "app-1"
+	appKey      = "key-1"
+	disabledKey = "key-off"
+	wait        = 10 * time.Second
+	tick        = 10 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := checkLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// checkLeaks fails if goroutines of this package or of WebSocket
+// connections outlive the tests (as etcd's testutil does).
+func checkLeaks() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "runtime.Stack") {
+				continue
+			}
+			if strings.Contains(g, "headcount/pkg/wsnode.") || strings.Contains(g, "coder/websocket.") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type testNode struct {
+	*wsnode.App
+	redis  *redistest.Server
+	reg    *prometheus.Registry
+	store  *counts.Store
+	cfg    config.WSNode
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startNode runs a node on 127.0.0.1:0 against a fresh redis-server and
+// waits until it is ready. The node is stopped when the test ends.
+func startNode(t *testing.T, mutate ...func(*config.WSNode)) *testNode {
+	t.Helper()
+	srv := redistest.New(t)
+	reg, err := apps.New([]*apps.App{
+		{ID: appID, Key: appKey, Secret: "secret-1", Enabled: true},
+		{ID: "app-off", Key: disabledKey, Secret: "secret-2", Enabled: false},
+	})
+	require.NoError(t, err)
+	cfg := config.WSNode{
+		Common: config.Common{
+			Redis: srv.URL(), AdminAddr: "127.0.0.1:0",
+			LogLevel: "debug", LogFormat: "text", Apps: reg,
+		},
+		Addr:      "127.0.0.1:0",
+		NodeID:    "node-" + strings.ReplaceAll(t.Name(), "/", "-"),
+		Heartbeat: 100 * time.Millisecond,
+		Drain:     200 * time.Millisecond,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	n := &testNode{redis: srv, reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(srv.Client(t)), done: make(chan error, 1)}
+	n.App, err = wsnode.New(wsnode.Options{Config: cfg, Logger: logging.TestLogger(t), Registry: n.reg})
+	require.NoError(t, err)
+	return n
+}
+
+// run starts Run and waits for /readyz.
+func (n *testNode) run(t *testing.T) *testNode {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() { n.done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-n.done:
+			assert.NoError(t, err, "Run")
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusOK }, wait, tick, "node never became ready")
+	return n
+}
+
+// waitRun waits for Run to return after a stop and requires nil; the
+// cleanup then finds it returned.
+func (n *testNode) waitRun(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-n.done:
+		require.NoError(t, err)
+		n.done <- nil
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+}
+
+func (n *testNode) readyz(t *testing.T) int {
+	resp, err := http.Get("http://" + n.AdminAddr() + "/readyz")
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (n *testNode) url(key, query string) string {
+	return "ws://" + n.Addr() + "/app/" + key + query
+}
+
+// pusherJSQuery is what pusher-js 8 appends to the URL.
+const pusherJSQuery = "?protocol=7&client=js&version=8.4.0&flash=false"
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+// connect dials the app and reads connection_established.
+func (n *testNode) connect(t *testing.T) (*websocket.Conn, string) {
+	t.Helper()
+	c := dial(t, n.url(appKey, pusherJSQuery))
+	f := read(t, c)
+	require.Equal(t, "pusher:connection_established", f.Event)
+	return c, f.data(t)["socket_id"].(string)
+}
+
+// frame is a server frame decoded strictly: data must be a JSON string.
+type frame struct {
+	Event   string  `json:"event"`
+	Channel string  `json:"channel"`
+	Data    *string `json:"data"`
+	raw     string
+}
+
+func (f frame) data(t *testing.T) map[string]any {
+	t.Helper()
+	require.NotNil(t, f.Data, "frame has no data: %s", f.raw)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(*f.Data), &m), "data of %s is not a JSON object in a string", f.raw)
+	return m
+}
+
+func read(t *testing.T, c *websocket.Conn) frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	typ, b, err := c.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, websocket.MessageText, typ)
+	f := frame{raw: string(b)}
+	require.NoError(t, json.Unmarshal(b, &f), "frame %s", b)
+	return f
+}
+
+func send(t *testing.T, c *websocket.Conn, s string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(s)))
+}
+
+// closeStatus reads until the connection ends and returns its close code.
+func closeStatus(t *testing.T, c *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			require.NoError(t, ctx.Err(), "connection was not closed")
+			return websocket.CloseStatus(err)
+		}
+		t.Logf("frame before close: %s", b)
+	}
+}
+
+func subscribe(t *testing.T, c *websocket.Conn, channel string) {
+	t.Helper()
+	send(t, c, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+channel+`"}}`)
+	f := read(t, c)
+	require.Equal(t, "pusher_internal:subscription_succeeded", f.Event, f.raw)
+	require.Equal(t, channel, f.Channel)
+	require.Equal(t, "{}", *f.Data)
+}
+
+func pingPong(t *testing.T, c *websocket.Conn) {
+	t.Helper()
+	send(t, c, `{"event":"pusher:ping","data":{}}`)
+	f := read(t, c)
+	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, f.raw)
+}
+
+// requireCounts waits until the app's global counts in Redis are want.
+func (n *testNode) requireCounts(t *testing.T, want map[string]int64) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := n.store.Channels(context.Background(), appID, "")
+		require.NoError(c, err)
+		assert.Equal(c, want, got)
+	}, wait, tick)
+}
+
+// rawConn is a WebSocket client on a bare net.Conn: it starts no
+// goroutines, so goroutine counts measure the server alone.
+type rawConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr, path string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr, base64.StdEncoding.EncodeToString(key))
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	return &rawConn{Conn: c, br: br}
+}
+
+// send writes one masked text frame (clients must mask).
+func (r *rawConn) send(t *testing.T, payload string) {
+	t.Helper()
+	require.Less(t, len(payload), 126)
+	mask := [4]byte{1, 2, 3, 4}
+	b := []byte{0x81, 0x80 | byte(len(payload)), mask[0], mask[1], mask[2], mask[3]}
+	for i := range len(payload) {
+		b = append(b, payload[i]^mask[i%4])
+	}
+	_, err := r.Write(b)
+	require.NoError(t, err)
+}
+
+// read returns the payload of the next (unmasked, unfragmented) frame.
+func (r *rawConn) read(t *testing.T) string {
+	t.Helper()
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(wait)))
+	var h [2]byte
+	_, err := io.ReadFull(r.br, h[:])
+	require.NoError(t, err)
+	n := int(h[1] & 0x7f)
+	if n == 126 {
+		var l [2]byte
+		_, err = io.ReadFull(r.br, l[:])
+		require.NoError(t, err)
+		n = int(binary.BigEndian.Uint16(l[:]))
+	}
+	p := make([]byte, n)
+	_, err = io.ReadFull(r.br, p)
+	require.NoError(t, err)
+	return string(p)
+}

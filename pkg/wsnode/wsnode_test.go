@@ -1,0 +1,404 @@
+package wsnode_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/wsnode"
+)
+
+func TestHandshake(t *testing.T) {
+	n := startNode(t).run(t)
+	c := dial(t, n.url(appKey, pusherJSQuery))
+	f := read(t, c)
+	require.Equal(t, "pusher:connection_established", f.Event)
+	// data is a JSON string holding the object (PUSHER-PROTOCOL 1.2), which
+	// frame.data enforces.
+	require.True(t, strings.HasPrefix(f.raw, `{"event":"pusher:connection_established","data":"{\"socket_id\":\"`), f.raw)
+	d := f.data(t)
+	require.Regexp(t, `^\d+\.\d+$`, d["socket_id"])
+	require.Greater(t, d["activity_timeout"], 0.0)
+
+	// Socket ids differ per connection.
+	_, other := n.connect(t)
+	require.NotEqual(t, d["socket_id"], other)
+}
+
+func TestRefusedConnections(t *testing.T) {
+	n := startNode(t).run(t)
+	for _, tc := range []struct {
+		name, key, query string
+		code             int
+	}{
+		{"unknown key", "nope", pusherJSQuery, 4001},
+		{"disabled app", disabledKey, pusherJSQuery, 4003},
+		{"no protocol", appKey, "?client=js", 4008},
+		{"protocol too old", appKey, "?protocol=4", 4007},
+		{"protocol too new", appKey, "?protocol=8", 4007},
+		{"protocol not a number", appKey, "?protocol=seven", 4007},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, n.url(tc.key, tc.query))
+			f := read(t, c)
+			require.Equal(t, "pusher:error", f.Event)
+			d := f.data(t)
+			require.Equal(t, float64(tc.code), d["code"], f.raw)
+			require.NotEmpty(t, d["message"])
+			require.Equal(t, websocket.StatusCode(tc.code), closeStatus(t, c))
+		})
+	}
+	for _, v := range []string{"5", "6", "7"} {
+		c := dial(t, n.url(appKey, "?protocol="+v))
+		require.Equal(t, "pusher:connection_established", read(t, c).Event, "protocol %s", v)
+	}
+	require.Equal(t, 4.0, metric(t, n.reg, "headcount_wsnode_errors_total", "bad_protocol"))
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "app_not_found"))
+}
+
+// metric reads one series back from the registry: the counter or gauge
+// named name whose only label has value labelValue ("" for none).
+func metric(t *testing.T, reg *prometheus.Registry, name, labelValue string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() != labelValue {
+				continue
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s{%s}", name, labelValue)
+	return 0
+}
+
+func TestOtherPathsAreNotFound(t *testing.T) {
+	n := startNode(t).run(t)
+	resp, err := http.Get("http://" + n.Addr() + "/apps/app-1/channels")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+func TestSubscribeUnsubscribeCounted(t *testing.T) {
+	n := startNode(t).run(t)
+	a, _ := n.connect(t)
+	b, _ := n.connect(t)
+
+	subscribe(t, a, "my-channel")
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+	subscribe(t, b, "my-channel")
+	subscribe(t, b, "other")
+	n.requireCounts(t, map[string]int64{"my-channel": 2, "other": 1})
+
+	send(t, a, `{"event":"pusher:unsubscribe","data":{"channel":"my-channel"}}`)
+	// Unsubscribing a channel the socket is not in changes nothing and gets no reply.
+	send(t, a, `{"event":"pusher:unsubscribe","data":{"channel":"never-subscribed"}}`)
+	pingPong(t, a) // the next frame after the unsubscribes is the pong
+	n.requireCounts(t, map[string]int64{"my-channel": 1, "other": 1})
+
+	// Data as a JSON string (non-JS clients) works the same.
+	send(t, b, `{"event":"pusher:unsubscribe","data":"{\"channel\":\"other\"}"}`)
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_subscriptions", ""))
+	require.Equal(t, 2.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+}
+
+func TestDoubleSubscribeCountsOnce(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	subscribe(t, c, "my-channel")
+	subscribe(t, c, "my-channel") // answered again
+	// A later change is flushed no earlier than the ones before it, so once
+	// "barrier" shows, a double count of my-channel would show too.
+	subscribe(t, c, "barrier")
+	n.requireCounts(t, map[string]int64{"my-channel": 1, "barrier": 1})
+
+	send(t, c, `{"event":"pusher:unsubscribe","data":{"channel":"my-channel"}}`)
+	n.requireCounts(t, map[string]int64{"barrier": 1})
+}
+
+func TestDisconnectUncountsEveryChannel(t *testing.T) {
+	n := startNode(t).run(t)
+	polite, _ := n.connect(t)
+	abrupt, _ := n.connect(t)
+	stays, _ := n.connect(t)
+	for _, ch := range []string{"a", "b", "c"} {
+		subscribe(t, polite, ch)
+		subscribe(t, abrupt, ch)
+	}
+	subscribe(t, stays, "a")
+	n.requireCounts(t, map[string]int64{"a": 3, "b": 2, "c": 2})
+
+	require.NoError(t, polite.Close(websocket.StatusNormalClosure, "bye"))
+	n.requireCounts(t, map[string]int64{"a": 2, "b": 1, "c": 1})
+	require.NoError(t, abrupt.CloseNow()) // TCP close, no close frame
+	n.requireCounts(t, map[string]int64{"a": 1})
+}
+
+func TestPingPong(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	pingPong(t, c)
+	// pusher-js sends data as {}; others send "{}" or nothing.
+	for _, ping := range []string{`{"event":"pusher:ping","data":"{}"}`, `{"event":"pusher:ping"}`} {
+		send(t, c, ping)
+		require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, read(t, c).raw)
+	}
+	// WebSocket-level pings are answered too.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	go func() { _, _, _ = c.Read(ctx) }() // Ping needs a reader for the pong
+	require.NoError(t, c.Ping(ctx))
+}
+
+func TestBadFramesKeepTheSocketOpen(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	for _, tc := range []struct{ name, in, msg string }{
+		{"not json", `{"event":`, "Malformed frame"},
+		{"not an object", `[1]`, "Malformed frame"},
+		{"no event", `{"data":{}}`, "Malformed frame"},
+		{"subscribe without channel", `{"event":"pusher:subscribe","data":{"auth":""}}`, "channel"},
+		{"subscribe without data", `{"event":"pusher:subscribe"}`, "no data"},
+		{"invalid channel name", `{"event":"pusher:subscribe","data":{"channel":"bad channel!"}}`, "Invalid channel name"},
+		{"channel name too long", `{"event":"pusher:subscribe","data":{"channel":"` + strings.Repeat("x", 201) + `"}}`, "Invalid channel name"},
+		{"reserved #", `{"event":"pusher:subscribe","data":{"channel":"#nope"}}`, "Invalid channel name"},
+		{"client event", `{"event":"client-typing","channel":"my-channel","data":{}}`, "Client events"},
+		{"signin", `{"event":"pusher:signin","data":{"auth":"k:s","user_data":"{}"}}`, "pusher:signin"},
+		{"unknown event", `{"event":"what-is-this"}`, "Unsupported event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			send(t, c, tc.in)
+			f := read(t, c)
+			require.Equal(t, "pusher:error", f.Event, f.raw)
+			d := f.data(t)
+			require.Nil(t, d["code"], "code is null: the connection is fine")
+			require.Contains(t, d["message"], tc.msg)
+			pingPong(t, c)
+		})
+	}
+	require.NoError(t, c.Write(context.Background(), websocket.MessageBinary, []byte{1, 2, 3}))
+	require.Equal(t, "pusher:error", read(t, c).Event)
+	pingPong(t, c)
+	n.requireCounts(t, map[string]int64{})
+}
+
+func TestNonPublicChannelsAreRefused(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	for _, ch := range []string{"private-x", "presence-x", "private-encrypted-x", "#server-to-user-7"} {
+		send(t, c, `{"event":"pusher:subscribe","data":{"auth":"k:s","channel":"`+ch+`"}}`)
+		f := read(t, c)
+		require.Equal(t, "pusher:subscription_error", f.Event, f.raw)
+		require.Equal(t, ch, f.Channel)
+		d := f.data(t)
+		require.Equal(t, "UnsupportedChannel", d["type"])
+		require.Equal(t, 501.0, d["status"])
+		require.NotEmpty(t, d["error"])
+	}
+	subscribe(t, c, "public") // still open, and only this one counts
+	n.requireCounts(t, map[string]int64{"public": 1})
+}
+
+func TestOversizeFrameClosesWith1009(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	subscribe(t, c, "my-channel")
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+	big := `{"event":"pusher:ping","data":{"pad":"` + strings.Repeat("x", 20<<10) + `"}}`
+	_ = c.Write(context.Background(), websocket.MessageText, []byte(big)) // may fail once the server closes
+	require.Equal(t, websocket.StatusMessageTooBig, closeStatus(t, c))
+	n.requireCounts(t, map[string]int64{})
+}
+
+func TestIdleSocketsAreClosed(t *testing.T) {
+	n := startNode(t)
+	n.SetIdleTimeout(300*time.Millisecond, 50*time.Millisecond)
+	n.run(t)
+	idle, _ := n.connect(t)
+	subscribe(t, idle, "my-channel")
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, _, err := idle.Read(ctx) // nothing sent: the sweeper cuts it
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "idle socket was not closed")
+	n.requireCounts(t, map[string]int64{})
+}
+
+func TestDrain(t *testing.T) {
+	n := startNode(t, func(c *config.WSNode) { c.Drain = time.Second }).run(t)
+	const sockets = 8
+	conns := make([]*websocket.Conn, sockets)
+	for i := range conns {
+		conns[i], _ = n.connect(t)
+		subscribe(t, conns[i], "my-channel")
+	}
+	n.requireCounts(t, map[string]int64{"my-channel": sockets})
+
+	n.cancel()
+	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick,
+		"/readyz must report 503 while draining")
+	var wg sync.WaitGroup
+	codes := make([]websocket.StatusCode, sockets)
+	for i, c := range conns {
+		wg.Go(func() { codes[i] = closeStatus(t, c) })
+	}
+	wg.Wait()
+	for _, code := range codes {
+		require.Equal(t, websocket.StatusCode(4200), code)
+	}
+	n.waitRun(t)
+	// The node removed its contribution itself: no cleaner involved.
+	n.requireCounts(t, map[string]int64{})
+	contrib, _, err := n.store.Contributions(context.Background(), appID)
+	require.NoError(t, err)
+	require.Empty(t, contrib)
+	// The listener is closed.
+	_, _, err = websocket.Dial(context.Background(), n.url(appKey, pusherJSQuery), nil)
+	require.Error(t, err)
+}
+
+func TestStopIsIdempotent(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	n.Stop()
+	n.Stop()
+	require.Equal(t, websocket.StatusCode(4200), closeStatus(t, c))
+	n.waitRun(t)
+}
+
+// TestReadinessFollowsRedis: /readyz fails while counts cannot reach Redis,
+// and a Redis that lost its data gets this node's counts back.
+func TestReadinessFollowsRedis(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	subscribe(t, c, "my-channel")
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+
+	n.redis.Kill()
+	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick)
+	pingPong(t, c) // sockets are served meanwhile
+
+	n.redis.Restart(t) // empty: the node's contribution is gone
+	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusOK }, wait, tick)
+	n.requireCounts(t, map[string]int64{"my-channel": 1})
+	// Stop now: the restarted server is stopped before the node's cleanup.
+	n.cancel()
+	n.waitRun(t)
+	n.requireCounts(t, map[string]int64{})
+}
+
+func TestDrainSpreadsClosesOverTheWindow(t *testing.T) {
+	n := startNode(t, func(c *config.WSNode) { c.Drain = 600 * time.Millisecond }).run(t)
+	const sockets = 6
+	conns := make([]*websocket.Conn, sockets)
+	for i := range conns {
+		conns[i], _ = n.connect(t)
+	}
+	start := time.Now()
+	n.cancel()
+	var mu sync.Mutex
+	var first, last time.Duration = time.Hour, 0
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			require.Equal(t, websocket.StatusCode(4200), closeStatus(t, c))
+			d := time.Since(start)
+			mu.Lock()
+			first, last = min(first, d), max(last, d)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	// Closes are spaced window/n apart: the last comes at least 4 gaps after the first.
+	require.GreaterOrEqual(t, last-first, 4*600*time.Millisecond/sockets, "closes were not spread: first %v last %v", first, last)
+}
+
+// TestOneGoroutinePerSocket guards the lean socket path: an idle,
+// subscribed socket costs the server exactly its handler goroutine. The
+// clients are bare net.Conns, which start no goroutines of their own.
+func TestOneGoroutinePerSocket(t *testing.T) {
+	n := startNode(t).run(t)
+	const sockets = 200
+	base := runtime.NumGoroutine()
+	for i := range sockets {
+		r := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+		require.Contains(t, r.read(t), "pusher:connection_established")
+		ch := "room-" + string(rune('a'+i%26))
+		r.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
+		require.Contains(t, r.read(t), "subscription_succeeded")
+	}
+	// Transient goroutines (HTTP server internals, redis flushes) settle.
+	require.Eventually(t, func() bool {
+		return runtime.NumGoroutine()-base <= sockets+sockets/20
+	}, wait, tick, "%d goroutines for %d idle sockets", runtime.NumGoroutine()-base, sockets)
+	require.Equal(t, float64(sockets), metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+}
+
+func TestNewFailsOnTakenAddress(t *testing.T) {
+	n := startNode(t).run(t)
+	_, err := wsnode.New(wsnode.Options{Config: withAddr(n.cfg, n.Addr())})
+	require.ErrorContains(t, err, "--addr")
+	// A failure on the admin listener releases the WebSocket one.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := free.Addr().String()
+	require.NoError(t, free.Close())
+	cfg := withAddr(n.cfg, addr)
+	cfg.AdminAddr = n.AdminAddr()
+	_, err = wsnode.New(wsnode.Options{Config: cfg})
+	require.ErrorContains(t, err, "--admin-addr")
+	again, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "New leaked the --addr listener")
+	require.NoError(t, again.Close())
+}
+
+func withAddr(c config.WSNode, addr string) config.WSNode {
+	c.Addr = addr
+	return c
+}
+
+func TestMetricsAreServed(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connect(t)
+	subscribe(t, c, "my-channel")
+	pingPong(t, c)
+	resp, err := http.Get("http://" + n.AdminAddr() + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, want := range []string{
+		"headcount_wsnode_connections_open 1",
+		"headcount_wsnode_connections_total 1",
+		"headcount_wsnode_subscriptions 1",
+		`headcount_wsnode_frames_received_total{type="ping"} 1`,
+		`headcount_wsnode_frames_received_total{type="subscribe"} 1`,
+		`headcount_wsnode_errors_total{reason="malformed_frame"} 0`,
+		"headcount_counts_changes_total 1",
+	} {
+		require.Contains(t, string(body), want)
+	}
+}
