@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds cmd/wsnode, cmd/cleaner and cmd/httpapi once per test run.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "headcount-e2e-bin")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/wsnode", "./cmd/cleaner", "./cmd/httpapi")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func repoRoot(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..")
+}
+
+// proc is one running binary whose output goes to a log file, shown when
+// the test fails.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func start(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: exec.Command(filepath.Join(binaries(t), bin), args...), log: logPath, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.Env = append(os.Environ(), "HEADCOUNT_LOG_LEVEL=debug")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.signal(syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("---- %s log (last 60 lines) ----\n%s", name, lastLines(b, 60))
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// kill SIGKILLs the process and waits for it to be gone.
+func (p *proc) kill(t *testing.T) {
+	p.signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not die", p.name)
+	}
+}
+
+// wait returns the exit code once the process ends, failing after timeout.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("%s still running after %v", p.name, timeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func freeAddr(t *testing.T) string {
+	return "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+}
+
+// waitReady polls /readyz on an admin address until it answers 200.
+func waitReady(t *testing.T, p *proc, admin string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it was ready: %v", p.name, p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready on %s: %v", p.name, admin, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric returns the value of an unlabelled metric from an admin address,
+// or -1 when it cannot be read.
+func metric(admin, name string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// pusherClients runs test/compat/clients.js: n real pusher-js clients on
+// host subscribed to channels. It returns once all are subscribed; the
+// clients disconnect when the test ends (or after their own max lifetime).
+func pusherClients(t *testing.T, host string, n int, channels ...string) {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "test", "compat")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pusher-js")); err != nil {
+		t.Fatal("pusher-js is not installed: run `make test` (it runs npm ci in test/compat)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "node", "clients.js", "--hosts", host, "--clients", strconv.Itoa(n),
+		"--channels", strings.Join(channels, ","), "--max-seconds", "300")
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("node clients.js: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // clients.js disconnects and exits when stdin closes
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line := <-ready:
+		if want := fmt.Sprintf(`{"ready":%d}`, n); strings.TrimSpace(line) != want {
+			t.Fatalf("clients.js said %q, want %s; stderr:\n%s", line, want, stderr.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("pusher-js clients on %s never all subscribed; stderr:\n%s", host, stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
