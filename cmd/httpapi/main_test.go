@@ -6,13 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -66,30 +66,12 @@ func TestListenFailureExits1(t *testing.T) {
 	require.Contains(t, stderr.String(), "--addr")
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestSIGTERMStopsCleanly(t *testing.T) {
 	srv := redistest.New(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HTTPAPI_TEST_MAIN=1",
 		"HTTPAPI_TEST_ARGS=--addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --redis "+srv.URL())
-	var stderr syncBuffer
+	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	var waitErr error

@@ -1,0 +1,63 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/metrics"
+)
+
+// Exit codes of every binary.
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitConfig = 2
+)
+
+// Runner is an app package's App.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Main is the body of every binary's main once its configuration is
+// parsed: a bad configuration (parseErr) exits 2 with the message, -h exits
+// 0; otherwise it builds the logger and registry, starts the app and runs it
+// until SIGINT or SIGTERM. A second signal kills the process at once.
+func Main(name string, stderr io.Writer, parseErr error, c config.Common,
+	start func(log hclog.Logger, reg *prometheus.Registry) (Runner, error)) int {
+	if errors.Is(parseErr, flag.ErrHelp) {
+		return ExitOK
+	}
+	if parseErr != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", name, parseErr)
+		return ExitConfig
+	}
+	log := logging.New(name, c.LogLevel, c.LogFormat, stderr)
+	redis.SetLogger(logging.Redis(log))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }() // restore default handling: a second signal kills
+
+	app, err := start(log, metrics.NewRegistry())
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return ExitFailed
+	}
+	if err := app.Run(ctx); err != nil {
+		log.Error("stopped with an error", "error", err)
+		return ExitFailed
+	}
+	return ExitOK
+}
