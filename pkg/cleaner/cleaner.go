@@ -188,13 +188,14 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			if !held() || ctx.Err() != nil {
 				return nil
 			}
-			ok, channels, err := a.store.ReapNode(ctx, app, node, a.cfg.DeadAfter)
+			ok, reaped, err := a.store.ReapNode(ctx, app, node, a.cfg.DeadAfter)
 			if err != nil {
 				return err
 			}
 			if ok {
 				a.m.reaped.WithLabelValues(app).Inc()
-				a.log.Info("reaped dead node", "app", app, "node", node, "channels", channels, "dead_after", a.cfg.DeadAfter)
+				a.log.Info("reaped dead node", "app", app, "node", node, "channels", len(reaped.Channels),
+					"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "dead_after", a.cfg.DeadAfter)
 			}
 		}
 	}

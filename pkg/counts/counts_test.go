@@ -2,6 +2,7 @@ package counts
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -26,66 +27,104 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	})
 }
 
+func newSingle(t testing.TB) redis.UniversalClient { return redistest.New(t).Client(t) }
+
 func newRecorder(t testing.TB, rdb redis.UniversalClient, node string) *Recorder {
 	return NewRecorder(rdb, node, RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
 }
 
-// snapshotScript reads the global counts and every registered contribution
-// of one app in one atomic unit, so a test can check invariant 1 while
-// writers and reapers run.
+// snapshotScript reads every count of one app in one atomic unit (global
+// channel counts, presence members, connections, and every registered
+// node's contribution), so a test can check the invariants while writers
+// and reapers run. KEYS is test-only here: it scans the app's slot.
 var snapshotScript = redis.NewScript(`
-local out = {redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+local P = ARGV[1]
+local out = {redis.call('ZRANGE', P .. 'channels', 0, -1, 'WITHSCORES'), redis.call('GET', P .. 'conns') or '0'}
+local members = {}
+for _, k in ipairs(redis.call('KEYS', P .. 'members:*')) do
+  table.insert(members, string.sub(k, #P + 9))
+  table.insert(members, redis.call('HGETALL', k))
+end
+table.insert(out, members)
+for _, id in ipairs(redis.call('ZRANGE', P .. 'nodes', 0, -1)) do
   table.insert(out, id)
-  table.insert(out, redis.call('HGETALL', ARGV[1] .. id))
+  table.insert(out, redis.call('HGETALL', P .. 'node:' .. id))
 end
 return out`)
 
 type snapshot struct {
-	global  map[string]int64
-	contrib map[string]map[string]int64
+	global  map[string]int64            // channel -> sockets
+	members map[string]int64            // "channel\nuser" -> sockets
+	conns   int64                       // open sockets
+	contrib map[string]map[string]int64 // node -> field -> count
+}
+
+func atoi(t testing.TB, v any) int64 {
+	t.Helper()
+	n, err := toInt(v)
+	require.NoError(t, err)
+	return n
 }
 
 func takeSnapshot(t testing.TB, rdb redis.UniversalClient, app string) snapshot {
 	t.Helper()
-	res, err := snapshotScript.Run(context.Background(), rdb,
-		[]string{nodesKey(app), globalKey(app)}, nodeKey(app, "")).Slice()
+	res, err := snapshotScript.Run(context.Background(), rdb, []string{nodesKey(app)}, appPrefix(app)).Slice()
 	require.NoError(t, err)
-	s := snapshot{global: map[string]int64{}, contrib: map[string]map[string]int64{}}
+	s := snapshot{global: map[string]int64{}, members: map[string]int64{}, contrib: map[string]map[string]int64{}}
 	g := res[0].([]any)
 	for i := 0; i < len(g); i += 2 {
-		var n int64
-		fmt.Sscan(g[i+1].(string), &n)
-		s.global[g[i].(string)] = n
+		s.global[g[i].(string)] = atoi(t, g[i+1])
 	}
-	for i := 1; i < len(res); i += 2 {
+	s.conns = atoi(t, res[1])
+	m := res[2].([]any)
+	for i := 0; i < len(m); i += 2 {
+		h := m[i+1].([]any)
+		for j := 0; j < len(h); j += 2 {
+			s.members[m[i].(string)+"\n"+h[j].(string)] = atoi(t, h[j+1])
+		}
+	}
+	for i := 3; i < len(res); i += 2 {
 		h := res[i+1].([]any)
 		c := map[string]int64{}
 		for j := 0; j < len(h); j += 2 {
-			var n int64
-			fmt.Sscan(h[j+1].(string), &n)
-			c[h[j].(string)] = n
+			c[h[j].(string)] = atoi(t, h[j+1])
 		}
 		s.contrib[res[i].(string)] = c
 	}
 	return s
 }
 
-// checkInvariants asserts invariants 1 and 2: the global equals the sum of
-// the registered contributions, and no entry is zero or negative.
+// checkInvariants asserts invariants 1 and 2 for channel counts, presence
+// members and connections: each global equals the sum of the registered
+// contributions, and no entry is zero or negative.
 func checkInvariants(t testing.TB, s snapshot) {
 	t.Helper()
-	sum := map[string]int64{}
+	channels, members := map[string]int64{}, map[string]int64{}
+	var conns int64
 	for node, c := range s.contrib {
-		for ch, n := range c {
-			require.Positive(t, n, "node %s channel %s", node, ch)
-			sum[ch] += n
+		for f, n := range c {
+			require.Positive(t, n, "node %s field %q", node, f)
+			switch kind, ch, user := parseField(f); kind {
+			case 'c':
+				channels[ch] += n
+			case 'm':
+				members[ch+"\n"+user] += n
+			case 'n':
+				conns += n
+			default:
+				t.Fatalf("node %s has unknown field %q", node, f)
+			}
 		}
 	}
 	for ch, n := range s.global {
 		require.Positive(t, n, "global channel %s", ch)
 	}
-	require.Equal(t, sum, s.global, "global must equal the sum of registered contributions")
+	for m, n := range s.members {
+		require.Positive(t, n, "member %q", m)
+	}
+	require.Equal(t, channels, s.global, "global channel counts must equal the sum of registered contributions")
+	require.Equal(t, members, s.members, "presence members must equal the sum of registered contributions")
+	require.Equal(t, conns, s.conns, "connections must equal the sum of registered contributions")
 }
 
 func TestRecorderCountsAndZeroEntries(t *testing.T) {
@@ -170,10 +209,11 @@ func TestReapedWhileAliveRepublishes(t *testing.T) {
 		require.NoError(t, other.Flush(ctx))
 
 		// A cleaner that saw no heartbeat for a while reaps "live".
-		ok, n, err := store.ReapNode(ctx, "app", "live", 0)
+		ok, reaped, err := store.ReapNode(ctx, "app", "live", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, 2, n)
+		require.Equal(t, map[string]int64{"x": 1, "y": 0}, reaped.Channels)
+		require.Equal(t, []string{"y"}, reaped.Vacated())
 		checkInvariants(t, takeSnapshot(t, rdb, "app"))
 
 		// Its next write must not land as a delta on a missing contribution.
@@ -315,15 +355,32 @@ func propertyRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			subs := map[string]int64{} // this node's sockets per channel, the model
+			subs := map[string]int64{}    // this node's sockets per channel, the model
+			members := map[string]int64{} // and per presence member field
 			for step := range steps {
 				ch := fmt.Sprintf("ch%d", rng.IntN(channels))
-				if subs[ch] > 0 && rng.IntN(2) == 0 {
+				user := fmt.Sprintf("u%d", rng.IntN(4))
+				leave := subs[ch] > 0 && rng.IntN(2) == 0
+				switch {
+				case rng.IntN(3) == 0: // a presence socket of user on ch
+					f := memberField("presence-"+ch, user)
+					if leave && members[f] > 0 {
+						if members[f]--; members[f] == 0 {
+							delete(members, f)
+						}
+						r.AddMember(app, "presence-"+ch, user, nil, -1)
+					} else {
+						members[f]++
+						r.AddMember(app, "presence-"+ch, user, json.RawMessage(`{"n":1}`), 1)
+					}
+				case rng.IntN(4) == 0:
+					r.AddConnections(app, 1)
+				case leave:
 					if subs[ch]--; subs[ch] == 0 {
 						delete(subs, ch)
 					}
 					r.Add(app, ch, -1)
-				} else {
+				default:
 					subs[ch]++
 					r.Add(app, ch, 1)
 				}
@@ -385,6 +442,22 @@ func propertyRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 	s := takeSnapshot(t, rdb, app)
 	checkInvariants(t, s)
 	require.Equal(t, truth, s.global, "global counts must equal the live nodes' truth")
+	for i, r := range recs {
+		if !crashed[i] {
+			require.Equal(t, localFields(r, app), s.contrib[r.node], "node%d's contribution must be its local truth", i)
+		}
+	}
 	require.NotContains(t, s.contrib, "node0")
 	require.Len(t, s.contrib, nodes-1)
+}
+
+// localFields is a node's whole local truth: channels, members, connections.
+func localFields(r *Recorder, app string) map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int64{}
+	for f, n := range r.apps[app].local {
+		out[f] = n
+	}
+	return out
 }

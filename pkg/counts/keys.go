@@ -13,11 +13,23 @@ import (
 // place that spells them.
 const prefix = "hc:"
 
-func nodesKey(app string) string  { return prefix + "{" + app + "}:nodes" }
-func globalKey(app string) string { return prefix + "{" + app + "}:channels" }
-func nodeKey(app, node string) string {
-	return prefix + "{" + app + "}:node:" + node
-}
+// appPrefix starts every key of one app; the scripts derive the per-channel
+// presence keys from it (see scripts/lib.lua), so it is passed to them.
+func appPrefix(app string) string { return prefix + "{" + app + "}:" }
+
+func nodesKey(app string) string       { return appPrefix(app) + "nodes" }
+func globalKey(app string) string      { return appPrefix(app) + "channels" }
+func nodeKey(app, node string) string  { return appPrefix(app) + "node:" + node }
+func membersKey(app, ch string) string { return appPrefix(app) + "members:" + ch }
+func infoKey(app, ch string) string    { return appPrefix(app) + "info:" + ch }
+func connsKey(app string) string       { return appPrefix(app) + "conns" }
+
+// Fields of a node's contribution hash. A channel name cannot hold "\n",
+// so the first one separates it from the user id.
+func channelField(ch string) string      { return "c:" + ch }
+func memberField(ch, user string) string { return "m:" + ch + "\n" + user }
+
+const connectionsField = "n"
 
 // appsKey indexes the apps that have had counts, so the cleaner finds every
 // app's nodes even when its apps file differs from the wsnodes'.
@@ -28,6 +40,8 @@ func scriptKeys(app, node string) []string {
 }
 
 var (
+	//go:embed scripts/lib.lua
+	libSrc string
 	//go:embed scripts/apply.lua
 	applySrc string
 	//go:embed scripts/reap.lua
@@ -35,8 +49,8 @@ var (
 	//go:embed scripts/stale.lua
 	staleSrc string
 
-	applyScript = redis.NewScript(applySrc)
-	reapScript  = redis.NewScript(reapSrc)
+	applyScript = redis.NewScript(libSrc + applySrc)
+	reapScript  = redis.NewScript(libSrc + reapSrc)
 	staleScript = redis.NewScript(staleSrc)
 )
 

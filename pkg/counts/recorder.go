@@ -2,9 +2,11 @@ package counts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,10 @@ type RecorderOptions struct {
 	Logger hclog.Logger
 	// Registerer receives the recorder's metrics; nil means none.
 	Registerer prometheus.Registerer
+	// OnFlushed, if set, is told after each successful flush what it changed
+	// cluster-wide (new global counts, presence joins and leaves), so the
+	// node can announce them. It runs on the flushing goroutine: keep it short.
+	OnFlushed func(Flushed)
 }
 
 // Recorder is one wsnode's view of its own counts: it keeps the node's local
@@ -48,8 +54,13 @@ type Recorder struct {
 }
 
 type appState struct {
-	local   map[string]int64 // the truth: subscriptions per channel on this node
-	pending map[string]int64 // changes not yet in Redis
+	// local is the truth: this node's count per contribution field
+	// (channel subscriptions, presence members, connections).
+	local map[string]int64
+	// infos holds the user_info of local presence members, by field.
+	infos map[string]json.RawMessage
+	// pending holds changes not yet in Redis, by field.
+	pending map[string]int64
 	// registered is true while Redis holds this node's contribution as we
 	// last wrote it. False means the next flush replaces it from local.
 	registered bool
@@ -108,30 +119,52 @@ func NewRecorder(rdb redis.UniversalClient, nodeID string, opts RecorderOptions)
 // Add records that the node's subscriptions to channel of app changed by
 // delta. It never blocks on Redis.
 func (r *Recorder) Add(app, channel string, delta int64) {
+	r.change(app, channelField(channel), delta, nil)
+}
+
+// AddMember records that the node's sockets of user userID subscribed to
+// presence channel changed by delta. userInfo is kept for the member list
+// (the latest one given wins). It never blocks on Redis. Call it alongside
+// Add(app, channel, delta), which counts the sockets.
+func (r *Recorder) AddMember(app, channel, userID string, userInfo json.RawMessage, delta int64) {
+	r.change(app, memberField(channel, userID), delta, userInfo)
+}
+
+// AddConnections records that the node's open sockets of app changed by
+// delta (for per-app connection limits).
+func (r *Recorder) AddConnections(app string, delta int64) {
+	r.change(app, connectionsField, delta, nil)
+}
+
+func (r *Recorder) change(app, field string, delta int64, info json.RawMessage) {
 	if delta == 0 {
 		return
 	}
 	r.mu.Lock()
 	st := r.apps[app]
 	if st == nil {
-		st = &appState{local: map[string]int64{}, pending: map[string]int64{}}
+		st = &appState{local: map[string]int64{}, infos: map[string]json.RawMessage{}, pending: map[string]int64{}}
 		r.apps[app] = st
 	}
-	n := st.local[channel] + delta
+	n := st.local[field] + delta
 	if n < 0 {
 		// The caller's bookkeeping is wrong; keep Redis sane and say so.
-		r.log.Error("subscription count would go negative; clamping and republishing", "app", app, "channel", channel, "delta", delta)
+		r.log.Error("count would go negative; clamping and republishing", "app", app, "field", field, "delta", delta)
 		n, st.registered = 0, false
 	}
 	if n == 0 {
-		delete(st.local, channel)
+		delete(st.local, field)
+		delete(st.infos, field)
 	} else {
-		st.local[channel] = n
+		st.local[field] = n
+		if info != nil {
+			st.infos[field] = info
+		}
 	}
-	if p := st.pending[channel] + delta; p == 0 {
-		delete(st.pending, channel)
+	if p := st.pending[field] + delta; p == 0 {
+		delete(st.pending, field)
 	} else {
-		st.pending[channel] = p
+		st.pending[field] = p
 	}
 	r.mu.Unlock()
 	r.m.changes.Inc()
@@ -141,14 +174,16 @@ func (r *Recorder) Add(app, channel string, delta int64) {
 	}
 }
 
-// Local returns a copy of the node's local truth for app.
+// Local returns a copy of the node's local channel counts for app.
 func (r *Recorder) Local(app string) map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]int64{}
 	if st := r.apps[app]; st != nil {
-		for ch, n := range st.local {
-			out[ch] = n
+		for f, n := range st.local {
+			if ch, ok := strings.CutPrefix(f, "c:"); ok {
+				out[ch] = n
+			}
 		}
 	}
 	return out
@@ -210,6 +245,7 @@ type op struct {
 	app     string
 	replace bool
 	pairs   map[string]int64
+	infos   map[string]json.RawMessage // user_info of member fields in pairs
 	cmd     *redis.Cmd
 }
 
@@ -274,8 +310,14 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 		}
 		again = err == nil
 	}
-	if r.settle(ops, err) {
+	settleAgain, flushed := r.settle(ops, err)
+	if settleAgain {
 		again = true
+	}
+	if r.opts.OnFlushed != nil {
+		for _, f := range flushed {
+			r.opts.OnFlushed(f)
+		}
 	}
 	r.m.flushes.WithLabelValues(map[bool]string{true: "ok", false: "error"}[err == nil]).Inc()
 	return again && err == nil, err
@@ -296,8 +338,8 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 		switch {
 		case !st.registered:
 			pairs := make(map[string]int64, len(st.local))
-			for ch, n := range st.local {
-				pairs[ch] = n
+			for f, n := range st.local {
+				pairs[f] = n
 			}
 			ops = append(ops, &op{app: app, replace: true, pairs: pairs})
 			newApps = append(newApps, app)
@@ -307,6 +349,19 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 			st.pending = make(map[string]int64, min(len(st.pending), maxPairs))
 		case heartbeat:
 			ops = append(ops, &op{app: app})
+		}
+		for _, o := range ops {
+			if o.app != app {
+				continue
+			}
+			for f := range o.pairs {
+				if info, ok := st.infos[f]; ok {
+					if o.infos == nil {
+						o.infos = map[string]json.RawMessage{}
+					}
+					o.infos[f] = info
+				}
+			}
 		}
 	}
 	return ops, newApps
@@ -343,10 +398,13 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			if o.replace {
 				mode = "replace"
 			}
-			args := make([]any, 0, 2+2*len(o.pairs))
-			args = append(args, r.node, mode)
-			for ch, n := range o.pairs {
-				args = append(args, ch, strconv.FormatInt(n, 10))
+			args := make([]any, 0, 4+2*len(o.pairs)+2*len(o.infos))
+			args = append(args, r.node, mode, appPrefix(o.app), len(o.pairs))
+			for f, n := range o.pairs {
+				args = append(args, f, strconv.FormatInt(n, 10))
+			}
+			for f, info := range o.infos {
+				args = append(args, f, string(info))
 			}
 			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node), args...)
 		}
@@ -355,30 +413,34 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 	return err
 }
 
-// settle records each op's outcome. Any op whose result is not a clean 1
-// leaves its app unregistered, so the next flush replaces the contribution
-// from the local truth; this is what keeps a retry from counting twice. It
-// reports whether a contribution was found missing.
-func (r *Recorder) settle(ops []*op, execErr error) (again bool) {
+// settle records each op's outcome. Any op whose result is not a clean
+// success leaves its app unregistered, so the next flush replaces the
+// contribution from the local truth; this is what keeps a retry from
+// counting twice. It reports whether a contribution was found missing, and
+// what the successful ops changed cluster-wide.
+func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Flushed) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, o := range ops {
 		st := r.apps[o.app]
-		res, err := o.cmd.Int()
+		res, err := parseResult(o.cmd)
 		switch {
-		case err == nil && res == 1:
+		case err == nil && res.status >= 0:
 			if o.replace {
 				if !st.registered {
 					r.m.resyncs.WithLabelValues("published").Inc()
 				}
 				st.registered = true
 			}
-		case err == nil && res == -1:
+			if len(res.channels) > 0 || len(res.members) > 0 {
+				flushed = append(flushed, Flushed{App: o.app, Channels: res.channels, Members: res.members})
+			}
+		case err == nil && res.status == -1:
 			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, or Redis lost data); republishing", "app", o.app, "node", r.node)
 			r.m.resyncs.WithLabelValues("missing").Inc()
 			st.registered, again = false, true
 		case err == nil:
-			r.log.Error("Redis refused a change that would make a count negative; republishing", "app", o.app, "node", r.node, "result", res)
+			r.log.Error("Redis refused a change that would make a count negative; republishing", "app", o.app, "node", r.node, "result", res.status)
 			r.m.resyncs.WithLabelValues("negative").Inc()
 			st.registered, again = false, true
 		default:
@@ -388,11 +450,12 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool) {
 			st.registered = false
 		}
 	}
-	return again
+	return again, flushed
 }
 
 // Remove deletes this node's contribution from every app (a graceful stop)
-// and stops further writes. Changes recorded after it are ignored.
+// and stops further writes; OnFlushed hears what that changed, so members
+// can be announced as gone. Changes recorded after it are ignored.
 func (r *Recorder) Remove(ctx context.Context) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -406,8 +469,13 @@ func (r *Recorder) Remove(ctx context.Context) error {
 	s := NewStore(r.rdb)
 	var errs []error
 	for _, app := range apps {
-		if _, err := s.RemoveNode(ctx, app, r.node); err != nil {
+		_, reaped, err := s.RemoveNode(ctx, app, r.node)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if r.opts.OnFlushed != nil && (len(reaped.Channels) > 0 || len(reaped.Members) > 0) {
+			r.opts.OnFlushed(Flushed{App: app, Channels: reaped.Channels, Members: reaped.Members})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

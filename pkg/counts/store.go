@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,7 @@ func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]in
 	return out, nil
 }
 
-// Contributions returns every registered node's contribution to app, and
+// Contributions returns every registered node's channel counts in app, and
 // each node's last-seen time. Tests and audits compare their sum with the
 // global counts.
 func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[string]int64, map[string]time.Time, error) {
@@ -63,9 +64,13 @@ func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[s
 			return nil, nil, fmt.Errorf("read contribution of %s: %w", id, err)
 		}
 		c := make(map[string]int64, len(h))
-		for ch, v := range h {
-			var n int64
-			if _, err := fmt.Sscan(v, &n); err != nil {
+		for f, v := range h {
+			kind, ch, _ := parseField(f)
+			if kind != 'c' {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
 				return nil, nil, fmt.Errorf("contribution of %s to %q is %q: %w", id, ch, v, err)
 			}
 			c[ch] = n
@@ -96,23 +101,25 @@ func (s *Store) StaleNodes(ctx context.Context, app string, deadAfter time.Durat
 
 // ReapNode removes node's contribution to app if its last-seen is still at
 // least deadAfter old, in one atomic unit. It reports whether it reaped the
-// node and how many channels it subtracted from. Reaping a node that is gone
+// node and what that changed cluster-wide. Reaping a node that is gone
 // already does nothing, so concurrent cleaners never subtract twice.
-func (s *Store) ReapNode(ctx context.Context, app, node string, deadAfter time.Duration) (bool, int, error) {
+func (s *Store) ReapNode(ctx context.Context, app, node string, deadAfter time.Duration) (bool, Reaped, error) {
 	return s.reap(ctx, app, node, deadAfter.Milliseconds())
 }
 
 // RemoveNode removes node's contribution to app unconditionally: a node
 // leaving gracefully.
-func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, error) {
-	ok, _, err := s.reap(ctx, app, node, -1)
-	return ok, err
+func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, Reaped, error) {
+	return s.reap(ctx, app, node, -1)
 }
 
-func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, int, error) {
-	n, err := reapScript.Run(ctx, s.rdb, scriptKeys(app, node), node, deadAfterMs).Int()
+func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
+	res, err := parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node), node, deadAfterMs, appPrefix(app)))
 	if err != nil {
-		return false, 0, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 	}
-	return n >= 0, max(n, 0), nil
+	if res.status < 0 {
+		return false, Reaped{}, nil
+	}
+	return true, Reaped{Fields: int(res.status), Channels: res.channels, Members: res.members}, nil
 }

@@ -1,61 +1,64 @@
 -- apply.lua: publish a node's changes to its contribution and the global
 -- counts in one atomic unit, and refresh the node's last-seen time.
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
--- KEYS[2] node     HASH channel -> this node's count
+-- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
 -- ARGV[1] node id
--- ARGV[2] mode: "delta" applies ARGV[3..] as changes and requires the node
---         to be registered; "replace" makes the contribution exactly ARGV[3..]
---         (registering the node), which is idempotent.
--- ARGV[3..] channel, count pairs
--- Returns 1 when applied, -1 when the node is not registered (it was reaped
--- or Redis lost it: the caller must replace), -2 when a delta would take a
--- count below zero (nothing written; the caller must replace).
-local nodes, node, global = KEYS[1], KEYS[2], KEYS[3]
+-- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
+--         to be registered; "replace" makes the contribution exactly the
+--         pairs (registering the node), which is idempotent.
+-- ARGV[3] key prefix of the app ("hc:{app}:")
+-- ARGV[4] number of field, count pairs that follow
+-- then the pairs, then field, user_info pairs for presence members.
+-- Returns {1, changed channels, member edges} when applied (see changes()),
+-- {-1} when the node is not registered (reaped, or Redis lost it: the caller
+-- must replace), {-2} when a delta would take a count below zero (nothing
+-- written; the caller must replace).
+local nodes, node = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
+P = ARGV[3]
+local npairs = tonumber(ARGV[4])
+local first, last = 5, 4 + 2 * npairs
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-local function add_global(ch, n)
-  if tonumber(redis.call('ZINCRBY', global, n, ch)) <= 0 then
-    redis.call('ZREM', global, ch)
-  end
+local infos = {}
+for i = last + 1, #ARGV, 2 do
+  infos[ARGV[i]] = ARGV[i + 1]
 end
 
 if mode == 'delta' then
   if not redis.call('ZSCORE', nodes, id) then
-    return -1
+    return {-1}
   end
   -- Check every change before writing any: a script cannot roll back.
-  for i = 3, #ARGV, 2 do
+  for i = first, last, 2 do
     local have = tonumber(redis.call('HGET', node, ARGV[i]) or '0')
     if have + tonumber(ARGV[i + 1]) < 0 then
-      return -2
+      return {-2}
     end
   end
-  for i = 3, #ARGV, 2 do
-    local ch, n = ARGV[i], tonumber(ARGV[i + 1])
-    if tonumber(redis.call('HINCRBY', node, ch, n)) <= 0 then
-      redis.call('HDEL', node, ch)
+  for i = first, last, 2 do
+    local f, n = ARGV[i], tonumber(ARGV[i + 1])
+    if tonumber(redis.call('HINCRBY', node, f, n)) <= 0 then
+      redis.call('HDEL', node, f)
     end
-    add_global(ch, n)
+    apply_field(f, n, infos[f])
   end
 elseif mode == 'replace' then
   local old = redis.call('HGETALL', node)
   for i = 1, #old, 2 do
-    add_global(old[i], -tonumber(old[i + 1]))
+    apply_field(old[i], -tonumber(old[i + 1]), nil)
   end
   redis.call('DEL', node)
-  for i = 3, #ARGV, 2 do
-    local ch, n = ARGV[i], tonumber(ARGV[i + 1])
+  for i = first, last, 2 do
+    local f, n = ARGV[i], tonumber(ARGV[i + 1])
     if n > 0 then
-      redis.call('HSET', node, ch, n)
-      add_global(ch, n)
+      redis.call('HSET', node, f, n)
+      apply_field(f, n, infos[f])
     end
   end
 else
   return redis.error_reply('unknown mode ' .. tostring(mode))
 end
-redis.call('ZADD', nodes, now, id)
-return 1
+redis.call('ZADD', nodes, now_ms(), id)
+local chans, edges = changes()
+return {1, chans, edges}

@@ -7,27 +7,25 @@
 --         this shard's clock (re-checked here, so a node that came back after
 --         the cleaner looked is spared); -1 reaps unconditionally (a node
 --         removing itself on a graceful stop).
--- Returns the number of channels subtracted, or -1 if nothing was reaped.
-local nodes, node, global = KEYS[1], KEYS[2], KEYS[3]
+-- ARGV[3] key prefix of the app ("hc:{app}:")
+-- Returns {-1} if nothing was reaped, else {fields subtracted, changed
+-- channels, member edges} (see changes() in lib.lua).
+local nodes, node = KEYS[1], KEYS[2]
 local id, dead_after = ARGV[1], tonumber(ARGV[2])
+P = ARGV[3]
 
 local seen = redis.call('ZSCORE', nodes, id)
 if not seen then
-  return -1
+  return {-1}
 end
-if dead_after >= 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if tonumber(seen) > now - dead_after then
-    return -1
-  end
+if dead_after >= 0 and tonumber(seen) > now_ms() - dead_after then
+  return {-1}
 end
 local old = redis.call('HGETALL', node)
 for i = 1, #old, 2 do
-  if tonumber(redis.call('ZINCRBY', global, -tonumber(old[i + 1]), old[i])) <= 0 then
-    redis.call('ZREM', global, old[i])
-  end
+  apply_field(old[i], -tonumber(old[i + 1]), nil)
 end
 redis.call('DEL', node)
 redis.call('ZREM', nodes, id)
-return #old / 2
+local chans, edges = changes()
+return {#old / 2, chans, edges}

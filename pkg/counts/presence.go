@@ -1,0 +1,175 @@
+package counts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MemberEdge is a presence member joining (first socket anywhere in the
+// cluster) or leaving (last socket gone) a channel.
+type MemberEdge struct {
+	Channel string
+	UserID  string
+	// Added is true for a join, false for a leave.
+	Added bool
+	// UserInfo is the member's user_info (joins only; may be nil).
+	UserInfo json.RawMessage
+}
+
+// Flushed reports what one atomic unit of one app changed cluster-wide.
+// Recorder calls RecorderOptions.OnFlushed with it from the flushing
+// goroutine.
+type Flushed struct {
+	App string
+	// Channels holds the global subscription count, right after the unit,
+	// of every channel whose count it changed (0: vacated).
+	Channels map[string]int64
+	// Members lists the presence joins and leaves the unit caused.
+	Members []MemberEdge
+}
+
+// Reaped reports what reaping one dead node removed.
+type Reaped struct {
+	// Fields is how many entries of the node's contribution were subtracted.
+	Fields int
+	// Channels holds the new global count of every channel the node was
+	// subscribed to (0: vacated).
+	Channels map[string]int64
+	// Members lists presence members whose last socket was on the node
+	// (Added is false).
+	Members []MemberEdge
+}
+
+// Vacated returns the channels the reap emptied.
+func (r Reaped) Vacated() []string {
+	var out []string
+	for ch, n := range r.Channels {
+		if n == 0 {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// scriptResult is what apply.lua and reap.lua return.
+type scriptResult struct {
+	status   int64
+	channels map[string]int64
+	members  []MemberEdge
+}
+
+func parseResult(cmd *redis.Cmd) (scriptResult, error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return scriptResult{}, err
+	}
+	var res scriptResult
+	if len(v) == 0 {
+		return res, errors.New("empty script result")
+	}
+	if res.status, err = toInt(v[0]); err != nil || res.status < 0 || len(v) < 3 {
+		return res, err
+	}
+	chans, _ := v[1].([]any)
+	for i := 0; i+1 < len(chans); i += 2 {
+		ch, _ := chans[i].(string)
+		n, err := toInt(chans[i+1])
+		if err != nil {
+			return res, err
+		}
+		if res.channels == nil {
+			res.channels = map[string]int64{}
+		}
+		res.channels[ch] = n
+	}
+	edges, _ := v[2].([]any)
+	for i := 0; i+3 < len(edges); i += 4 {
+		added, err := toInt(edges[i])
+		if err != nil {
+			return res, err
+		}
+		e := MemberEdge{Added: added == 1}
+		e.Channel, _ = edges[i+1].(string)
+		e.UserID, _ = edges[i+2].(string)
+		if info, _ := edges[i+3].(string); info != "" {
+			e.UserInfo = json.RawMessage(info)
+		}
+		res.members = append(res.members, e)
+	}
+	return res, nil
+}
+
+func toInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("unexpected %T in script result", v)
+}
+
+// Members returns the cluster-wide members of a presence channel: user id
+// to user_info (null when none was given).
+func (s *Store) Members(ctx context.Context, app, channel string) (map[string]json.RawMessage, error) {
+	var ids *redis.MapStringStringCmd
+	var infos *redis.MapStringStringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		ids = p.HGetAll(ctx, membersKey(app, channel))
+		infos = p.HGetAll(ctx, infoKey(app, channel))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read members of %s: %w", channel, err)
+	}
+	out := make(map[string]json.RawMessage, len(ids.Val()))
+	for user := range ids.Val() {
+		info := infos.Val()[user]
+		if info == "" {
+			info = "null"
+		}
+		out[user] = json.RawMessage(info)
+	}
+	return out, nil
+}
+
+// UserCount returns the number of distinct users in a presence channel
+// cluster-wide.
+func (s *Store) UserCount(ctx context.Context, app, channel string) (int64, error) {
+	n, err := s.rdb.HLen(ctx, membersKey(app, channel)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("count users of %s: %w", channel, err)
+	}
+	return n, nil
+}
+
+// Connections returns the app's open sockets cluster-wide.
+func (s *Store) Connections(ctx context.Context, app string) (int64, error) {
+	n, err := s.rdb.Get(ctx, connsKey(app)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count connections: %w", err)
+	}
+	return n, nil
+}
+
+// parseField splits a contribution field into its kind ('c', 'm' or 'n'),
+// channel and user.
+func parseField(f string) (kind byte, channel, user string) {
+	switch {
+	case strings.HasPrefix(f, "c:"):
+		return 'c', f[2:], ""
+	case strings.HasPrefix(f, "m:"):
+		channel, user, _ = strings.Cut(f[2:], "\n")
+		return 'm', channel, user
+	}
+	return f[0], "", ""
+}

@@ -1,0 +1,89 @@
+-- lib.lua is prepended to apply.lua and reap.lua. Field names of a node's
+-- contribution hash (see keys.go):
+--   c:<channel>          the node's sockets subscribed to channel
+--   m:<channel>\n<user>  the node's sockets of user in presence channel
+--   n                    the node's open sockets (connections)
+-- Global keys derived from ARGV prefix P ("hc:{app}:"), all in {app}'s slot:
+--   KEYS[3] = P.."channels"   ZSET channel -> sockets cluster-wide
+--   P.."members:"..channel    HASH user -> sockets cluster-wide
+--   P.."info:"..channel       HASH user -> user_info
+--   P.."conns"                STRING open sockets cluster-wide
+local global = KEYS[3]
+local P
+
+-- before[k] holds a touched global value as it was before this unit, so
+-- net edges can be reported (a replace may take a value down and back up).
+local touched_ch, touched_m, before = {}, {}, {}
+
+local function split_member(rest)
+  local sep = string.find(rest, '\n', 1, true)
+  return string.sub(rest, 1, sep - 1), string.sub(rest, sep + 1)
+end
+
+local function apply_field(f, n, info)
+  local kind = string.sub(f, 1, 1)
+  if kind == 'c' then
+    local ch = string.sub(f, 3)
+    if before['c' .. ch] == nil then
+      before['c' .. ch] = tonumber(redis.call('ZSCORE', global, ch) or '0')
+      table.insert(touched_ch, ch)
+    end
+    if tonumber(redis.call('ZINCRBY', global, n, ch)) <= 0 then
+      redis.call('ZREM', global, ch)
+    end
+  elseif kind == 'm' then
+    local ch, user = split_member(string.sub(f, 3))
+    local mk, ik = P .. 'members:' .. ch, P .. 'info:' .. ch
+    local k = 'm' .. ch .. '\n' .. user
+    if before[k] == nil then
+      before[k] = tonumber(redis.call('HGET', mk, user) or '0')
+      table.insert(touched_m, {ch, user, mk, ik})
+    end
+    if tonumber(redis.call('HINCRBY', mk, user, n)) <= 0 then
+      redis.call('HDEL', mk, user)
+      redis.call('HDEL', ik, user)
+    elseif info then
+      redis.call('HSET', ik, user, info)
+    end
+  elseif kind == 'n' then
+    if tonumber(redis.call('INCRBY', P .. 'conns', n)) <= 0 then
+      redis.call('DEL', P .. 'conns')
+    end
+  end
+end
+
+-- changes lists the net effect of this unit: {channel, new count, ...} for
+-- every touched channel whose count moved, and {1|0, channel, user, info}
+-- for every presence member that joined (0 -> >0) or left (>0 -> 0).
+local function changes()
+  local chans, edges = {}, {}
+  for _, ch in ipairs(touched_ch) do
+    local now = tonumber(redis.call('ZSCORE', global, ch) or '0')
+    if now ~= before['c' .. ch] then
+      table.insert(chans, ch)
+      table.insert(chans, now)
+    end
+  end
+  for _, t in ipairs(touched_m) do
+    local ch, user, mk, ik = t[1], t[2], t[3], t[4]
+    local was = before['m' .. ch .. '\n' .. user]
+    local now = tonumber(redis.call('HGET', mk, user) or '0')
+    if was <= 0 and now > 0 then
+      table.insert(edges, 1)
+      table.insert(edges, ch)
+      table.insert(edges, user)
+      table.insert(edges, redis.call('HGET', ik, user) or '')
+    elseif was > 0 and now <= 0 then
+      table.insert(edges, 0)
+      table.insert(edges, ch)
+      table.insert(edges, user)
+      table.insert(edges, '')
+    end
+  end
+  return chans, edges
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
