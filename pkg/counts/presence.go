@@ -173,3 +173,23 @@ func parseField(f string) (kind byte, channel, user string) {
 	}
 	return f[0], "", ""
 }
+
+// UserCounts returns the distinct users of each presence channel in one
+// round trip.
+func (s *Store) UserCounts(ctx context.Context, app string, channels []string) (map[string]int64, error) {
+	cmds := make([]*redis.IntCmd, len(channels))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ch := range channels {
+			cmds[i] = p.HLen(ctx, membersKey(app, ch))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count users: %w", err)
+	}
+	out := make(map[string]int64, len(channels))
+	for i, ch := range channels {
+		out[ch] = cmds[i].Val()
+	}
+	return out, nil
+}

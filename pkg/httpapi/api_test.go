@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,6 +23,9 @@ func seeded(t *testing.T) *testServer {
 	srv := redistest.New(t)
 	p := newProducer(t, srv.Client(t), "node-a")
 	p.add(t, appID, map[string]int64{"private-gone": 1}, map[string]int64{"private-gone": 1})
+	// presence-room-1's three sockets belong to two users.
+	p.rec.AddMember(appID, "presence-room-1", "u1", json.RawMessage(`{}`), 2)
+	p.rec.AddMember(appID, "presence-room-1", "u2", json.RawMessage(`{}`), 1)
 	p.add(t, appID, map[string]int64{
 		"private-gone": -1, "presence-room-1": 3, "private-a": 2, "public-b": 1, "x=y@z,w;v": 4,
 	}, map[string]int64{"presence-room-1": 3, "private-a": 2, "public-b": 1, "x=y@z,w;v": 4})
@@ -59,11 +63,13 @@ func TestPusherGoClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &pusher.Channel{Name: "private-a", Occupied: true}, ch)
 
-	// user_count is refused until presence members are tracked (see doc.go).
-	_, err = c.Channel("presence-room-1", pusher.ChannelParams{Info: ptr("user_count,subscription_count")})
-	require.ErrorContains(t, err, "Status Code: 501 - info=user_count is not implemented yet")
-	_, err = c.Channels(pusher.ChannelsParams{FilterByPrefix: ptr("presence-"), Info: ptr("user_count")})
-	require.ErrorContains(t, err, "Status Code: 501")
+	// user_count counts distinct users, not sockets.
+	ch, err = c.Channel("presence-room-1", pusher.ChannelParams{Info: ptr("user_count,subscription_count")})
+	require.NoError(t, err)
+	require.Equal(t, &pusher.Channel{Name: "presence-room-1", Occupied: true, UserCount: 2, SubscriptionCount: 3}, ch)
+	users, err := c.Channels(pusher.ChannelsParams{FilterByPrefix: ptr("presence-"), Info: ptr("user_count")})
+	require.NoError(t, err)
+	require.Equal(t, map[string]pusher.ChannelListItem{"presence-room-1": {UserCount: 2}}, users.Channels)
 	_, err = c.Channels(pusher.ChannelsParams{Info: ptr("user_count")})
 	require.ErrorContains(t, err, "Status Code: 400 - info=user_count is only available for presence channels")
 
@@ -71,7 +77,7 @@ func TestPusherGoClient(t *testing.T) {
 	require.ErrorContains(t, err, "Status Code: 401 - Invalid signature: Expected HMAC SHA256 hex digest of \"GET\\n/apps/app-1/channels\\nauth_key=key-1&auth_timestamp=")
 
 	ok := testutil.ToFloat64(s.app.metrics.requests.WithLabelValues("GET /apps/{app_id}/channels/{channel_name}", "200"))
-	require.Equal(t, 6.0, ok)
+	require.Equal(t, 7.0, ok)
 	require.Equal(t, 1.0, testutil.ToFloat64(s.app.metrics.requests.WithLabelValues("GET /apps/{app_id}/channels", "401")))
 	require.Equal(t, 0.0, testutil.ToFloat64(s.app.metrics.redisErrors))
 }
@@ -177,11 +183,11 @@ func TestRequestErrors(t *testing.T) {
 		{name: "unknown attribute", path: one("private-a"), query: info("subscription_count,bogus"), code: 400, want: `Unsupported info attribute "bogus"`},
 		{name: "cache on a non-cache channel", path: one("private-a"), query: info("cache"), code: 400, want: "info=cache is only available for cache channels"},
 		{name: "cache on a cache channel", path: one("cache-a"), query: info("cache"), code: 501, want: "info=cache is not implemented"},
-		{name: "user_count on presence", path: one("presence-room-1"), query: info("user_count"), code: 501, want: "info=user_count is not implemented yet"},
+		{name: "user_count on presence", path: one("presence-room-1"), query: info("user_count"), code: 200, want: `{"occupied":true,"user_count":2}`},
 		{name: "client error before 501", path: one("presence-room-1"), query: info("user_count,bogus"), code: 400, want: `"bogus"`},
 		{name: "listing user_count without prefix", path: list, query: info("user_count"), code: 400, want: "set filter_by_prefix to presence-"},
 		{name: "listing user_count on private", path: list, query: url.Values{"info": {"user_count"}, "filter_by_prefix": {"private-"}}, code: 400, want: "only available for presence channels"},
-		{name: "listing user_count on presence", path: list, query: url.Values{"info": {"user_count"}, "filter_by_prefix": {"presence-room"}}, code: 501, want: "not implemented"},
+		{name: "listing user_count on presence", path: list, query: url.Values{"info": {"user_count"}, "filter_by_prefix": {"presence-room"}}, code: 200, want: `{"channels":{"presence-room-1":{"user_count":2}}}`},
 		{name: "listing subscription_count", path: list, query: info("subscription_count"), code: 400, want: `Unsupported info attribute "subscription_count" for a channel listing`},
 		{name: "POST listing", method: "POST", path: list, code: 405},
 		{name: "DELETE channel", method: "DELETE", path: one("private-a"), code: 405},

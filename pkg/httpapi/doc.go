@@ -18,13 +18,10 @@
 //   - No input makes the server panic; a handler bug is a 500 and a log line.
 //
 // Deliberate choices where the Pusher docs leave room:
-//   - info=user_count (distinct users of a presence channel) is answered with
-//     501 Not Implemented until presence membership is tracked. Returning the
-//     subscription count instead would over-report users with several
-//     sockets, and omitting the field would read as 0 in clients; an
-//     explicit error is the only honest answer. Asking for user_count on a
-//     non-presence channel, or in a listing not limited to presence-
-//     channels, stays a 400 as Pusher documents.
+//   - info=user_count counts distinct users cluster-wide (a user with sockets
+//     on two nodes counts once), from the presence members in Redis. Asking
+//     for it on a non-presence channel, or in a listing not limited to
+//     presence- channels, is a 400 as Pusher documents.
 //   - subscription_count is answered for every channel type, presence
 //     included (the docs' example and pusher-http-go treat it so), and is
 //     left out for a vacant channel ({"occupied":false}).

@@ -99,10 +99,6 @@ func infoAttrs(info string) []string {
 // presencePrefix starts presence channel names.
 const presencePrefix = "presence-"
 
-// userCountNotImplemented is the 501 body for info=user_count (see doc.go).
-const userCountNotImplemented = "info=user_count is not implemented yet: headcount does not track presence members yet, " +
-	"and reporting the subscription count instead would over-count users with several connections"
-
 // listChannels serves GET /apps/{app_id}/channels: the occupied channels,
 // optionally those whose name starts with filter_by_prefix.
 func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiRequest) {
@@ -119,10 +115,6 @@ func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiReque
 		}
 		userCount = true
 	}
-	if userCount {
-		a.refuse(w, r, http.StatusNotImplemented, userCountNotImplemented)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	occupied, err := a.store.Channels(ctx, req.app.ID, prefix)
@@ -130,13 +122,27 @@ func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiReque
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	type attributes struct{} // empty until user_count is implemented
+	type attributes struct {
+		UserCount *int64 `json:"user_count,omitempty"`
+	}
 	resp := struct {
 		Channels map[string]attributes `json:"channels"`
 	}{Channels: make(map[string]attributes, len(occupied))}
+	names := make([]string, 0, len(occupied))
 	for name, n := range occupied {
 		if n > 0 {
 			resp.Channels[name] = attributes{}
+			names = append(names, name)
+		}
+	}
+	if userCount {
+		users, err := a.store.UserCounts(ctx, req.app.ID, names)
+		if err != nil {
+			a.redisFailed(w, r, req.app, err)
+			return
+		}
+		for name, n := range users {
+			resp.Channels[name] = attributes{UserCount: &n}
 		}
 	}
 	a.writeJSON(w, resp)
@@ -157,6 +163,7 @@ func isCacheChannel(name string) bool {
 // occupied is always present, the counts only when asked for and occupied.
 type channelInfo struct {
 	Occupied          bool   `json:"occupied"`
+	UserCount         *int64 `json:"user_count,omitempty"`
 	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
 }
 
@@ -168,7 +175,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		return
 	}
 	presence := protocol.ChannelKind(name) == protocol.KindPresence
-	wantSubscriptions := false
+	wantSubscriptions, wantUsers := false, false
 	notImplemented := ""
 	for _, attr := range infoAttrs(req.query.Get("info")) {
 		switch attr {
@@ -179,7 +186,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=user_count is only available for presence channels, and %s is not one", strconv.Quote(name)))
 				return
 			}
-			notImplemented = userCountNotImplemented
+			wantUsers = true
 		case "cache":
 			if !isCacheChannel(name) {
 				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
@@ -207,6 +214,14 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 	resp := channelInfo{Occupied: n > 0}
 	if wantSubscriptions && n > 0 {
 		resp.SubscriptionCount = &n
+	}
+	if wantUsers && n > 0 {
+		users, err := a.store.UserCount(ctx, req.app.ID, name)
+		if err != nil {
+			a.redisFailed(w, r, req.app, err)
+			return
+		}
+		resp.UserCount = &users
 	}
 	a.writeJSON(w, resp)
 }
