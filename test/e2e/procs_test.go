@@ -27,7 +27,7 @@ var (
 )
 
 // binaries builds cmd/wsnode, cmd/cleaner and cmd/httpapi once per test run.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "headcount-e2e-bin")
@@ -46,7 +46,7 @@ func binaries(t *testing.T) string {
 	return binDir
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ type proc struct {
 	err  error
 }
 
-func start(t *testing.T, name, bin string, args ...string) *proc {
+func start(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
@@ -102,7 +102,7 @@ func (p *proc) signal(sig syscall.Signal) {
 }
 
 // kill SIGKILLs the process and waits for it to be gone.
-func (p *proc) kill(t *testing.T) {
+func (p *proc) kill(t testing.TB) {
 	p.signal(syscall.SIGKILL)
 	select {
 	case <-p.done:
@@ -112,7 +112,7 @@ func (p *proc) kill(t *testing.T) {
 }
 
 // wait returns the exit code once the process ends, failing after timeout.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -130,12 +130,12 @@ func lastLines(b []byte, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	return "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 }
 
 // waitReady polls /readyz on an admin address until it answers 200.
-func waitReady(t *testing.T, p *proc, admin string) {
+func waitReady(t testing.TB, p *proc, admin string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -182,7 +182,7 @@ func metric(admin, name string) float64 {
 // pusherClients runs test/compat/clients.js: n real pusher-js clients on
 // host subscribed to channels. It returns once all are subscribed; the
 // clients disconnect when the test ends (or after their own max lifetime).
-func pusherClients(t *testing.T, host string, n int, channels ...string) {
+func pusherClients(t testing.TB, host string, n int, channels ...string) {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "test", "compat")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pusher-js")); err != nil {

@@ -1,0 +1,110 @@
+// Package wstest is a WebSocket client on a bare net.Conn for tests and
+// benchmarks: it starts no goroutines and holds no buffers beyond one
+// bufio.Reader, so goroutine and memory figures measure the server alone,
+// and thousands of idle clients cost the test process little.
+package wstest
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Conn is one raw client connection.
+type Conn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// Dial connects to addr and upgrades path (e.g. /app/key?protocol=7).
+func Dial(addr, path string) (*Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr, base64.StdEncoding.EncodeToString(key))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(c, 512)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		c.Close()
+		return nil, fmt.Errorf("upgrade answered %s", resp.Status)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &Conn{Conn: c, br: br}, nil
+}
+
+// Send writes one masked text frame (clients must mask).
+func (c *Conn) Send(payload string) error {
+	mask := [4]byte{1, 2, 3, 4}
+	b := make([]byte, 0, 14+len(payload))
+	b = append(b, 0x81)
+	switch n := len(payload); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	case n <= 0xffff:
+		b = append(b, 0x80|126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0x80|127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	b = append(b, mask[:]...)
+	for i := range len(payload) {
+		b = append(b, payload[i]^mask[i%4])
+	}
+	_, err := c.Write(b)
+	return err
+}
+
+// Read returns the payload of the next unfragmented frame, waiting at most
+// timeout.
+func (c *Conn) Read(timeout time.Duration) (string, error) {
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	var h [2]byte
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		return "", err
+	}
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var l [2]byte
+		if _, err := io.ReadFull(c.br, l[:]); err != nil {
+			return "", err
+		}
+		n = uint64(binary.BigEndian.Uint16(l[:]))
+	case 127:
+		var l [8]byte
+		if _, err := io.ReadFull(c.br, l[:]); err != nil {
+			return "", err
+		}
+		n = binary.BigEndian.Uint64(l[:])
+	}
+	if n > 1<<20 {
+		return "", fmt.Errorf("frame of %d bytes is too large for a test client", n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		return "", err
+	}
+	return string(p), nil
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wstest"
+)
+
+// BenchmarkIdleMemory measures what one idle, subscribed socket costs a
+// wsnode process: it opens HC_BENCH_SOCKETS (default 20,000) raw sockets
+// from this process, each subscribed to one of 100 public channels, waits
+// until Redis counts all of them, and reports the wsnode's RSS growth and
+// goroutines per socket. Run it alone: go test -run '^$' -bench IdleMemory
+// -benchtime 1x ./test/e2e/
+func BenchmarkIdleMemory(b *testing.B) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SOCKETS")); err == nil && v > 0 {
+		n = v
+	}
+	n = raiseFileLimit(b, n)
+	srv := redistest.New(b)
+	addr, admin := freeAddr(b), freeAddr(b)
+	node := start(b, "ws-bench", "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", "bench")
+	waitReady(b, node, admin)
+	store := counts.NewStore(srv.Client(b))
+
+	open := func(count int, conns *[]*wstest.Conn) {
+		for i := range count {
+			c, err := wstest.Dial(addr, "/app/app-key?protocol=7")
+			if err != nil {
+				b.Fatalf("socket %d: %v", len(*conns), err)
+			}
+			*conns = append(*conns, c)
+			if _, err := c.Read(10 * time.Second); err != nil {
+				b.Fatalf("socket %d handshake: %v", len(*conns), err)
+			}
+			if err := c.Send(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"idle-%d"}}`, i%100)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Read(10 * time.Second); err != nil {
+				b.Fatalf("socket %d subscribe: %v", len(*conns), err)
+			}
+		}
+	}
+	var conns []*wstest.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	open(100, &conns) // warm the pools and the Redis connections
+	waitSubscribed(b, store, len(conns))
+	base := settledRSS(b, node.cmd.Process.Pid)
+	goroutines := metric(admin, "go_goroutines")
+
+	b.ResetTimer()
+	start := time.Now()
+	open(n, &conns)
+	waitSubscribed(b, store, len(conns))
+	opened := time.Since(start)
+	b.StopTimer()
+
+	rss := settledRSS(b, node.cmd.Process.Pid)
+	b.ReportMetric(float64(rss-base)/1024/float64(n), "KiB/conn")
+	b.ReportMetric((metric(admin, "go_goroutines")-goroutines)/float64(n), "goroutines/conn")
+	b.ReportMetric(float64(n)/opened.Seconds(), "conns/s")
+	b.ReportMetric(float64(n), "conns")
+}
+
+func waitSubscribed(b testing.TB, store *counts.Store, want int) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		all, err := store.Channels(context.Background(), "app-id", "idle-")
+		var sum int64
+		for _, c := range all {
+			sum += c
+		}
+		if err == nil && sum == int64(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("Redis counts %d of %d sockets (err %v)", sum, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// settledRSS reads a process's resident memory once two readings 500 ms
+// apart agree within 1% (the runtime returns freed spans lazily).
+func settledRSS(b testing.TB, pid int) int64 {
+	prev := rss(b, pid)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		cur := rss(b, pid)
+		if d := cur - prev; d < prev/100 && -d < prev/100 {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
+}
+
+func rss(b testing.TB, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// raiseFileLimit lifts this process's open-file limit (inherited by the
+// wsnode it starts) to fit n sockets on each side, and returns how many
+// sockets fit if it cannot.
+func raiseFileLimit(b testing.TB, n int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	want := uint64(n + 1000)
+	if lim.Cur >= want {
+		return n
+	}
+	lim.Cur = want
+	if lim.Max < want {
+		lim.Max = want // allowed as root
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		b.Logf("cannot raise the open-file limit to %d (%v): measuring %d sockets", want, err, int(lim.Cur)-1000)
+		return int(lim.Cur) - 1000
+	}
+	return n
+}
