@@ -1,5 +1,7 @@
 // Command wsnode is a headcount WebSocket node: it serves Pusher protocol v7
-// on /app/{key} and keeps this node's subscription counts in Redis.
+// on /app/{key}, keeps this node's subscription, presence and connection
+// counts in Redis, and exchanges events with the other nodes through Redis
+// pub/sub.
 package main
 
 import (

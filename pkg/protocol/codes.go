@@ -59,8 +59,17 @@ func (e *Error) AppendTo(dst []byte) []byte { return AppendError(dst, e.Code, e.
 const (
 	// SubscriptionUnsupported: the server does not serve this kind of channel.
 	SubscriptionUnsupported = "UnsupportedChannel"
-	// SubscriptionLimit: the connection already has too many channels.
+	// SubscriptionLimit: a limit was reached (channels per connection,
+	// presence members, user id or user_info size).
 	SubscriptionLimit = "LimitReached"
+	// SubscriptionAuth: the auth value does not verify (status 401), as
+	// soketi sends it and pusher-js reports it.
+	SubscriptionAuth = "AuthError"
+	// SubscriptionInvalid: channel_data is malformed (status 400).
+	SubscriptionInvalid = "InvalidChannelData"
+	// SubscriptionServer: the server could not check the subscription
+	// (Redis unreachable; status 503). Retrying later may work.
+	SubscriptionServer = "ServerError"
 )
 
 // SubscriptionError is a refused subscription, sent as

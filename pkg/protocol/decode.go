@@ -3,6 +3,9 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 )
 
 // Frame is a decoded client frame: {"event","channel"?,"data"?,"user_id"?}.
@@ -71,15 +74,9 @@ func (f Frame) Subscribe() (Subscribe, error) {
 	if d.Channel == "" {
 		return Subscribe{}, &Error{Message: f.Event + ": data.channel is missing"}
 	}
-	s := Subscribe{Channel: d.Channel, Auth: d.Auth}
-	if cd := bytes.TrimSpace(d.ChannelData); len(cd) > 0 && string(cd) != "null" {
-		// pusher-js sends a string; a client sending an object gets its
-		// raw text, which is what it would have had to sign.
-		if cd[0] != '"' || json.Unmarshal(cd, &s.ChannelData) != nil {
-			s.ChannelData = string(cd)
-		}
-	}
-	return s, nil
+	// pusher-js sends a string; a client sending an object gets its raw
+	// text, which is what it would have had to sign.
+	return Subscribe{Channel: d.Channel, Auth: d.Auth, ChannelData: rawOrString(d.ChannelData)}, nil
 }
 
 // Unsubscribe decodes the channel of a pusher:unsubscribe frame. Errors are *Error.
@@ -94,4 +91,138 @@ func (f Frame) Unsubscribe() (string, error) {
 		return "", &Error{Message: f.Event + ": data.channel is missing"}
 	}
 	return d.Channel, nil
+}
+
+// Signin is the data of pusher:signin.
+type Signin struct {
+	// Auth is "<key>:<hex signature>" over "socket_id::user::user_data".
+	Auth string
+	// UserData is the user JSON exactly as received: it is signed byte for
+	// byte, so it is never re-serialized.
+	UserData string
+}
+
+// Signin decodes the data of a pusher:signin frame. Errors are *Error.
+func (f Frame) Signin() (Signin, error) {
+	var d struct {
+		Auth     string          `json:"auth"`
+		UserData json.RawMessage `json:"user_data"`
+	}
+	if err := f.DecodeData(&d); err != nil {
+		return Signin{}, err
+	}
+	s := Signin{Auth: d.Auth, UserData: rawOrString(d.UserData)}
+	if s.UserData == "" {
+		return Signin{}, &Error{Message: f.Event + ": data.user_data is missing"}
+	}
+	if s.Auth == "" {
+		return Signin{}, &Error{Message: f.Event + ": data.auth is missing"}
+	}
+	return s, nil
+}
+
+// rawOrString returns a JSON string's value, or the raw text of any other
+// value ("" for absent or null): what a client would have had to sign.
+func rawOrString(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// EventData returns the frame's data as the text fanned out to other
+// clients: a JSON string's value, or the raw JSON of any other value. Client
+// events are relayed this way, and subscribers JSON.parse it back.
+func (f Frame) EventData() string { return rawOrString(f.Data) }
+
+// Member is a presence channel member: what channel_data and signin
+// user_data describe.
+type Member struct {
+	// UserID is the user id as a string (a JSON number is kept as written).
+	UserID string
+	// UserInfo is the raw user_info JSON, or nil when absent.
+	UserInfo json.RawMessage
+}
+
+// ParseChannelData parses presence channel_data
+// {"user_id": string|number, "user_info"?: any}. A numeric user_id (the
+// Pusher docs use 10) becomes its decimal text, so "10" and 10 are one
+// user. Errors are *Error.
+func ParseChannelData(s string) (Member, error) {
+	var d struct {
+		UserID   json.RawMessage `json:"user_id"`
+		UserInfo json.RawMessage `json:"user_info"`
+	}
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return Member{}, &Error{Message: "Malformed channel_data: " + err.Error()}
+	}
+	id, err := userID(d.UserID)
+	if err != nil {
+		return Member{}, &Error{Message: "Invalid channel_data: user_id " + err.Error()}
+	}
+	return Member{UserID: id, UserInfo: compactInfo(d.UserInfo)}, nil
+}
+
+// ParseUserData parses signin user_data {"id": string, "user_info"?: any}.
+// pusher-js requires id to be a non-empty string; so does this. Errors are
+// *Error.
+func ParseUserData(s string) (Member, error) {
+	var d struct {
+		ID       json.RawMessage `json:"id"`
+		UserInfo json.RawMessage `json:"user_info"`
+	}
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return Member{}, &Error{Message: "Malformed user_data: " + err.Error()}
+	}
+	var id string
+	if len(d.ID) == 0 || d.ID[0] != '"' || json.Unmarshal(d.ID, &id) != nil || id == "" {
+		return Member{}, &Error{Message: "Invalid user_data: id must be a non-empty string"}
+	}
+	return Member{UserID: id, UserInfo: compactInfo(d.UserInfo)}, nil
+}
+
+func userID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", errors.New("is missing")
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("is malformed: %w", err)
+		}
+		if s == "" {
+			return "", errors.New("is empty")
+		}
+		return s, nil
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return "", fmt.Errorf("is malformed: %w", err)
+		}
+		if i, err := n.Int64(); err == nil {
+			return strconv.FormatInt(i, 10), nil
+		}
+		return n.String(), nil
+	}
+	return "", errors.New("must be a string or a number")
+}
+
+// compactInfo returns user_info compacted (it is embedded in other frames
+// and stored), or nil when absent or null.
+func compactInfo(raw json.RawMessage) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return nil // unreachable: it was decoded as part of valid JSON
+	}
+	return b.Bytes()
 }

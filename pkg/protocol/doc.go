@@ -9,6 +9,11 @@
 // requires. The Append functions write into a caller's buffer so the hot
 // path can reuse one; Pong is pre-encoded.
 //
+// Presence channel_data and signin user_data are parsed with
+// ParseChannelData and ParseUserData; the raw strings stay what is signed.
+// A numeric user_id is normalized to its decimal text, so 10 and "10" are
+// the same member.
+//
 // Everything here is pure and safe for concurrent use, including SocketIDs.
 // Pre-encoded frames such as Pong are shared and must not be modified.
 package protocol

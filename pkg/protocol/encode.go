@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
@@ -138,4 +139,73 @@ func appendStringBody[S string | []byte](dst []byte, s S) []byte {
 		i += size
 	}
 	return append(dst, s[start:]...)
+}
+
+// AppendSigninSuccess appends pusher:signin_success whose data is
+// {"user_data":"<userData exactly as signed>"}, as pusher-js expects.
+func AppendSigninSuccess(dst []byte, userData string) []byte {
+	inner := make([]byte, 0, len(userData)+32)
+	inner = append(inner, `{"user_data":`...)
+	inner = appendString(inner, userData)
+	inner = append(inner, '}')
+	return appendFrame(dst, EventSigninSuccess, "", inner, "")
+}
+
+// AppendPresenceSucceeded appends pusher_internal:subscription_succeeded
+// for a presence channel: data {"presence":{"ids":[..],"hash":{..},"count":N}}
+// with ids in the given order. A nil user_info is sent as null.
+func AppendPresenceSucceeded(dst []byte, channel string, ids []string, info map[string]json.RawMessage) []byte {
+	inner := make([]byte, 0, 64+32*len(ids))
+	inner = append(inner, `{"presence":{"ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			inner = append(inner, ',')
+		}
+		inner = appendString(inner, id)
+	}
+	inner = append(inner, `],"hash":{`...)
+	for i, id := range ids {
+		if i > 0 {
+			inner = append(inner, ',')
+		}
+		inner = appendString(inner, id)
+		inner = append(inner, ':')
+		inner = appendRaw(inner, info[id])
+	}
+	inner = append(inner, `},"count":`...)
+	inner = strconv.AppendInt(inner, int64(len(ids)), 10)
+	inner = append(inner, `}}`...)
+	return appendFrame(dst, EventSubscriptionSucceeded, channel, inner, "")
+}
+
+// MemberAddedData is the data of pusher_internal:member_added.
+func MemberAddedData(userID string, userInfo json.RawMessage) string {
+	b := make([]byte, 0, len(userID)+len(userInfo)+32)
+	b = append(b, `{"user_id":`...)
+	b = appendString(b, userID)
+	b = append(b, `,"user_info":`...)
+	b = appendRaw(b, userInfo)
+	return string(append(b, '}'))
+}
+
+// MemberRemovedData is the data of pusher_internal:member_removed.
+func MemberRemovedData(userID string) string {
+	b := make([]byte, 0, len(userID)+16)
+	b = append(b, `{"user_id":`...)
+	b = appendString(b, userID)
+	return string(append(b, '}'))
+}
+
+// SubscriptionCountData is the data of pusher_internal:subscription_count.
+func SubscriptionCountData(n int64) string {
+	return `{"subscription_count":` + strconv.FormatInt(n, 10) + `}`
+}
+
+// appendRaw appends raw JSON, or null when it is empty or not valid JSON
+// (so a bad stored value cannot break the frame around it).
+func appendRaw(dst []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return append(dst, "null"...)
+	}
+	return append(dst, raw...)
 }

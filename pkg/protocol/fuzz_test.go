@@ -35,6 +35,13 @@ func FuzzDecode(f *testing.F) {
 		if ch, err := fr.Unsubscribe(); err == nil && ch == "" {
 			t.Fatal("unsubscribe without channel accepted")
 		}
+		if si, err := fr.Signin(); err == nil && (si.Auth == "" || si.UserData == "") {
+			t.Fatal("signin without auth or user_data accepted")
+		}
+		// Relayed client-event data is re-encoded as a JSON string.
+		if b := (protocol.Message{Event: "client-x", Data: fr.EventData()}).AppendTo(nil); !json.Valid(b) {
+			t.Fatalf("relayed data of %q does not encode: %q", b, fr.Data)
+		}
 		var v any
 		_ = fr.DecodeData(&v)
 		// Whatever was decoded re-encodes as valid JSON.
@@ -92,6 +99,44 @@ func FuzzEncodeString(f *testing.F) {
 		e := protocol.AppendError(nil, protocol.CodeNone, s)
 		if !json.Valid(e) {
 			t.Fatalf("error frame for %q is invalid JSON", s)
+		}
+	})
+}
+
+// FuzzParseMember covers presence channel_data and signin user_data, which
+// come straight from clients (signed, but by the app's auth endpoint from
+// whatever the page sent).
+func FuzzParseMember(f *testing.F) {
+	for _, s := range []string{`{"user_id":10,"user_info":{"name":"Mr. Channels"}}`, `{"user_id":"7"}`, `{"user_id":-1.5e3}`,
+		`{"user_id":true}`, `{"user_id":""}`, `{"id":"12345"}`, `{"id":"7","user_info":{"a":[1,2]},"watchlist":["1"]}`, `{"id":7}`, `[]`, `null`, `{"user_id":"\u0000"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, parse := range []func(string) (protocol.Member, error){protocol.ParseChannelData, protocol.ParseUserData} {
+			m, err := parse(s)
+			if err != nil {
+				var perr *protocol.Error
+				if !errors.As(err, &perr) {
+					t.Fatalf("error %T is not *protocol.Error", err)
+				}
+				continue
+			}
+			if m.UserID == "" {
+				t.Fatalf("%q: accepted an empty user id", s)
+			}
+			if m.UserInfo != nil && !json.Valid(m.UserInfo) {
+				t.Fatalf("%q: user_info %q is not JSON", s, m.UserInfo)
+			}
+			// Whatever was accepted encodes into valid frames.
+			for _, b := range [][]byte{
+				protocol.AppendPresenceSucceeded(nil, "presence-x", []string{m.UserID}, map[string]json.RawMessage{m.UserID: m.UserInfo}),
+				protocol.Message{Event: "e", Data: protocol.MemberAddedData(m.UserID, m.UserInfo)}.AppendTo(nil),
+				protocol.AppendSigninSuccess(nil, s),
+			} {
+				if !json.Valid(b) {
+					t.Fatalf("%q: invalid frame %q", s, b)
+				}
+			}
 		}
 	})
 }

@@ -224,3 +224,70 @@ func TestCloseCodeRanges(t *testing.T) {
 	require.True(t, protocol.CodeReconnect >= 4200 && protocol.CodeReconnect < 4300)
 	require.True(t, protocol.CodePongNotReceived >= 4200 && protocol.CodePongNotReceived < 4300)
 }
+
+func TestParseChannelData(t *testing.T) {
+	for in, want := range map[string]protocol.Member{
+		`{"user_id":10,"user_info":{"name":"Mr. Channels"}}`: {UserID: "10", UserInfo: json.RawMessage(`{"name":"Mr. Channels"}`)},
+		`{"user_id":"10"}`:                        {UserID: "10"},
+		`{"user_id":"7","user_info":null}`:        {UserID: "7"},
+		`{"user_id":"a","user_info":{ "x" : 1 }}`: {UserID: "a", UserInfo: json.RawMessage(`{"x":1}`)},
+		`{"user_id":1.5}`:                         {UserID: "1.5"},
+	} {
+		got, err := protocol.ParseChannelData(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{``, `{}`, `{"user_id":""}`, `{"user_id":true}`, `{"user_id":{}}`, `[1]`, `{"user_id":null}`} {
+		_, err := protocol.ParseChannelData(in)
+		var perr *protocol.Error
+		require.True(t, errors.As(err, &perr), "%s: %v", in, err)
+	}
+}
+
+func TestParseUserData(t *testing.T) {
+	m, err := protocol.ParseUserData(`{"id":"12345","user_info":{"n":1},"watchlist":["1"]}`)
+	require.NoError(t, err)
+	require.Equal(t, protocol.Member{UserID: "12345", UserInfo: json.RawMessage(`{"n":1}`)}, m)
+	for _, in := range []string{`{"id":12345}`, `{"id":""}`, `{}`, `nope`} {
+		_, err := protocol.ParseUserData(in)
+		require.Error(t, err, in)
+	}
+}
+
+func TestSignin(t *testing.T) {
+	f, err := protocol.Decode([]byte(pusherJSFrames[6]))
+	require.NoError(t, err)
+	si, err := f.Signin()
+	require.NoError(t, err)
+	require.Equal(t, protocol.Signin{Auth: "278d425bdf160c739803:4708d583dada6a56435fb8bc611c77c359a31eebde13337c16ab43aa6de336ba", UserData: `{"id":"12345"}`}, si)
+
+	b := protocol.AppendSigninSuccess(nil, si.UserData)
+	require.Equal(t, `{"event":"pusher:signin_success","data":"{\"user_data\":\"{\\\"id\\\":\\\"12345\\\"}\"}"}`, string(b))
+	fr := decodeServer(t, b)
+	require.Equal(t, map[string]any{"user_data": `{"id":"12345"}`}, dataObject(t, fr))
+}
+
+func TestPresenceFrames(t *testing.T) {
+	b := protocol.AppendPresenceSucceeded(nil, "presence-x", []string{"1", "2"},
+		map[string]json.RawMessage{"1": json.RawMessage(`{"name":"a"}`)})
+	f := decodeServer(t, b)
+	require.Equal(t, "pusher_internal:subscription_succeeded", f.Event)
+	require.Equal(t, "presence-x", f.Channel)
+	require.JSONEq(t, `{"presence":{"ids":["1","2"],"hash":{"1":{"name":"a"},"2":null},"count":2}}`, *f.Data)
+	require.JSONEq(t, `{"user_id":"7","user_info":{"a":1}}`, protocol.MemberAddedData("7", json.RawMessage(`{"a":1}`)))
+	require.JSONEq(t, `{"user_id":"7"}`, protocol.MemberRemovedData("7"))
+	require.JSONEq(t, `{"subscription_count":3}`, protocol.SubscriptionCountData(3))
+}
+
+func TestEventData(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"event":"client-a","data":{"x":"y"}}`:   `{"x":"y"}`,
+		`{"event":"client-a","data":"{\"x\":1}"}`: `{"x":1}`,
+		`{"event":"client-a","data":5}`:           `5`,
+		`{"event":"client-a"}`:                    ``,
+	} {
+		f, err := protocol.Decode([]byte(in))
+		require.NoError(t, err)
+		require.Equal(t, want, f.EventData(), in)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
 	hrun "github.com/headcount/headcount/pkg/run"
@@ -55,6 +57,13 @@ type tunables struct {
 	removeTimeout time.Duration
 	// coalesce is the recorder's coalescing window.
 	coalesce time.Duration
+	// writers is the size of the fixed writer pool.
+	writers int
+	// redisTimeout bounds the Redis calls a socket's handler makes
+	// (presence member lists, connection limits, publishing client events).
+	redisTimeout time.Duration
+	// clientEventsPerSecond is the client-event rate limit per socket.
+	clientEventsPerSecond int64
 }
 
 func defaultTunables() tunables {
@@ -68,6 +77,12 @@ func defaultTunables() tunables {
 		drainGrace:       5 * time.Second,
 		removeTimeout:    5 * time.Second,
 		coalesce:         5 * time.Millisecond,
+		// Writes are short unless a client stops reading; enough writers
+		// that a few stuck ones (cut by the write timeout) do not stall
+		// the rest.
+		writers:               max(4*runtime.GOMAXPROCS(0), 16),
+		redisTimeout:          5 * time.Second,
+		clientEventsPerSecond: 10,
 	}
 }
 
@@ -81,11 +96,18 @@ type App struct {
 
 	rdb   redis.UniversalClient
 	rec   *counts.Recorder
-	ws    *hrun.Server
-	admin *hrun.Server // nil when --admin-addr is empty
-	hub   *hub
-	ids   *protocol.SocketIDs
-	ready hrun.Readiness
+	store *counts.Store
+	bus   *fanout.Bus
+	index *index
+	send  *sender
+	ann   *announcer
+	// closeSlots bounds close handshakes started by the node (closeAsync).
+	closeSlots chan struct{}
+	ws         *hrun.Server
+	admin      *hrun.Server // nil when --admin-addr is empty
+	hub        *hub
+	ids        *protocol.SocketIDs
+	ready      hrun.Readiness
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -100,13 +122,16 @@ func New(opts Options) (_ *App, err error) {
 		return nil, errors.New("wsnode: config has no apps")
 	}
 	a := &App{
-		cfg:  cfg,
-		log:  opts.Logger,
-		reg:  opts.Registry,
-		tun:  defaultTunables(),
-		hub:  newHub(),
-		ids:  protocol.NewSocketIDs(),
-		stop: make(chan struct{}),
+		cfg:        cfg,
+		log:        opts.Logger,
+		reg:        opts.Registry,
+		tun:        defaultTunables(),
+		hub:        newHub(),
+		ids:        protocol.NewSocketIDs(),
+		stop:       make(chan struct{}),
+		index:      newIndex(),
+		send:       newSender(),
+		closeSlots: make(chan struct{}, closeSlots),
 	}
 	if a.log == nil {
 		a.log = hclog.NewNullLogger()
@@ -130,11 +155,15 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
 	cleanups = append(cleanups, func() { _ = a.rdb.Close() })
+	a.store = counts.NewStore(a.rdb)
+	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
+	a.ann = newAnnouncer(a)
 	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
 		Heartbeat:  cfg.Heartbeat,
 		Coalesce:   a.tun.coalesce,
 		Logger:     a.log,
 		Registerer: a.reg,
+		OnFlushed:  a.ann.flushed,
 	})
 
 	mux := http.NewServeMux()
@@ -171,9 +200,9 @@ func (a *App) AdminAddr() string {
 	return a.admin.Addr()
 }
 
-// Ready reports what /readyz serves: true while the node accepts sockets
-// and its counts reach Redis.
-func (a *App) Ready() bool { return a.ready.Ready() && a.rec.Healthy() }
+// Ready reports what /readyz serves: true while the node accepts sockets,
+// its counts reach Redis and its event fan-out is subscribed.
+func (a *App) Ready() bool { return a.ready.Ready() && a.rec.Healthy() && a.bus.Healthy() }
 
 // Stop starts the same graceful shutdown as cancelling Run's context. It is
 // idempotent and does not wait; Run returns when the drain is done.
@@ -190,12 +219,19 @@ func (a *App) Run(ctx context.Context) error {
 	defer stopRec()
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
+	busCtx, stopBus := context.WithCancel(context.Background())
+	defer stopBus()
+	annCtx, stopAnn := context.WithCancel(context.Background())
+	defer stopAnn()
 	drained := make(chan struct{})
 	var removeErr error
 
 	var g run.Group
 	// Sockets: serve until told to stop (or another actor fails), then drain.
 	g.Add(func() error {
+		// Writers outlive the drain: they stop once no handler is left.
+		a.send.start(a.tun.writers, a.flushSocket)
+		defer a.send.stop()
 		errc := make(chan error, 1)
 		go func() { errc <- a.ws.Serve() }()
 		a.ready.Set(true)
@@ -237,21 +273,58 @@ func (a *App) Run(ctx context.Context) error {
 		<-drained
 		rctx, rcancel := context.WithTimeout(context.Background(), a.tun.removeTimeout)
 		defer rcancel()
+		// Flushing first reports the drained sockets' leaves as ordinary
+		// edges; Remove then reports whatever was left.
+		if ferr := a.rec.Flush(rctx); ferr != nil {
+			a.log.Warn("final flush failed; Remove will take this node's counts out", "error", ferr)
+		}
 		if rerr := a.rec.Remove(rctx); rerr != nil {
 			removeErr = fmt.Errorf("wsnode: remove this node's counts (the cleaner will reap them): %w", rerr)
 		} else {
 			a.log.Info("removed this node's counts", "node_id", a.cfg.NodeID)
 		}
+		// Announce the leaves (member_removed) to the other nodes.
+		a.ann.publishPending(rctx)
 		return err
 	}, func(error) { stopRec() })
 
 	g.Add(func() error {
 		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason string) {
+			if s.closing.Load() && reason == errIdle {
+				return // closed already, waiting for its handler
+			}
 			a.m.errors[reason].Inc()
 			a.log.Debug("closing socket", "reason", reason, "socket_id", s.id)
+			if reason == errIdle {
+				// 4201: pusher-js reconnects at once, which is right for a
+				// client whose network silently dropped.
+				a.closeAsync(s, protocol.CodePongNotReceived, "activity timeout: no frame or pong received")
+				return
+			}
+			// A stuck write: the peer does not read, so a close handshake
+			// would only wait out its own timeout. Cutting the TCP
+			// connection also unblocks the writer.
+			s.closing.Store(true)
+			_ = s.conn.CloseNow()
 		})
 		return nil
 	}, func(error) { stopSweep() })
+
+	g.Add(func() error {
+		err := a.bus.Run(busCtx, a.deliver)
+		if busCtx.Err() == nil {
+			if err == nil {
+				err = errors.New("returned early")
+			}
+			return fmt.Errorf("wsnode: event fan-out: %w", err)
+		}
+		return nil
+	}, func(error) { stopBus() })
+
+	g.Add(func() error {
+		a.ann.run(annCtx)
+		return nil
+	}, func(error) { stopAnn() })
 
 	if a.admin != nil {
 		// The admin server outlives the drain, so /readyz reports 503 meanwhile.

@@ -1,20 +1,48 @@
 // Package wsnode is the WebSocket node: it speaks Pusher protocol v7 on
-// /app/{key}, keeps each socket's public-channel subscriptions and reports
-// every change to a counts.Recorder, which publishes them to Redis as this
-// node's contribution.
+// /app/{key} (public, private, private-encrypted, presence and
+// #server-to-user- channels, pusher:signin, client events), reports every
+// subscription, presence member and connection to a counts.Recorder, which
+// publishes them to Redis as this node's contribution, and exchanges events
+// with the other nodes through a fanout.Bus.
 //
-// Concurrency: each socket is served by exactly one goroutine, the net/http
-// handler goroutine that upgraded it; it reads frames and writes the
-// replies, and it alone owns the socket's channel list. Other goroutines
-// only close sockets (the drain and the sweeper); the connection's own
-// locks make that safe. There are no per-socket timers: one sweeper
-// goroutine closes sockets that stayed silent past the idle timeout or whose
-// write has been stuck past the write timeout. The socket registry is
-// sharded, each shard under its own lock. App methods are safe for
-// concurrent use; Run may be called once.
+// Concurrency: each socket is served by exactly one goroutine of its own,
+// the net/http handler goroutine that upgraded it; it reads frames and alone
+// owns the socket's subscriptions, signed-in user and rate limiter. Nothing
+// is written to a socket directly after the handshake: replies and
+// deliveries go through the socket's bounded send queue (at most 64 frames
+// and 256 KiB), in the order they were queued, and a FIXED pool of writer
+// goroutines drains the sockets that have frames. Queueing never blocks, so
+// the bus goroutine and other sockets never wait for one client: a socket
+// whose queue is full is a slow consumer and is disconnected (close 4100 so
+// pusher-js backs off a second, or cut at once if a write to it is stuck),
+// counted in headcount_wsnode_slow_consumers_total. A delivered message is
+// encoded once and the same bytes are queued on every local subscriber.
+//
+// There are no per-socket timers: one sweeper goroutine advances a coarse
+// clock and closes sockets silent past the idle timeout (close 4201) or
+// stuck in a write past the write timeout. The client-event rate limit (10
+// per second per socket, pusher:error 4301 beyond) is a token bucket on the
+// same clock. The socket registry and the channel index (channel ->
+// local subscribers) are sharded, each shard under its own lock. App
+// methods are safe for concurrent use; Run may be called once.
+//
+// Presence: a socket's join and leave are recorded with AddMember; the
+// member_added and member_removed events are published (through the bus, to
+// every node) only from the cluster-wide 0->1 and 1->0 edges the recorder
+// reports after a flush, so a user with sockets on several nodes is added
+// once and removed once. subscription_succeeded lists the cluster's members
+// (Redis) merged with this node's members not flushed yet. Channel-data
+// signatures are over socket_id:channel:channel_data as received; a
+// presence subscription without channel_data takes its member from the
+// connection's signin and is signed over socket_id:channel.
+//
+// Delivery is at most once, as with Pusher: an event published before a
+// node's bus subscription to the channel reached Redis, or during a Redis
+// outage, is lost for that node's sockets; counts are never lost.
 //
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
 // closes, sockets are closed with code 4200 spread over the drain window,
-// and once every socket's decrements are recorded the node's contribution
-// is removed from Redis. Run then returns nil.
+// the drained sockets' changes are flushed and their presence leaves
+// announced, and the node's contribution is removed from Redis. Run then
+// returns nil.
 package wsnode

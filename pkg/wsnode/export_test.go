@@ -1,9 +1,23 @@
 package wsnode
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/headcount/headcount/pkg/fanout"
+)
 
 // SetIdleTimeout shortens the idle timeout and the sweep period; call it
 // before Run.
 func (a *App) SetIdleTimeout(idle, sweep time.Duration) {
 	a.tun.idleTimeout, a.tun.sweepEvery = idle, sweep
+}
+
+// Deliver hands m to the node as the event bus would: tests use it to flood
+// a channel without going through Redis.
+func (a *App) Deliver(app string, m fanout.Message) { a.deliver(app, m) }
+
+// Publish publishes m on the node's event bus, as the HTTP API would.
+func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
+	return a.bus.Publish(ctx, app, m)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/logging"
@@ -85,23 +86,58 @@ type testNode struct {
 	done   chan error
 }
 
+// Apps of the test registry. app-1 allows client events; the others each
+// turn on one feature or limit, so their frames do not show up elsewhere.
+const (
+	noClientKey = "key-noclient"
+	countAppID  = "app-count"
+	countKey    = "key-count"
+	limitAppID  = "app-limit"
+	limitKey    = "key-limit"
+	secret      = "secret-1"
+)
+
+func testApps(t *testing.T) *apps.Registry {
+	t.Helper()
+	reg, err := apps.New([]*apps.App{
+		{ID: appID, Key: appKey, Secret: secret, Enabled: true, EnableClientMessages: true},
+		{ID: "app-off", Key: disabledKey, Secret: "secret-2", Enabled: false},
+		{ID: "app-noclient", Key: noClientKey, Secret: secret, Enabled: true},
+		{ID: countAppID, Key: countKey, Secret: secret, Enabled: true, EnableSubscriptionCount: true},
+		{ID: limitAppID, Key: limitKey, Secret: secret, Enabled: true, EnableClientMessages: true,
+			MaxConnections: 3, MaxPresenceMembersPerChannel: 2, MaxPresenceMemberSizeInKb: 0.1, MaxEventPayloadInKb: 0.1},
+	})
+	require.NoError(t, err)
+	return reg
+}
+
 // startNode runs a node on 127.0.0.1:0 against a fresh redis-server and
 // waits until it is ready. The node is stopped when the test ends.
 func startNode(t *testing.T, mutate ...func(*config.WSNode)) *testNode {
 	t.Helper()
+	return startNodeOn(t, redistest.New(t), "", mutate...)
+}
+
+// startNodes builds n nodes sharing one redis-server: one cluster.
+func startNodes(t *testing.T, n int, mutate ...func(*config.WSNode)) []*testNode {
+	t.Helper()
 	srv := redistest.New(t)
-	reg, err := apps.New([]*apps.App{
-		{ID: appID, Key: appKey, Secret: "secret-1", Enabled: true},
-		{ID: "app-off", Key: disabledKey, Secret: "secret-2", Enabled: false},
-	})
-	require.NoError(t, err)
+	nodes := make([]*testNode, n)
+	for i := range nodes {
+		nodes[i] = startNodeOn(t, srv, fmt.Sprintf("-%d", i), mutate...)
+	}
+	return nodes
+}
+
+func startNodeOn(t *testing.T, srv *redistest.Server, suffix string, mutate ...func(*config.WSNode)) *testNode {
+	t.Helper()
 	cfg := config.WSNode{
 		Common: config.Common{
 			Redis: srv.URL(), AdminAddr: "127.0.0.1:0",
-			LogLevel: "debug", LogFormat: "text", Apps: reg,
+			LogLevel: "debug", LogFormat: "text", Apps: testApps(t),
 		},
 		Addr:      "127.0.0.1:0",
-		NodeID:    "node-" + strings.ReplaceAll(t.Name(), "/", "-"),
+		NodeID:    "node-" + strings.ReplaceAll(t.Name(), "/", "-") + suffix,
 		Heartbeat: 100 * time.Millisecond,
 		Drain:     200 * time.Millisecond,
 	}
@@ -109,6 +145,7 @@ func startNode(t *testing.T, mutate ...func(*config.WSNode)) *testNode {
 		m(&cfg)
 	}
 	n := &testNode{redis: srv, reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(srv.Client(t)), done: make(chan error, 1)}
+	var err error
 	n.App, err = wsnode.New(wsnode.Options{Config: cfg, Logger: logging.TestLogger(t), Registry: n.reg})
 	require.NoError(t, err)
 	return n
@@ -175,7 +212,13 @@ func dial(t *testing.T, url string) *websocket.Conn {
 // connect dials the app and reads connection_established.
 func (n *testNode) connect(t *testing.T) (*websocket.Conn, string) {
 	t.Helper()
-	c := dial(t, n.url(appKey, pusherJSQuery))
+	return n.connectKey(t, appKey)
+}
+
+// connectKey dials the app with this key and reads connection_established.
+func (n *testNode) connectKey(t *testing.T, key string) (*websocket.Conn, string) {
+	t.Helper()
+	c := dial(t, n.url(key, pusherJSQuery))
 	f := read(t, c)
 	require.Equal(t, "pusher:connection_established", f.Event)
 	return c, f.data(t)["socket_id"].(string)
@@ -186,6 +229,7 @@ type frame struct {
 	Event   string  `json:"event"`
 	Channel string  `json:"channel"`
 	Data    *string `json:"data"`
+	UserID  string  `json:"user_id"`
 	raw     string
 }
 
@@ -266,7 +310,12 @@ type rawConn struct {
 
 func dialRaw(t *testing.T, addr, path string) *rawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return dialRawWith(t, &net.Dialer{}, addr, path)
+}
+
+func dialRawWith(t *testing.T, d *net.Dialer, addr, path string) *rawConn {
+	t.Helper()
+	c, err := d.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	key := make([]byte, 16)
@@ -312,4 +361,92 @@ func (r *rawConn) read(t *testing.T) string {
 	_, err = io.ReadFull(r.br, p)
 	require.NoError(t, err)
 	return string(p)
+}
+
+// sign returns app-1's auth value "<key>:<hex>" for msg, as an app server
+// would.
+func sign(msg string) string { return signKey(appKey, msg) }
+
+// signKey signs for the app with this key (all test apps share a secret).
+func signKey(key, msg string) string { return key + ":" + auth.Sign(secret, msg) }
+
+// subscribeFrame is pusher-js's subscribe frame; channelData is omitted
+// when empty.
+func subscribeFrame(channel, authValue, channelData string) string {
+	d := map[string]string{"channel": channel, "auth": authValue}
+	if channelData != "" {
+		d["channel_data"] = channelData
+	}
+	b, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": d})
+	return string(b)
+}
+
+// subscribePrivate subscribes with a valid signature and requires success.
+func subscribePrivate(t *testing.T, c *websocket.Conn, socketID, channel string) {
+	t.Helper()
+	subscribePrivateKey(t, c, appKey, socketID, channel)
+}
+
+func subscribePrivateKey(t *testing.T, c *websocket.Conn, key, socketID, channel string) {
+	t.Helper()
+	send(t, c, subscribeFrame(channel, signKey(key, socketID+":"+channel), ""))
+	f := read(t, c)
+	require.Equal(t, "pusher_internal:subscription_succeeded", f.Event, f.raw)
+	require.Equal(t, channel, f.Channel)
+}
+
+// subscribePresence joins channel as user with info, and returns the
+// member list of subscription_succeeded.
+func subscribePresence(t *testing.T, c *websocket.Conn, socketID, channel, user, info string) presenceData {
+	t.Helper()
+	return subscribePresenceKey(t, c, appKey, socketID, channel, `{"user_id":"`+user+`","user_info":`+info+`}`)
+}
+
+func subscribePresenceKey(t *testing.T, c *websocket.Conn, key, socketID, channel, cd string) presenceData {
+	t.Helper()
+	send(t, c, subscribeFrame(channel, signKey(key, socketID+":"+channel+":"+cd), cd))
+	f := readSkippingMembers(t, c)
+	require.Equal(t, "pusher_internal:subscription_succeeded", f.Event, f.raw)
+	require.Equal(t, channel, f.Channel)
+	return f.presence(t)
+}
+
+type presenceData struct {
+	IDs   []string                   `json:"ids"`
+	Hash  map[string]json.RawMessage `json:"hash"`
+	Count int                        `json:"count"`
+}
+
+func (f frame) presence(t *testing.T) presenceData {
+	t.Helper()
+	require.NotNil(t, f.Data, f.raw)
+	var d struct{ Presence presenceData }
+	require.NoError(t, json.Unmarshal([]byte(*f.Data), &d), f.raw)
+	require.Len(t, d.Presence.IDs, d.Presence.Count, f.raw)
+	require.Len(t, d.Presence.Hash, d.Presence.Count, f.raw)
+	return d.Presence
+}
+
+// readEvent reads frames until one named event arrives.
+func readEvent(t *testing.T, c *websocket.Conn, event string) frame {
+	t.Helper()
+	for {
+		f := read(t, c)
+		if f.Event == event {
+			return f
+		}
+		t.Logf("skipping %s", f.raw)
+	}
+}
+
+// readSkippingMembers reads the next frame that is not a presence
+// member_added/removed, which other sockets' joins send at any time.
+func readSkippingMembers(t *testing.T, c *websocket.Conn) frame {
+	t.Helper()
+	for {
+		f := read(t, c)
+		if !strings.HasPrefix(f.Event, "pusher_internal:member_") {
+			return f
+		}
+	}
 }

@@ -13,21 +13,49 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-// socket is one client connection. Only its handler goroutine touches
-// channels; other goroutines use the atomics and the conn's own methods.
+// socket is one client connection. Only its handler goroutine touches the
+// fields above mu; writers and deliveries use mu and the atomics, other
+// goroutines the conn's own methods.
 type socket struct {
 	id    string
 	app   *apps.App // nil until the handshake accepted the app
 	conn  *websocket.Conn
 	shard uint32
-	// channels is small (pusher-js apps subscribe to a handful); a slice
-	// costs less per socket than a map.
-	channels []string
+	// subs is small (pusher-js apps subscribe to a handful); a slice costs
+	// less per socket than a map.
+	subs []sub
+	// user is the signed-in user (pusher:signin), or nil.
+	user *protocol.Member
+	// tokens (in thousandths of a client event) and tokensAt (hub clock)
+	// are the client-event rate limiter's bucket.
+	tokens   int64
+	tokensAt int64
 
 	// lastSeen is the hub clock (unix ms) at the last frame received.
 	lastSeen atomic.Int64
 	// writeSince is the hub clock when the write in progress started, or 0.
 	writeSince atomic.Int64
+	// closing is set once the node started closing the socket.
+	closing atomic.Bool
+
+	// mu guards the send queue.
+	mu sync.Mutex
+	// queue holds frames waiting for a writer; queued is their total size.
+	queue  [][]byte
+	queued int
+	// scheduled is true while the socket is on the sender's ready list or
+	// a writer is flushing it.
+	scheduled bool
+	// dead is set when the socket is closed or being closed: nothing more
+	// is queued.
+	dead bool
+}
+
+// sub is one subscription: the channel and, on presence channels, the
+// member the socket joined as.
+type sub struct {
+	channel string
+	member  presence
 }
 
 const numShards = 64
@@ -132,8 +160,9 @@ func (h *hub) len() int {
 	return n
 }
 
-// sweep advances the hub clock and closes sockets that are silent past
-// idle or stuck in a write past writeTimeout, every interval until ctx ends.
+// sweep advances the hub clock and hands onClose the sockets that are
+// silent past idle or stuck in a write past writeTimeout, every interval
+// until ctx ends; onClose closes them.
 // It replaces per-socket timers: one goroutine and one ticker for the node.
 func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Duration, onClose func(s *socket, reason string)) {
 	t := time.NewTicker(interval)
@@ -161,11 +190,7 @@ func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Durat
 				sh.mu.RUnlock()
 			}
 			for i, s := range victims {
-				// CloseNow, not Close: the peer is gone or not reading, so a
-				// close handshake would only wait out its timeout. Closing the
-				// TCP connection also unblocks a stuck write.
 				onClose(s, reasons[i])
-				_ = s.conn.CloseNow()
 			}
 			clear(victims) // do not pin closed sockets until the next sweep
 		}

@@ -26,7 +26,6 @@ const (
 	errBadProtocol       = "bad_protocol"
 	errMalformed         = "malformed_frame"
 	errInvalidChannel    = "invalid_channel"
-	errUnsupportedChan   = "unsupported_channel"
 	errChannelLimit      = "channel_limit"
 	errUnsupportedEvent  = "unsupported_event"
 	errFrameTooBig       = "frame_too_big"
@@ -34,6 +33,12 @@ const (
 	errIdle              = "idle_timeout"
 	errWriteTimeout      = "write_timeout"
 	errDrainForcedClosed = "drain_forced_close"
+	errConnectionLimit   = "connection_limit"
+	errAuth              = "auth"
+	errPresenceLimit     = "presence_limit"
+	errRedis             = "redis"
+	errClientEvent       = "client_event_refused"
+	errPublish           = "publish"
 )
 
 type metrics struct {
@@ -42,6 +47,16 @@ type metrics struct {
 	subscriptions prometheus.Gauge
 	received      map[string]prometheus.Counter
 	errors        map[string]prometheus.Counter
+	// sent counts frames written to sockets; busIn messages the bus
+	// delivered to this node; clientEvents client events published.
+	sent         prometheus.Counter
+	busIn        prometheus.Counter
+	clientEvents prometheus.Counter
+	// slow counts sockets disconnected because their send queue was full.
+	slow prometheus.Counter
+	// batch is how many queued frames a writer wrote in one turn: how
+	// much sends coalesce under load.
+	batch prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -59,6 +74,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_wsnode_subscriptions",
 			Help: "Channel subscriptions currently held by this node's sockets.",
 		}),
+		sent: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_frames_sent_total",
+			Help: "Frames written to sockets (replies and deliveries).",
+		}),
+		busIn: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_messages_delivered_total",
+			Help: "Messages the event bus delivered to this node (each is written to every local subscriber).",
+		}),
+		clientEvents: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_client_events_total",
+			Help: "Client events accepted and published.",
+		}),
+		slow: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_slow_consumers_total",
+			Help: "Sockets disconnected because their send queue was full.",
+		}),
+		batch: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "headcount_wsnode_write_batch_frames",
+			Help:    "Frames a writer wrote to one socket in one turn.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
 		received: map[string]prometheus.Counter{},
 		errors:   map[string]prometheus.Counter{},
 	}
@@ -74,8 +110,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "headcount_wsnode_errors_total",
 		Help: "Refused connections, refused requests and connection failures, by reason.",
 	}, []string{"reason"})
-	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel, errUnsupportedChan,
-		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed} {
+	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel,
+		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed,
+		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish} {
 		m.errors[r] = errs.WithLabelValues(r)
 	}
 	return m

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -76,7 +76,14 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		a.hub.remove(s)
 		return
 	}
+	if perr := a.checkConnectionLimit(app); perr != nil {
+		a.m.errors[errConnectionLimit].Inc()
+		a.refuse(s, perr)
+		a.hub.remove(s)
+		return
+	}
 	s.app = app
+	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
 	// Deferred so that even a panic (which net/http recovers) uncounts the
@@ -106,6 +113,29 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, string) {
 	return app, nil, ""
 }
 
+// checkConnectionLimit refuses a socket when the app's open sockets
+// cluster-wide (from the counts) reached its MaxConnections. The count
+// lags by a flush, so a burst of connects may overshoot by what the
+// nodes have not flushed yet. If Redis cannot be read the socket is let in:
+// refusing every client during a Redis blip would be worse.
+func (a *App) checkConnectionLimit(app *apps.App) *protocol.Error {
+	if app.MaxConnections <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	defer cancel()
+	n, err := a.store.Connections(ctx, app.ID)
+	if err != nil {
+		a.log.Warn("cannot read connection count; letting the socket in", "app", app.ID, "error", err)
+		return nil
+	}
+	if n >= int64(app.MaxConnections) {
+		return &protocol.Error{Code: protocol.CodeOverConnectionQuota,
+			Message: "App " + app.ID + " is over its connection quota of " + strconv.Itoa(app.MaxConnections)}
+	}
+	return nil
+}
+
 // Protocol versions accepted; pusher-js sends 7.
 const minProtocol, maxProtocol = 5, 7
 
@@ -116,6 +146,7 @@ var closeReasons = map[protocol.Code]string{
 	protocol.CodeAppDisabled:         "app disabled",
 	protocol.CodeNoProtocol:          "no protocol version",
 	protocol.CodeUnsupportedProtocol: "unsupported protocol version",
+	protocol.CodeOverConnectionQuota: "over connection quota",
 }
 
 // refuse sends pusher:error with perr's code, then closes with that code,
@@ -130,9 +161,11 @@ func (a *App) refuse(s *socket, perr *protocol.Error) {
 
 func (a *App) serveSocket(s *socket) error {
 	var buf [128]byte
+	// Written directly: nothing can be queued before the first subscribe.
 	if err := a.write(s, protocol.AppendConnectionEstablished(buf[:0], s.id, protocol.ActivityTimeout)); err != nil {
 		return err
 	}
+	a.m.sent.Inc()
 	for {
 		// No deadline on the read: the sweeper closes silent sockets, so
 		// the read path arms no timer.
@@ -170,7 +203,7 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 	switch f.Event {
 	case protocol.EventPing:
 		a.m.received[framePing].Inc()
-		return a.write(s, protocol.Pong)
+		return a.queueShared(s, protocol.Pong)
 	case protocol.EventPong:
 		a.m.received[framePong].Inc()
 		return nil
@@ -182,16 +215,23 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 		return a.unsubscribe(s, sc, f)
 	case protocol.EventSignin:
 		a.m.received[frameSignin].Inc()
-		a.m.errors[errUnsupportedEvent].Inc()
-		return a.sendError(s, sc, &protocol.Error{Message: "User authentication (pusher:signin) is not supported by this server yet"})
+		return a.signin(s, sc, f)
 	}
-	a.m.errors[errUnsupportedEvent].Inc()
 	if strings.HasPrefix(f.Event, protocol.ClientEventPrefix) {
 		a.m.received[frameClientEvent].Inc()
-		return a.sendError(s, sc, &protocol.Error{Message: "Client events are not supported by this server yet"})
+		return a.clientEvent(s, sc, f)
 	}
+	a.m.errors[errUnsupportedEvent].Inc()
 	a.m.received[frameOther].Inc()
 	return a.sendError(s, sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
+}
+
+// queueShared queues a pre-encoded, shared frame (no copy).
+func (a *App) queueShared(s *socket, frame []byte) error {
+	if !a.enqueue(s, frame) {
+		return errSocketGone
+	}
+	return nil
 }
 
 func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
@@ -205,28 +245,93 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		a.m.errors[errInvalidChannel].Inc()
 		return a.sendError(s, sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
 	}
-	if protocol.ChannelKind(ch) != protocol.KindPublic {
-		a.m.errors[errUnsupportedChan].Inc()
+	// A repeated subscribe is answered again but counted once. For
+	// presence the member list is sent again (it may have changed).
+	if i := s.subIndex(ch); i >= 0 {
+		if protocol.ChannelKind(ch) == protocol.KindPresence {
+			return a.presenceSucceeded(s, sc, ch, s.subs[i].member, false)
+		}
+		sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
+		return a.reply(s, sc.out)
+	}
+	if len(s.subs) >= a.tun.maxChannels {
+		a.m.errors[errChannelLimit].Inc()
 		return a.sendError(s, sc, &protocol.SubscriptionError{
-			Channel: ch, Type: protocol.SubscriptionUnsupported, Status: http.StatusNotImplemented,
-			Message: "private, presence, encrypted and user channels are not supported by this server yet",
+			Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
+			Message: "this connection is already subscribed to " + strconv.Itoa(a.tun.maxChannels) + " channels",
 		})
 	}
-	// A repeated subscribe is answered again but counted once.
-	if !slices.Contains(s.channels, ch) {
-		if len(s.channels) >= a.tun.maxChannels {
-			a.m.errors[errChannelLimit].Inc()
-			return a.sendError(s, sc, &protocol.SubscriptionError{
-				Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
-				Message: "this connection is already subscribed to " + strconv.Itoa(a.tun.maxChannels) + " channels",
-			})
+	switch protocol.ChannelKind(ch) {
+	case protocol.KindPrivate, protocol.KindEncrypted:
+		// Encrypted channels are authorized like private ones; the server
+		// only relays their ciphertext.
+		if err := auth.CheckChannelAuth(s.app, s.id, ch, "", sub.Auth); err != nil {
+			return a.authFailed(s, sc, ch, err)
 		}
-		s.channels = append(s.channels, ch)
-		a.rec.Add(s.app.ID, ch, 1)
-		a.m.subscriptions.Inc()
+	case protocol.KindUser:
+		if s.user == nil || ch[len(protocol.UserChannelPrefix):] != s.user.UserID {
+			return a.authFailed(s, sc, ch, errors.New("#server-to-user- channels are only for the user this connection signed in as (pusher:signin)"))
+		}
+	case protocol.KindPresence:
+		return a.subscribePresence(s, sc, sub)
 	}
+	a.join(s, ch, presence{})
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
-	return a.write(s, sc.out)
+	return a.reply(s, sc.out)
+}
+
+// join records a subscription: socket list, counts, delivery index, bus.
+// #server-to-user- channels are not counted: they are not channels an
+// app lists or asks counts for (Pusher does not show them either).
+func (a *App) join(s *socket, ch string, p presence) {
+	s.subs = append(s.subs, sub{channel: ch, member: p})
+	if protocol.ChannelKind(ch) != protocol.KindUser {
+		a.rec.Add(s.app.ID, ch, 1)
+	}
+	if p.user != "" {
+		a.rec.AddMember(s.app.ID, ch, p.user, p.info, 1)
+	}
+	a.index.add(chanKey{s.app.ID, ch}, s, p)
+	// Per socket, not per first local subscriber: the bus is ref-counted,
+	// so concurrent first-join and last-leave need no ordering here.
+	a.bus.Join(s.app.ID, ch)
+	a.m.subscriptions.Inc()
+}
+
+// leave undoes join for s.subs[i].
+func (a *App) leave(s *socket, i int) {
+	sb := s.subs[i]
+	last := len(s.subs) - 1
+	s.subs[i] = s.subs[last]
+	s.subs[last] = sub{}
+	s.subs = s.subs[:last]
+	a.index.remove(chanKey{s.app.ID, sb.channel}, s)
+	a.bus.Leave(s.app.ID, sb.channel)
+	if protocol.ChannelKind(sb.channel) != protocol.KindUser {
+		a.rec.Add(s.app.ID, sb.channel, -1)
+	}
+	if sb.member.user != "" {
+		a.rec.AddMember(s.app.ID, sb.channel, sb.member.user, nil, -1)
+	}
+	a.m.subscriptions.Dec()
+}
+
+func (s *socket) subIndex(ch string) int {
+	for i := range s.subs {
+		if s.subs[i].channel == ch {
+			return i
+		}
+	}
+	return -1
+}
+
+// authFailed answers a refused subscription with an AuthError (status 401)
+// on the channel, as soketi does and pusher-js reports; the socket stays open.
+func (a *App) authFailed(s *socket, sc *scratch, ch string, err error) error {
+	a.m.errors[errAuth].Inc()
+	return a.sendError(s, sc, &protocol.SubscriptionError{
+		Channel: ch, Type: protocol.SubscriptionAuth, Status: http.StatusUnauthorized, Message: err.Error(),
+	})
 }
 
 func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
@@ -236,13 +341,8 @@ func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		return a.sendError(s, sc, err)
 	}
 	// Pusher sends no reply, and none for a channel that was not subscribed.
-	if i := slices.Index(s.channels, ch); i >= 0 {
-		last := len(s.channels) - 1
-		s.channels[i] = s.channels[last]
-		s.channels[last] = ""
-		s.channels = s.channels[:last]
-		a.rec.Add(s.app.ID, ch, -1)
-		a.m.subscriptions.Dec()
+	if i := s.subIndex(ch); i >= 0 {
+		a.leave(s, i)
 	}
 	return nil
 }
@@ -264,11 +364,13 @@ func (a *App) sendError(s *socket, sc *scratch, err error) error {
 		ap = &protocol.Error{Message: err.Error()}
 	}
 	sc.out = ap.AppendTo(sc.out[:0])
-	return a.write(s, sc.out)
+	return a.reply(s, sc.out)
 }
 
-// write sends one frame. The sweeper watches writeSince, so a client that
-// stops reading is cut after writeTimeout without a timer per write.
+// write sends one frame now; the caller is the only writer at the time (a
+// writer goroutine, or the handler before the socket can receive
+// deliveries). The sweeper watches writeSince, so a client that stops
+// reading is cut after writeTimeout without a timer per write.
 func (a *App) write(s *socket, b []byte) error {
 	s.writeSince.Store(a.hub.now.Load())
 	err := s.conn.Write(context.Background(), websocket.MessageText, b)
@@ -284,10 +386,15 @@ func (a *App) write(s *socket, b []byte) error {
 // are uncounted before the handler reports done, so the drain can wait for
 // every decrement before the node's contribution is removed.
 func (a *App) closed(s *socket, err error) {
-	for _, ch := range s.channels {
-		a.rec.Add(s.app.ID, ch, -1)
+	n := len(s.subs)
+	for i := len(s.subs) - 1; i >= 0; i-- {
+		a.leave(s, i)
 	}
-	a.m.subscriptions.Sub(float64(len(s.channels)))
+	a.rec.AddConnections(s.app.ID, -1)
+	s.mu.Lock()
+	s.dead = true
+	s.queue, s.queued = nil, 0
+	s.mu.Unlock()
 	a.m.open.Dec()
 	a.hub.remove(s)
 	_ = s.conn.CloseNow()
@@ -295,9 +402,9 @@ func (a *App) closed(s *socket, err error) {
 		a.m.errors[errFrameTooBig].Inc()
 	}
 	if a.log.IsDebug() {
-		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.ID, "channels", len(s.channels), "close_status", int(websocket.CloseStatus(err)), "error", err)
+		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.ID, "channels", n, "close_status", int(websocket.CloseStatus(err)), "error", err)
 	}
-	s.channels = nil
+	s.subs = nil
 }
 
 // clip shortens client input quoted in an error message.

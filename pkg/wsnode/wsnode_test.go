@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
@@ -183,8 +184,10 @@ func TestBadFramesKeepTheSocketOpen(t *testing.T) {
 		{"invalid channel name", `{"event":"pusher:subscribe","data":{"channel":"bad channel!"}}`, "Invalid channel name"},
 		{"channel name too long", `{"event":"pusher:subscribe","data":{"channel":"` + strings.Repeat("x", 201) + `"}}`, "Invalid channel name"},
 		{"reserved #", `{"event":"pusher:subscribe","data":{"channel":"#nope"}}`, "Invalid channel name"},
-		{"client event", `{"event":"client-typing","channel":"my-channel","data":{}}`, "Client events"},
-		{"signin", `{"event":"pusher:signin","data":{"auth":"k:s","user_data":"{}"}}`, "pusher:signin"},
+		{"client event on a public channel", `{"event":"client-typing","channel":"my-channel","data":{}}`, "only allowed on private and presence"},
+		{"client event, not subscribed", `{"event":"client-typing","channel":"private-x","data":{}}`, "not subscribed"},
+		{"client event on an encrypted channel", `{"event":"client-typing","channel":"private-encrypted-x","data":{}}`, "encrypted"},
+		{"signin without user_data", `{"event":"pusher:signin","data":{"auth":"k:s"}}`, "user_data"},
 		{"unknown event", `{"event":"what-is-this"}`, "Unsupported event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,21 +206,35 @@ func TestBadFramesKeepTheSocketOpen(t *testing.T) {
 	n.requireCounts(t, map[string]int64{})
 }
 
-func TestNonPublicChannelsAreRefused(t *testing.T) {
+func TestBadAuthIsASubscriptionError(t *testing.T) {
 	n := startNode(t).run(t)
-	c, _ := n.connect(t)
-	for _, ch := range []string{"private-x", "presence-x", "private-encrypted-x", "#server-to-user-7"} {
-		send(t, c, `{"event":"pusher:subscribe","data":{"auth":"k:s","channel":"`+ch+`"}}`)
+	c, id := n.connect(t)
+	for _, tc := range []struct{ channel, auth, data, msg string }{
+		{"private-x", "", "", "Invalid auth value"},
+		{"private-x", sign("9.9:private-x"), "", "Invalid signature"},
+		{"private-x", "other-key:" + auth.Sign(secret, id+":private-x"), "", "Invalid key"},
+		{"private-encrypted-x", sign(id + ":private-x"), "", "Invalid signature"},
+		// presence signs channel_data too
+		{"presence-x", sign(id + ":presence-x"), `{"user_id":"1"}`, "Invalid signature"},
+		// without channel_data the member comes from a signin, and there was none
+		{"presence-x", sign(id + ":presence-x"), "", "pusher:signin"},
+		{"#server-to-user-7", "", "", "signed in"},
+	} {
+		send(t, c, subscribeFrame(tc.channel, tc.auth, tc.data))
 		f := read(t, c)
 		require.Equal(t, "pusher:subscription_error", f.Event, f.raw)
-		require.Equal(t, ch, f.Channel)
+		require.Equal(t, tc.channel, f.Channel)
 		d := f.data(t)
-		require.Equal(t, "UnsupportedChannel", d["type"])
-		require.Equal(t, 501.0, d["status"])
-		require.NotEmpty(t, d["error"])
+		require.Equal(t, "AuthError", d["type"], f.raw)
+		require.Equal(t, 401.0, d["status"])
+		require.Contains(t, d["error"], tc.msg)
 	}
-	subscribe(t, c, "public") // still open, and only this one counts
-	n.requireCounts(t, map[string]int64{"public": 1})
+	// Still open, and only the good subscriptions count.
+	subscribe(t, c, "public")
+	subscribePrivate(t, c, id, "private-x")
+	subscribePrivate(t, c, id, "private-encrypted-x")
+	n.requireCounts(t, map[string]int64{"public": 1, "private-x": 1, "private-encrypted-x": 1})
+	require.Equal(t, 7.0, metric(t, n.reg, "headcount_wsnode_errors_total", "auth"))
 }
 
 func TestOversizeFrameClosesWith1009(t *testing.T) {
@@ -240,9 +257,9 @@ func TestIdleSocketsAreClosed(t *testing.T) {
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	_, _, err := idle.Read(ctx) // nothing sent: the sweeper cuts it
-	require.Error(t, err)
+	_, _, err := idle.Read(ctx) // nothing sent: the sweeper closes it
 	require.NoError(t, ctx.Err(), "idle socket was not closed")
+	require.Equal(t, websocket.StatusCode(4201), websocket.CloseStatus(err), "close code of %v", err)
 	n.requireCounts(t, map[string]int64{})
 }
 
@@ -397,7 +414,7 @@ func TestMetricsAreServed(t *testing.T) {
 		`headcount_wsnode_frames_received_total{type="ping"} 1`,
 		`headcount_wsnode_frames_received_total{type="subscribe"} 1`,
 		`headcount_wsnode_errors_total{reason="malformed_frame"} 0`,
-		"headcount_counts_changes_total 1",
+		"headcount_counts_changes_total 2", // the connection and the subscription
 	} {
 		require.Contains(t, string(body), want)
 	}

@@ -1,0 +1,117 @@
+package fanout
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var codecCases = []Message{
+	{Event: "e"},
+	{Event: "my-event", Data: `{"message":"hello world","n":42}`},
+	{Event: "client-typing", Data: `{"typing":true}`, UserID: "user-17", ExceptSocket: "123.456"},
+	{Event: "pusher_internal:member_added", Data: `{"user_id":"u","user_info":{"name":"Zoë 👋"}}`, ExceptUser: "u"},
+	{Event: "big", Data: strings.Repeat("x", 70000), UserID: strings.Repeat("u", 128)},
+	{Event: "nul\x00bytes", Data: "\x00\x01\xff"},
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	for _, m := range codecCases {
+		got, err := decode(string(encode(&m)))
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+}
+
+func TestCodecChannelNotCarried(t *testing.T) {
+	m := Message{Channel: "presence-room", Event: "e"}
+	got, err := decode(string(encode(&m)))
+	require.NoError(t, err)
+	require.Empty(t, got.Channel, "the topic names the channel")
+}
+
+func TestDecodeErrors(t *testing.T) {
+	valid := string(encode(&Message{Event: "ev", Data: "data", UserID: "u"}))
+	for name, p := range map[string]string{
+		"empty":         "",
+		"version 0":     "\x00" + valid[1:],
+		"version 2":     "\x02" + valid[1:],
+		"json":          `{"event":"e"}`,
+		"no event":      string(encode(&Message{Data: "d"})),
+		"length past":   "\x01\x05ab",
+		"huge length":   "\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+		"varint overfl": "\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f",
+		"varint cut":    "\x01\x80",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decode(p)
+			require.Error(t, err)
+		})
+	}
+	for i := 1; i < len(valid); i++ {
+		_, err := decode(valid[:i])
+		require.Error(t, err, "truncated to %d bytes", i)
+	}
+	// Fields a later version appends are ignored.
+	m, err := decode(valid + "\x03new")
+	require.NoError(t, err)
+	require.Equal(t, "data", m.Data)
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, m := range codecCases[:4] {
+		f.Add(string(encode(&m)))
+	}
+	f.Add("")
+	f.Add("\x01\x80")
+	f.Fuzz(func(t *testing.T, p string) {
+		m, err := decode(p)
+		if err != nil {
+			return
+		}
+		// Whatever decodes re-encodes to something that decodes the same.
+		again, err := decode(string(encode(&m)))
+		require.NoError(t, err)
+		require.Equal(t, m, again)
+	})
+}
+
+// BenchmarkCodec compares the wire format with JSON of the same Message,
+// for a typical event whose data is JSON (encode plus decode).
+func BenchmarkCodec(b *testing.B) {
+	m := Message{
+		Channel: "presence-room-42", Event: "new-message",
+		Data:         `{"id":"7f3a","user":{"id":17,"name":"Ann"},"text":"hello \"world\"","sent_at":1718000000}`,
+		ExceptSocket: "1234.5678",
+	}
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		var size int
+		for b.Loop() {
+			p := encode(&m)
+			size = len(p)
+			if _, err := decode(string(p)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(size), "bytes")
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		var size int
+		for b.Loop() {
+			p, err := json.Marshal(&m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = len(p)
+			var got Message
+			if err := json.Unmarshal(p, &got); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(size), "bytes")
+	})
+}

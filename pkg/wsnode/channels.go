@@ -1,0 +1,250 @@
+package wsnode
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// Presence and event limits (Pusher's documented defaults); apps may
+// override the member count, user_info size and event size.
+const (
+	defaultMaxMembers     = 100
+	defaultMaxUserInfoKB  = 1
+	maxUserIDLength       = 128 // characters
+	defaultMaxEventKB     = 10
+	maxClientEventNameLen = 200
+)
+
+func kb(v float64, def int) int {
+	if v > 0 {
+		return int(v * 1024)
+	}
+	return def * 1024
+}
+
+// subscribePresence authorizes a presence subscription and answers it
+// with the cluster-wide member list.
+//
+// With channel_data the signature is over socket_id:channel:channel_data
+// (channel_data exactly as received). Without it the member is the
+// connection's signed-in user, and the signature accepted is over
+// socket_id:channel: what pusher-http-node and -go produce when asked to
+// authorize a presence channel without presence data.
+func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) error {
+	ch := sub.Channel
+	var m protocol.Member
+	if sub.ChannelData != "" {
+		if err := auth.CheckChannelAuth(s.app, s.id, ch, sub.ChannelData, sub.Auth); err != nil {
+			return a.authFailed(s, sc, ch, err)
+		}
+		var err error
+		if m, err = protocol.ParseChannelData(sub.ChannelData); err != nil {
+			a.m.errors[errMalformed].Inc()
+			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionInvalid, Status: http.StatusBadRequest, Message: err.Error()})
+		}
+	} else {
+		if s.user == nil {
+			return a.authFailed(s, sc, ch, errors.New("presence subscription without channel_data requires pusher:signin first"))
+		}
+		if err := checkSignature(s.app, s.id+":"+ch, sub.Auth); err != nil {
+			return a.authFailed(s, sc, ch, err)
+		}
+		m = *s.user
+	}
+	if n := utf8.RuneCountInString(m.UserID); n > maxUserIDLength {
+		return a.presenceLimit(s, sc, ch, "user_id is "+strconv.Itoa(n)+" characters long, over the limit of "+strconv.Itoa(maxUserIDLength))
+	}
+	if limit := kb(s.app.MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
+		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
+	}
+	return a.presenceSucceeded(s, sc, ch, presence{user: m.UserID, info: m.UserInfo}, true)
+}
+
+func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
+	a.m.errors[errPresenceLimit].Inc()
+	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
+}
+
+// presenceSucceeded answers a presence subscription with the members of
+// the whole cluster: Redis's list merged with this node's members whose
+// join may not be flushed yet, and p itself. If join is set, it first
+// checks the member limit and records the subscription.
+func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence, join bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	members, err := a.store.Members(ctx, s.app.ID, ch)
+	cancel()
+	if err != nil {
+		a.m.errors[errRedis].Inc()
+		a.log.Warn("cannot read presence members", "app", s.app.ID, "channel", ch, "error", err)
+		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+			Message: "the member list cannot be read right now; try again"})
+	}
+	if members == nil {
+		members = map[string]json.RawMessage{}
+	}
+	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, q presence) {
+		if _, ok := members[q.user]; !ok && q.user != "" {
+			members[q.user] = q.info
+		}
+	})
+	if join {
+		limit := s.app.MaxPresenceMembersPerChannel
+		if limit <= 0 {
+			limit = defaultMaxMembers
+		}
+		if _, ok := members[p.user]; !ok && len(members) >= limit {
+			return a.presenceLimit(s, sc, ch, "the channel already has "+strconv.Itoa(len(members))+" members, the limit is "+strconv.Itoa(limit))
+		}
+		a.join(s, ch, p)
+	}
+	members[p.user] = p.info
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	sc.out = protocol.AppendPresenceSucceeded(sc.out[:0], ch, ids, members)
+	return a.reply(s, sc.out)
+}
+
+// checkSignature checks "<app key>:<hex HMAC-SHA256 of msg>" in constant time.
+func checkSignature(app *apps.App, msg, authValue string) error {
+	key, sig, ok := strings.Cut(authValue, ":")
+	if !ok || !hmac.Equal([]byte(key), []byte(app.Key)) {
+		return fmt.Errorf("Invalid auth value %s: expected <app key>:<signature>", clip(authValue))
+	}
+	if !hmac.Equal([]byte(auth.Sign(app.Secret, msg)), []byte(sig)) {
+		return fmt.Errorf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(msg), clip(sig))
+	}
+	return nil
+}
+
+// signin handles pusher:signin: the auth signs socket_id::user::user_data.
+// A failure is a pusher:error with code 4009 and the socket stays open (so
+// a page that signs in later still has its subscriptions).
+func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
+	si, err := f.Signin()
+	if err != nil {
+		a.m.errors[errMalformed].Inc()
+		return a.sendError(s, sc, err)
+	}
+	fail := func(msg string) error {
+		a.m.errors[errAuth].Inc()
+		return a.sendError(s, sc, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Sign-in refused: " + msg})
+	}
+	if err := auth.CheckSigninAuth(s.app, s.id, si.UserData, si.Auth); err != nil {
+		return fail(err.Error())
+	}
+	m, err := protocol.ParseUserData(si.UserData)
+	if err != nil {
+		return fail(err.Error())
+	}
+	if n := utf8.RuneCountInString(m.UserID); n > maxUserIDLength {
+		return fail("user id is " + strconv.Itoa(n) + " characters long, over the limit of " + strconv.Itoa(maxUserIDLength))
+	}
+	if s.user != nil && s.user.UserID != m.UserID {
+		return fail("this connection is already signed in as user " + clip(s.user.UserID))
+	}
+	s.user = &m
+	sc.out = protocol.AppendSigninSuccess(sc.out[:0], si.UserData)
+	return a.reply(s, sc.out)
+}
+
+// clientEvent relays a client-* event to the channel's other subscribers
+// on every node, following Pusher's rules (PUSHER-PROTOCOL 1.7).
+func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
+	refuse := func(code protocol.Code, msg string) error {
+		a.m.errors[errClientEvent].Inc()
+		return a.sendError(s, sc, &protocol.Error{Code: code, Message: msg})
+	}
+	if !s.app.EnableClientMessages {
+		return refuse(protocol.CodeNone, "To send client events, enable client messages for app "+s.app.ID)
+	}
+	kind := protocol.ChannelKind(f.Channel)
+	switch {
+	case f.Channel == "":
+		return refuse(protocol.CodeNone, "Client event "+clip(f.Event)+" has no channel")
+	case kind == protocol.KindEncrypted:
+		return refuse(protocol.CodeNone, "Client events cannot be sent on encrypted channels")
+	case kind != protocol.KindPrivate && kind != protocol.KindPresence:
+		return refuse(protocol.CodeNone, "Client events are only allowed on private and presence channels, not "+clip(f.Channel))
+	case len(f.Event) > maxClientEventNameLen:
+		return refuse(protocol.CodeNone, "Client event name is over "+strconv.Itoa(maxClientEventNameLen)+" characters")
+	}
+	i := s.subIndex(f.Channel)
+	if i < 0 {
+		return refuse(protocol.CodeNone, "Client event on "+clip(f.Channel)+" refused: this connection is not subscribed to it")
+	}
+	data := f.EventData()
+	if limit := kb(s.app.MaxEventPayloadInKb, defaultMaxEventKB); len(data) > limit {
+		return refuse(protocol.CodeNone, "Client event data is "+strconv.Itoa(len(data))+" bytes, over the limit of "+strconv.Itoa(limit))
+	}
+	if !a.allowClientEvent(s) {
+		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.FormatInt(a.tun.clientEventsPerSecond, 10)+" per second")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	defer cancel()
+	// Never echoed; user_id only on presence channels (member.user is
+	// empty elsewhere).
+	err := a.bus.Publish(ctx, s.app.ID, fanout.Message{Channel: f.Channel, Event: f.Event, Data: data,
+		UserID: s.subs[i].member.user, ExceptSocket: s.id})
+	if err != nil {
+		a.m.errors[errPublish].Inc()
+		a.log.Warn("cannot publish client event", "app", s.app.ID, "channel", f.Channel, "error", err)
+		return refuse(protocol.CodeNone, "Client event could not be delivered; try again")
+	}
+	a.m.clientEvents.Inc()
+	return nil
+}
+
+// allowClientEvent is a token bucket on the hub's coarse clock: no timer,
+// two integers per socket. Tokens are counted in thousandths of an event.
+func (a *App) allowClientEvent(s *socket) bool {
+	const unit = 1000
+	rate := a.tun.clientEventsPerSecond
+	now := a.hub.now.Load()
+	if s.tokensAt == 0 {
+		s.tokens = rate * unit
+	} else {
+		// (now - tokensAt) ms × rate events/s = that many thousandths.
+		s.tokens = min(rate*unit, s.tokens+(now-s.tokensAt)*rate)
+	}
+	s.tokensAt = now
+	if s.tokens < unit {
+		return false
+	}
+	s.tokens -= unit
+	return true
+}
+
+// deliver is the bus's delivery callback: it encodes the message once and
+// queues the same bytes on every local subscriber of the channel, except
+// the sender's socket and the sockets of the excepted user. Queueing never
+// blocks: a subscriber that cannot keep up is disconnected instead.
+func (a *App) deliver(app string, m fanout.Message) {
+	a.m.busIn.Inc()
+	var frame []byte
+	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
+		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
+			return
+		}
+		if frame == nil {
+			frame = protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
+				make([]byte, 0, len(m.Event)+len(m.Channel)+len(m.Data)+len(m.UserID)+64))
+		}
+		a.enqueue(s, frame)
+	})
+}

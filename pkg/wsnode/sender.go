@@ -1,0 +1,207 @@
+package wsnode
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// Send queue limits per socket. A socket whose queue would grow past either
+// is a slow consumer and is disconnected: holding more would let one client
+// that does not read pin unbounded memory.
+const (
+	maxQueueFrames = 64
+	maxQueueBytes  = 256 << 10
+)
+
+// closeSlots bounds the close handshakes in flight for sockets closed by
+// the node (slow consumers, idle sockets); beyond it they are cut without one.
+const closeSlots = 64
+
+// sender is the FIXED pool of writer goroutines. A socket with frames to
+// send is on the ready list at most once (socket.scheduled); a writer takes
+// it, writes its whole queue, and puts it back at the tail if more came
+// meanwhile. So no socket has a goroutine of its own for writing, and a
+// socket stuck in a write holds up one writer, never the publisher, until
+// the sweeper's write timeout cuts it.
+type sender struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	ready  []*socket
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newSender() *sender {
+	s := &sender{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (q *sender) push(s *socket) {
+	q.mu.Lock()
+	q.ready = append(q.ready, s)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pop waits for a ready socket; it reports false once the sender is closed
+// and the list is empty.
+func (q *sender) pop() (*socket, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) == 0 {
+		if q.closed {
+			return nil, false
+		}
+		q.cond.Wait()
+	}
+	s := q.ready[0]
+	q.ready[0] = nil
+	q.ready = q.ready[1:]
+	if len(q.ready) == 0 {
+		q.ready = nil // let the backing array go after a burst
+	}
+	return s, true
+}
+
+// start runs n writers.
+func (q *sender) start(n int, write func(*socket)) {
+	for range n {
+		q.wg.Go(func() {
+			for {
+				s, ok := q.pop()
+				if !ok {
+					return
+				}
+				write(s)
+			}
+		})
+	}
+}
+
+// stop makes the writers finish the ready list and return, and waits.
+func (q *sender) stop() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+	q.wg.Wait()
+}
+
+// enqueue queues frame for s without blocking. frame is shared between
+// sockets and must not be modified afterwards. It reports false if s is
+// gone or was just found to be a slow consumer (then it is being closed).
+func (a *App) enqueue(s *socket, frame []byte) bool {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return false
+	}
+	if len(s.queue) >= maxQueueFrames || s.queued+len(frame) > maxQueueBytes {
+		s.dead = true
+		s.queue, s.queued = nil, 0
+		s.mu.Unlock()
+		a.slowConsumer(s)
+		return false
+	}
+	s.queue = append(s.queue, frame)
+	s.queued += len(frame)
+	wake := !s.scheduled
+	s.scheduled = true
+	s.mu.Unlock()
+	if wake {
+		a.send.push(s)
+	}
+	return true
+}
+
+// reply queues a frame built in a scratch buffer: it is copied, because
+// the buffer is reused as soon as the handler returns. Replies share the
+// queue with deliveries so the client sees them in the order they happened.
+func (a *App) reply(s *socket, b []byte) error {
+	if !a.enqueue(s, append([]byte(nil), b...)) {
+		return errSocketGone
+	}
+	return nil
+}
+
+// errSocketGone ends a handler whose socket was closed by a writer.
+var errSocketGone = fmt.Errorf("socket closed: %w", context.Canceled)
+
+// flushSocket is a writer's turn on s: it writes everything queued, then
+// either hands s back to the ready list or marks it idle.
+func (a *App) flushSocket(s *socket) {
+	s.mu.Lock()
+	batch, dead := s.queue, s.dead
+	s.queue, s.queued = nil, 0
+	s.mu.Unlock()
+	if !dead && len(batch) > 0 {
+		a.m.batch.Observe(float64(len(batch)))
+		for i, f := range batch {
+			if err := a.write(s, f); err != nil {
+				s.mu.Lock()
+				s.dead = true
+				s.queue, s.queued = nil, 0
+				s.mu.Unlock()
+				// Wakes the handler's read, which then cleans up.
+				_ = s.conn.CloseNow()
+				break
+			}
+			a.m.sent.Inc()
+			batch[i] = nil
+		}
+	}
+	s.mu.Lock()
+	again := len(s.queue) > 0 && !s.dead
+	if !again {
+		s.scheduled = false
+	}
+	s.mu.Unlock()
+	if again {
+		a.send.push(s) // to the tail: one busy socket does not starve others
+	}
+}
+
+// slowConsumer disconnects s, whose queue overflowed. Close code 4100
+// (over capacity) makes pusher-js back off a second before reconnecting
+// instead of at once (42xx): a client that cannot keep up would otherwise
+// come straight back into the same burst it just fell behind on.
+//
+// If a write to it is in progress right now, it is stuck on a full TCP
+// buffer (writes that fit take microseconds): a close frame could not get
+// through either, and cutting the connection frees the writer at once.
+func (a *App) slowConsumer(s *socket) {
+	a.m.slow.Inc()
+	a.log.Debug("disconnecting slow consumer", "socket_id", s.id)
+	if s.writeSince.Load() != 0 {
+		s.closing.Store(true)
+		_ = s.conn.CloseNow()
+		return
+	}
+	a.closeAsync(s, protocol.CodeOverCapacity, "slow consumer: not reading fast enough")
+}
+
+// closeAsync closes s with code on a short-lived goroutine, bounded by
+// closeSlots, because the close handshake may wait seconds for a peer that
+// does not read; beyond the bound, sockets are cut without a handshake.
+// The handler's read then fails and cleans up.
+func (a *App) closeAsync(s *socket, code protocol.Code, reason string) {
+	if !s.closing.CompareAndSwap(false, true) {
+		return // a close is under way already (the sweeper sees it again)
+	}
+	select {
+	case a.closeSlots <- struct{}{}:
+		go func() {
+			defer func() { <-a.closeSlots }()
+			_ = s.conn.Close(websocket.StatusCode(code), reason)
+			_ = s.conn.CloseNow()
+		}()
+	default:
+		_ = s.conn.CloseNow()
+	}
+}
