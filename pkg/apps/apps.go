@@ -71,11 +71,21 @@ type Registry struct {
 	byKey map[string]*App
 }
 
-// ByID returns the app with this id, or nil.
-func (r *Registry) ByID(id string) *App { return r.byID[id] }
+// ByID returns the app with this id, or nil (also on a nil registry).
+func (r *Registry) ByID(id string) *App {
+	if r == nil {
+		return nil
+	}
+	return r.byID[id]
+}
 
-// ByKey returns the app with this key, or nil.
-func (r *Registry) ByKey(key string) *App { return r.byKey[key] }
+// ByKey returns the app with this key, or nil (also on a nil registry).
+func (r *Registry) ByKey(key string) *App {
+	if r == nil {
+		return nil
+	}
+	return r.byKey[key]
+}
 
 // All returns every app in file order. The slice must not be modified.
 func (r *Registry) All() []*App { return r.list }

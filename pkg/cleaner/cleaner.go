@@ -13,7 +13,9 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
 	hcrun "github.com/headcount/headcount/pkg/run"
 )
@@ -38,6 +40,7 @@ type App struct {
 	log   hclog.Logger
 	rdb   redis.UniversalClient
 	store *counts.Store
+	bus   *fanout.Bus
 	lease *lease.Lease
 	admin *hcrun.Server
 	ready hcrun.Readiness
@@ -49,6 +52,8 @@ type metrics struct {
 	reaped  *prometheus.CounterVec
 	scans   *prometheus.CounterVec
 	lastRun prometheus.Gauge
+
+	announceErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -70,6 +75,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_cleaner_last_scan_timestamp_seconds",
 			Help: "When the last successful scan finished.",
 		}),
+		announceErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_cleaner_announce_errors_total",
+			Help: "Events about reaped nodes (member_removed, subscription_count) that could not be published.",
+		}),
 	}
 }
 
@@ -84,6 +93,7 @@ func New(opts Options) (*App, error) {
 		log:   opts.Logger.Named("cleaner"),
 		rdb:   rdb,
 		store: counts.NewStore(rdb),
+		bus:   fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
 		lease: lease.New(rdb, LeaseKey, opts.Config.LeaseTTL),
 		m:     newMetrics(opts.Registry),
 	}
@@ -196,8 +206,33 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 				a.m.reaped.WithLabelValues(app).Inc()
 				a.log.Info("reaped dead node", "app", app, "node", node, "channels", len(reaped.Channels),
 					"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "dead_after", a.cfg.DeadAfter)
+				a.announce(ctx, app, reaped)
 			}
 		}
 	}
 	return nil
+}
+
+// announce tells the surviving nodes' subscribers what a dead node's
+// sockets would have said on leaving: member_removed for members whose last
+// socket it held, and new subscription counts where the app asks for them.
+// Publishing is at most once, like all events; the counts are already exact.
+func (a *App) announce(ctx context.Context, app string, reaped counts.Reaped) {
+	var msgs []fanout.Message
+	for _, m := range reaped.Members {
+		msgs = append(msgs, fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID)})
+	}
+	if cfg := a.cfg.Apps.ByID(app); cfg != nil && cfg.EnableSubscriptionCount {
+		for ch, n := range reaped.Channels {
+			if k := protocol.ChannelKind(ch); k != protocol.KindPresence && k != protocol.KindUser {
+				msgs = append(msgs, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(n)})
+			}
+		}
+	}
+	for _, m := range msgs {
+		if err := a.bus.Publish(ctx, app, m); err != nil {
+			a.m.announceErrors.Inc()
+			a.log.Warn("could not announce a dead node's leavers", "app", app, "channel", m.Channel, "event", m.Event, "error", err)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -131,4 +132,55 @@ func TestScanStopsWhenLeaseIsNoLongerValid(t *testing.T) {
 	n, err := c.store.Channel(ctx, "app", "x")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "a cleaner without a valid lease must not reap")
+}
+
+// TestReapAnnouncesMembersRemoved: a dead node's presence members whose last
+// socket it held are announced gone to the surviving nodes; a member still
+// connected elsewhere is not.
+func TestReapAnnouncesMembersRemoved(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	got := make(chan fanout.Message, 10)
+	survivor := fanout.New(rdb, fanout.Options{})
+	survivor.Join("app", "presence-x")
+	busDone := make(chan error, 1)
+	go func() {
+		busDone <- survivor.Run(ctx, func(_ string, m fanout.Message) { got <- m })
+	}()
+	defer func() { cancel(); require.NoError(t, <-busDone) }()
+	require.Eventually(t, survivor.Healthy, 5*time.Second, 5*time.Millisecond)
+
+	dead := counts.NewRecorder(rdb, "dead", counts.RecorderOptions{Heartbeat: time.Hour})
+	live := counts.NewRecorder(rdb, "live", counts.RecorderOptions{Heartbeat: time.Hour})
+	for _, r := range []*counts.Recorder{dead, live} {
+		r.Add("app", "presence-x", 1)
+		r.AddMember("app", "presence-x", "shared", nil, 1)
+	}
+	dead.Add("app", "presence-x", 1)
+	dead.AddMember("app", "presence-x", "alone", nil, 1)
+	require.NoError(t, dead.Flush(ctx))
+	require.NoError(t, live.Flush(ctx))
+
+	c := newCleaner(t, srv.URL())
+	require.Eventually(t, func() bool {
+		require.NoError(t, live.Heartbeat(ctx))
+		require.NoError(t, c.scan(ctx, func() bool { return true }))
+		n, _ := c.store.UserCount(ctx, "app", "presence-x")
+		return n == 1
+	}, 5*time.Second, 20*time.Millisecond)
+
+	select {
+	case m := <-got:
+		require.Equal(t, fanout.Message{Channel: "presence-x", Event: "pusher_internal:member_removed", Data: `{"user_id":"alone"}`}, m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no member_removed announced")
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("unexpected second announcement %+v", m)
+	default:
+	}
 }
