@@ -6,7 +6,8 @@
 // with the other nodes through a fanout.Bus.
 //
 // Concurrency: each socket is served by exactly one goroutine of its own,
-// the net/http handler goroutine that upgraded it; it reads frames and alone
+// started by the net/http handler that upgraded it (which then returns, so
+// net/http frees its per-request state); it reads frames and alone
 // owns the socket's subscriptions, signed-in user and rate limiter. Nothing
 // is written to a socket directly after the handshake: replies and
 // deliveries go through the socket's bounded send queue (at most 64 frames

@@ -13,7 +13,7 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-// socket is one client connection. Only its handler goroutine touches the
+// socket is one client connection. Only its own goroutine touches the
 // fields above mu; writers and deliveries use mu and the atomics, other
 // goroutines the conn's own methods.
 type socket struct {
@@ -103,6 +103,10 @@ func (h *hub) enter() bool {
 }
 
 func (h *hub) leave() { h.handlers.Done() }
+
+// handOff takes one more slot for a goroutine the caller starts while it
+// still holds its own, so the drain's Wait cannot have returned yet.
+func (h *hub) handOff() { h.handlers.Add(1) }
 
 // close stops new handlers and new sockets.
 func (h *hub) close() {

@@ -353,7 +353,7 @@ func TestDrainSpreadsClosesOverTheWindow(t *testing.T) {
 }
 
 // TestOneGoroutinePerSocket guards the lean socket path: an idle,
-// subscribed socket costs the server exactly its handler goroutine. The
+// subscribed socket costs the server exactly one goroutine, its own. The
 // clients are bare net.Conns, which start no goroutines of their own.
 func TestOneGoroutinePerSocket(t *testing.T) {
 	n := startNode(t).run(t)
