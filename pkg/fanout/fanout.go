@@ -641,6 +641,7 @@ func (r *runner) receive(sh *shard) {
 				// was joined again meanwhile; then the rebuild is merely
 				// redundant.)
 				sh.rebuild.Store(true)
+				b.markDown(sh, fmt.Errorf("redis unsubscribed %s", msg.Channel))
 				b.poke()
 			}
 		}

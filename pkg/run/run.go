@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -25,10 +26,16 @@ func (r *Readiness) Set(v bool) { r.ready.Store(v) }
 // Ready reports readiness.
 func (r *Readiness) Ready() bool { return r.ready.Load() }
 
-// AdminMux serves /metrics from reg, /healthz (200 while the process runs)
-// and /readyz (200 only while ready() is true, else 503).
+// AdminMux serves /metrics from reg, /healthz (200 while the process runs),
+// /readyz (200 only while ready() is true, else 503) and the Go profiler
+// under /debug/pprof/ (the admin port is for operators, never the public).
 func AdminMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/metrics", metrics.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -77,9 +79,14 @@ func BenchmarkIdleMemory(b *testing.B) {
 }
 
 func waitSubscribed(b testing.TB, store *counts.Store, want int) {
+	waitCounted(b, store, "idle-", want)
+}
+
+// waitCounted polls until the channels with prefix hold want subscriptions.
+func waitCounted(b testing.TB, store *counts.Store, prefix string, want int) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		all, err := store.Channels(context.Background(), "app-id", "idle-")
+		all, err := store.Channels(context.Background(), "app-id", prefix)
 		var sum int64
 		for _, c := range all {
 			sum += c
@@ -150,4 +157,106 @@ func raiseFileLimit(b testing.TB, n int) int {
 		return int(lim.Cur) - 1000
 	}
 	return n
+}
+
+// BenchmarkPublishLatency measures publish-to-delivery latency for one
+// channel with HC_BENCH_SUBSCRIBERS (default 10,000) subscribers spread over
+// two wsnode processes: the benchmark publishes through the same Redis bus
+// the HTTP API uses, 20 events one after another, each carrying its send
+// time, and every subscriber (a raw socket read by its own goroutine in this
+// process) records when it arrived. It reports p50 and p99 over all
+// deliveries. Run it alone: go test -run '^$' -bench PublishLatency
+// -benchtime 1x ./test/e2e/
+func BenchmarkPublishLatency(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
+		n = v
+	}
+	n = raiseFileLimit(b, n)
+	const events = 20
+	srv := redistest.New(b)
+	rdb := srv.Client(b)
+	var nodes []string
+	for i := range 2 {
+		addr, admin := freeAddr(b), freeAddr(b)
+		p := start(b, fmt.Sprintf("ws-pub-%d", i), "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", fmt.Sprintf("pub%d", i))
+		waitReady(b, p, admin)
+		nodes = append(nodes, addr)
+	}
+	lat := make(chan time.Duration, n*events)
+	var conns []*wstest.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		c, err := wstest.Dial(nodes[i%2], "/app/app-key?protocol=7")
+		if err != nil {
+			b.Fatalf("socket %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Read(10 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Send(`{"event":"pusher:subscribe","data":{"channel":"hot"}}`); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Read(10 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCounted(b, counts.NewStore(rdb), "hot", n)
+	// Both nodes must have joined the channel's topic in Redis.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		subs, err := rdb.PubSubNumSub(context.Background(), "hc:{app-id}:ev:hot").Result()
+		if err == nil && subs["hc:{app-id}:ev:hot"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nodes never subscribed to the topic: %v %v", subs, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range conns {
+		go func() {
+			for {
+				frame, err := c.Read(time.Minute)
+				if err != nil {
+					return
+				}
+				// {"event":"bench","channel":"hot","data":"<unix nanos>"}
+				if i := strings.Index(frame, `"data":"`); i >= 0 && strings.Contains(frame, `"event":"bench"`) {
+					rest := frame[i+8:]
+					if sent, err := strconv.ParseInt(rest[:strings.IndexByte(rest, '"')], 10, 64); err == nil {
+						lat <- time.Since(time.Unix(0, sent))
+					}
+				}
+			}
+		}()
+	}
+	bus := fanout.New(rdb, fanout.Options{})
+	var all []time.Duration
+	b.ResetTimer()
+	for range events {
+		if err := bus.Publish(context.Background(), "app-id", fanout.Message{Channel: "hot", Event: "bench", Data: strconv.FormatInt(time.Now().UnixNano(), 10)}); err != nil {
+			b.Fatal(err)
+		}
+		timeout := time.After(30 * time.Second)
+		for range n {
+			select {
+			case d := <-lat:
+				all = append(all, d)
+			case <-timeout:
+				b.Fatalf("only %d of %d deliveries arrived", len(all)%n, n)
+			}
+		}
+	}
+	b.StopTimer()
+	slices.Sort(all)
+	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(n), "subscribers")
 }
