@@ -19,31 +19,44 @@ read -r -a extra <<<"${BENCHFLAGS:-}"
 
 bash scripts/ensure-deps.sh
 
-cmd=("$GO" test -run '^$' -bench "$BENCH" -benchtime "$BENCHTIME" -count 1 "${extra[@]}" "$BENCH_PKG")
 # The command as one would type it (single quotes only where needed).
 shq() {
 	if [[ $1 =~ ^[A-Za-z0-9_./:=,+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
 }
-cmd_text=go
-for a in "${cmd[@]:1}"; do cmd_text+=" $(shq "$a")"; done
+# Each run: package, benchmark regexp, benchtime (space-separated). The process-level
+# benchmarks run once (1x): they size themselves (20,000 idle sockets,
+# 10,000 subscribers).
+runs=(
+	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
+	"./pkg/fanout/ $BENCH $BENCHTIME"
+	"./test/e2e/ IdleMemory|PublishLatency 1x"
+)
 
 raw=$(mktemp)
-trap 'rm -f "$raw" "$raw.md"' EXIT
-
-echo "bench: $cmd_text"
-if ! "${cmd[@]}" 2>&1 | tee "$raw"; then
-	echo "bench: the benchmark run failed; $OUT left unchanged" >&2
-	exit 1
-fi
-
-# Benchmark lines: Name-P  N  v1 unit1  v2 unit2 ...
-if ! grep -qE '^Benchmark[^[:space:]]*[[:space:]]+[0-9]+[[:space:]]' "$raw"; then
-	echo "bench: no benchmark results in the output; $OUT left unchanged" >&2
-	exit 1
-fi
+trap 'rm -f "$raw" "$raw".*' EXIT
+cmds=()
+i=0
+for run in "${runs[@]}"; do
+	read -r pkg bench btime <<<"$run"
+	[ -d "$pkg" ] || continue
+	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 "${extra[@]}" "$pkg")
+	cmd_text=go
+	for a in "${cmd[@]:1}"; do cmd_text+=" $(shq "$a")"; done
+	echo "bench: $cmd_text"
+	if ! "${cmd[@]}" 2>&1 | tee "$raw.$i"; then
+		echo "bench: the benchmark run failed; $OUT left unchanged" >&2
+		exit 1
+	fi
+	if ! grep -qE '^Benchmark[^[:space:]]*[[:space:]]+[0-9]+[[:space:]]' "$raw.$i"; then
+		echo "bench: no benchmark results from $pkg; $OUT left unchanged" >&2
+		exit 1
+	fi
+	cmds+=("$cmd_text")
+	i=$((i + 1))
+done
 
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
-[ -n "$cpu" ] || cpu=$(awk '/^cpu:/ {sub(/^cpu: /, ""); print; exit}' "$raw")
+[ -n "$cpu" ] || cpu=$(awk '/^cpu:/ {sub(/^cpu: /, ""); print; exit}' "$raw.0")
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null || echo "?")
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576; exit}' /proc/meminfo 2>/dev/null || true)
 redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^v=/) {sub(/^v=/, "", $i); print $i}}')
@@ -53,45 +66,47 @@ redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; 
 	echo
 	echo "Written by \`make bench\` (scripts/bench.sh); numbers from one run on the machine below."
 	echo
-	echo "- Command: \`$cmd_text\`"
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "- Go: $("$GO" version)"
 	echo "- CPU: ${cpu:-unknown}, $cores cores${mem:+, $mem memory}"
 	echo "- Redis: ${redis_version:-unknown} (redis-server on loopback)"
 	echo
-	# Columns: benchmark, iterations, then every unit in order of first appearance.
-	awk '
-		/^Benchmark[^[:space:]]*[[:space:]]+[0-9]+[[:space:]]/ {
-			row++
-			name[row] = $1
-			iters[row] = $2
-			for (i = 3; i + 1 <= NF; i += 2) {
-				unit = $(i + 1)
-				if (!(unit in seen)) { seen[unit] = 1; units[++nu] = unit }
-				val[row, unit] = $i
-			}
-		}
-		END {
-			printf "| benchmark | iterations |"
-			for (u = 1; u <= nu; u++) printf " %s |", units[u]
-			printf "\n|---|---:|"
-			for (u = 1; u <= nu; u++) printf "---:|"
-			printf "\n"
-			for (r = 1; r <= row; r++) {
-				printf "| %s | %s |", name[r], iters[r]
-				for (u = 1; u <= nu; u++) {
-					k = (r SUBSEP units[u])
-					printf " %s |", ((k in val) ? val[k] : "")
+	for j in "${!cmds[@]}"; do
+		echo "## \`${cmds[$j]}\`"
+		echo
+		# Columns: benchmark, iterations, then every unit in order of first appearance.
+		awk '
+			/^Benchmark[^[:space:]]*[[:space:]]+[0-9]+[[:space:]]/ {
+				row++
+				name[row] = $1
+				iters[row] = $2
+				for (i = 3; i + 1 <= NF; i += 2) {
+					unit = $(i + 1)
+					if (!(unit in seen)) { seen[unit] = 1; units[++nu] = unit }
+					val[row, unit] = $i
 				}
-				printf "\n"
 			}
-		}' "$raw"
-	echo
-	echo "Raw output:"
-	echo
-	echo '```'
-	grep -vE '^(ok|PASS)([[:space:]]|$)' "$raw" || true
-	echo '```'
+			END {
+				printf "| benchmark | iterations |"
+				for (u = 1; u <= nu; u++) printf " %s |", units[u]
+				printf "\n|---|---:|"
+				for (u = 1; u <= nu; u++) printf "---:|"
+				printf "\n"
+				for (r = 1; r <= row; r++) {
+					printf "| %s | %s |", name[r], iters[r]
+					for (u = 1; u <= nu; u++) {
+						k = (r SUBSEP units[u])
+						printf " %s |", ((k in val) ? val[k] : "")
+					}
+					printf "\n"
+				}
+			}' "$raw.$j"
+		echo
+		echo '```'
+		grep -vE '^(ok|PASS)([[:space:]]|$)' "$raw.$j" || true
+		echo '```'
+		echo
+	done
 } >"$raw.md"
 mv "$raw.md" "$OUT"
 echo "bench: wrote $OUT"

@@ -101,9 +101,9 @@ func BenchmarkApply(b *testing.B) {
 
 // applyOne writes one change as its own atomic unit.
 func applyOne(ctx context.Context, rdb redis.UniversalClient, app, node, ch string, n int64) error {
-	res, err := applyScript.Run(ctx, rdb, scriptKeys(app, node), node, "delta", ch, n).Int()
-	if err == nil && res != 1 {
-		err = fmt.Errorf("apply returned %d", res)
+	res, err := parseResult(applyScript.Run(ctx, rdb, scriptKeys(app, node), node, "delta", appPrefix(app), 1, channelField(ch), n))
+	if err == nil && res.status != 1 {
+		err = fmt.Errorf("apply returned %d", res.status)
 	}
 	return err
 }

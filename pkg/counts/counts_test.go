@@ -306,7 +306,7 @@ func TestRunFlushesAndHeartbeats(t *testing.T) {
 	r.Add("app", "x", 1)
 	store := NewStore(rdb)
 	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "x"); return n == 1 }, 5*time.Second, 2*time.Millisecond)
-	require.True(t, r.Healthy())
+	require.Eventually(t, r.Healthy, 5*time.Second, 2*time.Millisecond, "healthy is set just after the write lands")
 	_, seen1, err := store.Contributions(ctx, "app")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

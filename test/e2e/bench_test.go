@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,9 +179,10 @@ func BenchmarkPublishLatency(b *testing.B) {
 	const events = 20
 	srv := redistest.New(b)
 	rdb := srv.Client(b)
-	var nodes []string
+	var nodes, admins []string
 	for i := range 2 {
 		addr, admin := freeAddr(b), freeAddr(b)
+		admins = append(admins, admin)
 		p := start(b, fmt.Sprintf("ws-pub-%d", i), "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", fmt.Sprintf("pub%d", i))
 		waitReady(b, p, admin)
 		nodes = append(nodes, addr)
@@ -238,6 +242,8 @@ func BenchmarkPublishLatency(b *testing.B) {
 	}
 	bus := fanout.New(rdb, fanout.Options{})
 	var all []time.Duration
+	profiled := profileDuring(b, admins[0], 2*time.Second)
+	defer profiled()
 	b.ResetTimer()
 	for range events {
 		if err := bus.Publish(context.Background(), "app-id", fanout.Message{Channel: "hot", Event: "bench", Data: strconv.FormatInt(time.Now().UnixNano(), 10)}); err != nil {
@@ -259,4 +265,32 @@ func BenchmarkPublishLatency(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(n), "subscribers")
+}
+
+// profileDuring takes a CPU profile of the process serving admin while the
+// benchmark runs, when HC_BENCH_PPROF_DIR names a folder to write it to.
+// The returned func waits for it.
+func profileDuring(b testing.TB, admin string, d time.Duration) func() {
+	dir := os.Getenv("HC_BENCH_PPROF_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, int(d.Seconds())))
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, b.Name()+".cpu.pprof"))
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() { <-done }
 }

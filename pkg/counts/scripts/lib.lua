@@ -11,9 +11,10 @@
 local global = KEYS[3]
 local P
 
--- before[k] holds a touched global value as it was before this unit, so
--- net edges can be reported (a replace may take a value down and back up).
-local touched_ch, touched_m, before = {}, {}, {}
+-- before[k] and after[k] hold a touched global value as it was before this
+-- unit and as it is now, so net edges can be reported (a replace may take a
+-- value down and back up) without reading anything twice.
+local touched_ch, touched_m, before, after = {}, {}, {}, {}
 
 local function split_member(rest)
   local sep = string.find(rest, '\n', 1, true)
@@ -24,22 +25,27 @@ local function apply_field(f, n, info)
   local kind = string.sub(f, 1, 1)
   if kind == 'c' then
     local ch = string.sub(f, 3)
-    if before['c' .. ch] == nil then
-      before['c' .. ch] = tonumber(redis.call('ZSCORE', global, ch) or '0')
+    local k = 'c' .. ch
+    local v = tonumber(redis.call('ZINCRBY', global, n, ch))
+    if before[k] == nil then
+      before[k] = v - n
       table.insert(touched_ch, ch)
     end
-    if tonumber(redis.call('ZINCRBY', global, n, ch)) <= 0 then
+    after[k] = v
+    if v <= 0 then
       redis.call('ZREM', global, ch)
     end
   elseif kind == 'm' then
     local ch, user = split_member(string.sub(f, 3))
     local mk, ik = P .. 'members:' .. ch, P .. 'info:' .. ch
     local k = 'm' .. ch .. '\n' .. user
+    local v = tonumber(redis.call('HINCRBY', mk, user, n))
     if before[k] == nil then
-      before[k] = tonumber(redis.call('HGET', mk, user) or '0')
-      table.insert(touched_m, {ch, user, mk, ik})
+      before[k] = v - n
+      table.insert(touched_m, {ch, user, ik, k})
     end
-    if tonumber(redis.call('HINCRBY', mk, user, n)) <= 0 then
+    after[k] = v
+    if v <= 0 then
       redis.call('HDEL', mk, user)
       redis.call('HDEL', ik, user)
     elseif info then
@@ -58,16 +64,15 @@ end
 local function changes()
   local chans, edges = {}, {}
   for _, ch in ipairs(touched_ch) do
-    local now = tonumber(redis.call('ZSCORE', global, ch) or '0')
+    local now = math.max(after['c' .. ch], 0)
     if now ~= before['c' .. ch] then
       table.insert(chans, ch)
       table.insert(chans, now)
     end
   end
   for _, t in ipairs(touched_m) do
-    local ch, user, mk, ik = t[1], t[2], t[3], t[4]
-    local was = before['m' .. ch .. '\n' .. user]
-    local now = tonumber(redis.call('HGET', mk, user) or '0')
+    local ch, user, ik, k = t[1], t[2], t[3], t[4]
+    local was, now = before[k], after[k]
     if was <= 0 and now > 0 then
       table.insert(edges, 1)
       table.insert(edges, ch)
