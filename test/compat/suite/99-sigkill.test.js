@@ -1,0 +1,68 @@
+// A wsnode SIGKILLed mid-session: the cleaner reaps it and announces
+// member_removed for the users that were only on it, to the other node's
+// subscribers, within dead-after + scan-interval + 2 s. Users that still
+// have a socket on a live node stay members.
+//
+// This file kills wsnode B (HC_KILL_PID_B): it must run last, with
+// --test-concurrency=1.
+'use strict';
+
+const { describe, test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { A, B, Client, closeAll, uid, deadAfterMs, scanIntervalMs, memberIds } = require('./lib');
+
+const MA = 'pusher_internal:member_added';
+const MR = 'pusher_internal:member_removed';
+const user = (id) => (f) => f.data && f.data.user_id === id;
+
+describe('node crash', { timeout: 30000 }, () => {
+  after(closeAll);
+
+  test('SIGKILL of node B: member_removed for its users reaches node A', async () => {
+    const pid = Number(process.env.HC_KILL_PID_B);
+    assert.ok(Number.isInteger(pid) && pid > 1, `HC_KILL_PID_B must be the pid of wsnode B, got ${JSON.stringify(process.env.HC_KILL_PID_B)}`);
+    const channel = `presence-crash-${uid()}`;
+    const obs = new Client('obs', A, { presence: { user_id: 'obs' } });
+    const u9 = new Client('u9', B, { presence: { user_id: 'u9' } });
+    const bothA = new Client('bothA', A, { presence: { user_id: 'both' } });
+    const bothB = new Client('bothB', B, { presence: { user_id: 'both' } });
+    try {
+      await obs.subscribe(channel);
+      await u9.subscribe(channel);
+      await obs.waitFrame(MA, channel, user('u9'));
+      await bothB.subscribe(channel);
+      await obs.waitFrame(MA, channel, user('both'));
+      const s = (await bothA.subscribe(channel)).data;
+      assert.deepEqual(memberIds(s), ['both', 'obs', 'u9']);
+
+      const budget = deadAfterMs + scanIntervalMs + 2000;
+      const killedAt = Date.now();
+      process.kill(pid, 'SIGKILL');
+      const f = await obs.waitFrame(MR, channel, user('u9'), budget);
+      const took = f.at - killedAt;
+      assert.ok(took <= budget, `member_removed for u9 after ${took} ms, budget ${budget} ms`);
+      await bothA.waitFrame(MR, channel, user('u9'), 2000);
+
+      // "both" still has a socket on node A: the reap must not remove it.
+      // Barrier: a new member joins on node A after the reap was seen; its
+      // member_added is published after everything the reap announced.
+      const late = new Client('late', A, { presence: { user_id: 'late' } });
+      await late.subscribe(channel);
+      await obs.waitFrame(MA, channel, user('late'));
+      assert.equal(obs.count(MR, channel, user('both')), 0,
+        `"both" was removed although it still has a socket on node A ${obs.dump(20)}`);
+      // Its last socket leaves: now, exactly one member_removed.
+      const beforeLeave = obs.frames.length;
+      bothA.close();
+      await obs.waitFrame(MR, channel, user('both'), 5000, beforeLeave);
+      assert.equal(obs.count(MR, channel, user('both')), 1, `exactly one member_removed for "both" ${obs.dump(20)}`);
+      late.close();
+      await obs.waitFrame(MR, channel, user('late'), 5000);
+      assert.equal(obs.count(MR, channel, user('u9')), 1, `exactly one member_removed for u9 ${obs.dump(20)}`);
+      assert.deepEqual(memberIds(obs.pusher.channel(channel).members), ['obs']);
+      assert.equal(obs.state, 'connected', 'node A\'s client is unaffected');
+    } finally {
+      closeAll();
+    }
+  });
+});

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// compatTimeout bounds the whole Node suite; it ends by itself in well under
+// 90 s when the cluster behaves.
+const compatTimeout = 3 * time.Minute
+
+// TestPusherJSCompat runs the Node compatibility suite (test/compat/suite,
+// node --test) against a real cluster: redis, two wsnodes, two cleaners and
+// the httpapi, all sharing one apps file. The suite drives real pusher-js 8
+// clients and signs with the real pusher Node SDK 5; its last file SIGKILLs
+// wsnode B (HC_KILL_PID_B).
+func TestPusherJSCompat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	compatDir := filepath.Join(repoRoot(t), "test", "compat")
+	for _, pkg := range []string{"pusher-js", "pusher"} {
+		if _, err := os.Stat(filepath.Join(compatDir, "node_modules", pkg, "package.json")); err != nil {
+			t.Fatalf("%s is not installed in test/compat/node_modules: run `make test` (it runs npm ci in test/compat): %v", pkg, err)
+		}
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed (Node 18+ is needed for the compatibility suite): run `make test` or install nodejs")
+	}
+
+	// app-id has client events on; app2 has them off.
+	type appEntry struct {
+		ID                   string `json:"id"`
+		Key                  string `json:"key"`
+		Secret               string `json:"secret"`
+		EnableClientMessages bool   `json:"enableClientMessages"`
+	}
+	apps := []appEntry{
+		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true},
+		{ID: "app2-id", Key: "app2-key", Secret: "app2-secret", EnableClientMessages: false},
+	}
+	appsJSON, err := json.Marshal(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appsFile := filepath.Join(t.TempDir(), "apps.json")
+	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := redistest.New(t)
+	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
+	startNode := func(name string) node {
+		n := node{addr: freeAddr(t), admin: freeAddr(t)}
+		n.p = start(t, name, "wsnode", append(common, "--addr", n.addr, "--admin-addr", n.admin,
+			"--node-id", name, "--heartbeat", heartbeat.String(), "--drain", drain.String())...)
+		return n
+	}
+	startCleaner := func(name string) node {
+		n := node{admin: freeAddr(t)}
+		n.p = start(t, name, "cleaner", append(common, "--admin-addr", n.admin,
+			"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
+		return n
+	}
+	a, b := startNode("ws-a"), startNode("ws-b")
+	cl1, cl2 := startCleaner("cleaner-1"), startCleaner("cleaner-2")
+	api := node{addr: freeAddr(t), admin: freeAddr(t)}
+	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin)...)
+	for _, n := range []node{a, b, cl1, cl2, api} {
+		waitReady(t, n.p, n.admin)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, "--test", "--test-concurrency=1", "--test-reporter=spec", "suite/")
+	cmd.Dir = compatDir
+	cmd.Env = append(os.Environ(),
+		"HC_WS_HOSTS="+a.addr+","+b.addr,
+		"HC_APP_ID="+apps[0].ID, "HC_APP_KEY="+apps[0].Key, "HC_APP_SECRET="+apps[0].Secret,
+		"HC_APP2_ID="+apps[1].ID, "HC_APP2_KEY="+apps[1].Key, "HC_APP2_SECRET="+apps[1].Secret,
+		"HC_API="+api.addr,
+		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),
+		"HC_DEAD_AFTER_MS="+strconv.FormatInt(deadAfter.Milliseconds(), 10),
+		"HC_SCAN_INTERVAL_MS="+strconv.FormatInt(scanInterval.Milliseconds(), 10),
+		"NO_COLOR=1",
+	)
+	// On timeout, stop the runner and its test-file children (own process
+	// group), and don't wait for pipes held open by a stray child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(began).Round(100 * time.Millisecond)
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("node --test did not finish within %v; output:\n%s", compatTimeout, out)
+	case err != nil:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("node --test failed (exit %d, %v); output:\n%s", exit.ExitCode(), took, out)
+		}
+		t.Fatalf("node --test: %v; output:\n%s", err, out)
+	}
+	t.Logf("node --test passed in %v; output:\n%s", took, out)
+}
