@@ -71,6 +71,7 @@ type recorderMetrics struct {
 	changes  prometheus.Counter
 	resyncs  *prometheus.CounterVec
 	duration prometheus.Histogram
+	batch    prometheus.Histogram
 }
 
 func newRecorderMetrics(reg prometheus.Registerer) *recorderMetrics {
@@ -92,6 +93,11 @@ func newRecorderMetrics(reg prometheus.Registerer) *recorderMetrics {
 			Name:    "headcount_counts_flush_seconds",
 			Help:    "Time one flush to Redis took.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		batch: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "headcount_counts_flush_changes",
+			Help:    "Coalesced changes per atomic unit written to Redis (a replace counts its whole contribution).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
 	}
 }
@@ -297,6 +303,9 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 	ops, newApps := r.takeOps(heartbeat)
 	if len(ops) == 0 {
 		return false, nil
+	}
+	for _, o := range ops {
+		r.m.batch.Observe(float64(len(o.pairs)))
 	}
 	start := time.Now()
 	err = r.exec(ctx, ops, newApps)
