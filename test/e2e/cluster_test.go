@@ -38,31 +38,13 @@ func TestCrashedNodesAreCleanedUp(t *testing.T) {
 	})
 }
 
-type node struct {
-	p     *proc
-	addr  string
-	admin string
-}
-
 func crashScenario(t *testing.T, redisFlag, redisValue string) {
 	common := []string{redisFlag, redisValue}
-	startNode := func(name string) node {
-		n := node{addr: freeAddr(t), admin: freeAddr(t)}
-		n.p = start(t, name, "wsnode", append(common, "--addr", n.addr, "--admin-addr", n.admin,
-			"--node-id", name, "--heartbeat", heartbeat.String(), "--drain", drain.String())...)
-		return n
-	}
-	startCleaner := func(name string) node {
-		n := node{admin: freeAddr(t)}
-		n.p = start(t, name, "cleaner", append(common, "--admin-addr", n.admin,
-			"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
-		return n
-	}
-	a, b, c := startNode("ws-a"), startNode("ws-b"), startNode("ws-c")
-	cl1 := startCleaner("cleaner-1")
+	a, b, c := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...), startWSNode(t, "ws-c", common...)
+	cl1 := startCleaner(t, "cleaner-1", common...)
 	waitReady(t, cl1.p, cl1.admin)
 	require.Eventually(t, func() bool { return metric(cl1.admin, "headcount_cleaner_active") == 1 }, 10*time.Second, 10*time.Millisecond)
-	cl2 := startCleaner("cleaner-2")
+	cl2 := startCleaner(t, "cleaner-2", common...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin)...)
 	for _, n := range []node{a, b, c, cl2, api} {

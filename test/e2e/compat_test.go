@@ -61,20 +61,8 @@ func TestPusherJSCompat(t *testing.T) {
 
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
-	startNode := func(name string) node {
-		n := node{addr: freeAddr(t), admin: freeAddr(t)}
-		n.p = start(t, name, "wsnode", append(common, "--addr", n.addr, "--admin-addr", n.admin,
-			"--node-id", name, "--heartbeat", heartbeat.String(), "--drain", drain.String())...)
-		return n
-	}
-	startCleaner := func(name string) node {
-		n := node{admin: freeAddr(t)}
-		n.p = start(t, name, "cleaner", append(common, "--admin-addr", n.admin,
-			"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
-		return n
-	}
-	a, b := startNode("ws-a"), startNode("ws-b")
-	cl1, cl2 := startCleaner("cleaner-1"), startCleaner("cleaner-2")
+	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	cl1, cl2 := startCleaner(t, "cleaner-1", common...), startCleaner(t, "cleaner-2", common...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin)...)
 	for _, n := range []node{a, b, cl1, cl2, api} {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,4 +232,29 @@ func pusherClients(t testing.TB, host string, n int, channels ...string) {
 	case <-time.After(40 * time.Second):
 		t.Fatalf("pusher-js clients on %s never all subscribed; stderr:\n%s", host, stderr.String())
 	}
+}
+
+// node is one started binary and its addresses.
+type node struct {
+	p     *proc
+	addr  string
+	admin string
+}
+
+// startWSNode starts a wsnode named name (also its --node-id) with the
+// suite's heartbeat and drain, plus extra flags (the Redis to use).
+func startWSNode(t testing.TB, name string, extra ...string) node {
+	n := node{addr: freeAddr(t), admin: freeAddr(t)}
+	n.p = start(t, name, "wsnode", append(slices.Clone(extra), "--addr", n.addr, "--admin-addr", n.admin,
+		"--node-id", name, "--heartbeat", heartbeat.String(), "--drain", drain.String())...)
+	return n
+}
+
+// startCleaner starts a cleaner with the suite's dead-after, scan interval
+// and lease TTL, plus extra flags.
+func startCleaner(t testing.TB, name string, extra ...string) node {
+	n := node{admin: freeAddr(t)}
+	n.p = start(t, name, "cleaner", append(slices.Clone(extra), "--admin-addr", n.admin,
+		"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
+	return n
 }
