@@ -41,7 +41,12 @@
 //   - Messages that do not decode are dropped, counted and logged (rate
 //     limited), never fatal.
 //
-// Concurrency: Publish, Join, Leave and Healthy are safe for concurrent
+// PublishBatch publishes several messages of one app in one pipeline (one
+// round trip, one master on Cluster) and lets the caller queue its own
+// commands on the same pipeline, such as reads of the app's counts; its
+// delivery guarantees are Publish's.
+//
+// Concurrency: Publish, PublishBatch, Join, Leave and Healthy are safe for concurrent
 // use, and Join and Leave never wait for Redis. One Run at a time; its
 // deliver callback is never called concurrently, and a slow deliver delays
 // every channel, so it must only hand the message on.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/coder/websocket"
+
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -158,6 +160,9 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 	if s.user != nil && s.user.UserID != m.UserID {
 		return fail("this connection is already signed in as user " + clip(s.user.UserID))
 	}
+	if s.user == nil {
+		a.watchTerminate(s, m.UserID)
+	}
 	s.user = &m
 	sc.out = protocol.AppendSigninSuccess(sc.out[:0], si.UserData)
 	return a.reply(s, sc.out)
@@ -236,6 +241,10 @@ func (a *App) allowClientEvent(s *socket) bool {
 // blocks: a subscriber that cannot keep up is disconnected instead.
 func (a *App) deliver(app string, m fanout.Message) {
 	a.m.busIn.Inc()
+	if strings.HasPrefix(m.Channel, protocol.TerminateUserPrefix) {
+		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { a.terminate(s) })
+		return
+	}
 	var frame []byte
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
@@ -247,4 +256,53 @@ func (a *App) deliver(app string, m fanout.Message) {
 		}
 		a.enqueue(s, frame)
 	})
+}
+
+// watchTerminate makes s, just signed in as user, reachable by the HTTP
+// API's terminate_connections: it joins the user's internal terminate
+// channel, in the index (so deliver finds the socket) and on the bus (so
+// Redis routes the order to this node). Like a subscription it costs no
+// goroutine or timer; closed undoes it. The channel is not counted.
+func (a *App) watchTerminate(s *socket, user string) {
+	ch := protocol.TerminateUserChannel(user)
+	a.index.add(chanKey{s.app.ID, ch}, s, presence{})
+	a.bus.Join(s.app.ID, ch)
+}
+
+// unwatchTerminate undoes watchTerminate for a signed-in socket.
+func (a *App) unwatchTerminate(s *socket) {
+	ch := protocol.TerminateUserChannel(s.user.UserID)
+	a.index.remove(chanKey{s.app.ID, ch}, s)
+	a.bus.Leave(s.app.ID, ch)
+}
+
+// terminate closes s on the HTTP API's order: pusher:error 4009 and then
+// close code 4009 (PUSHER-PROTOCOL 3.8), which pusher-js treats as refused
+// and does not reconnect from. It is called from deliver, so the write and
+// close handshake run on a short-lived goroutine bounded by closeSlots, as
+// closeAsync's do; frames still queued for s are dropped.
+func (a *App) terminate(s *socket) {
+	if !s.closing.CompareAndSwap(false, true) {
+		return // being closed already
+	}
+	s.mu.Lock()
+	s.dead = true
+	s.queue, s.queued = nil, 0
+	s.mu.Unlock()
+	a.m.terminated.Inc()
+	perr := &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}
+	select {
+	case a.closeSlots <- struct{}{}:
+		go func() {
+			defer func() { <-a.closeSlots }()
+			// coder/websocket serializes concurrent writes, so a writer
+			// finishing an earlier frame cannot interleave with this one.
+			if a.write(s, perr.AppendTo(nil)) == nil {
+				_ = s.conn.Close(websocket.StatusCode(perr.Code), "terminated")
+			}
+			_ = s.conn.CloseNow()
+		}()
+	default:
+		_ = s.conn.CloseNow()
+	}
 }

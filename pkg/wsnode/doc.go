@@ -37,6 +37,14 @@
 // presence subscription without channel_data takes its member from the
 // connection's signin and is signed over socket_id:channel.
 //
+// terminate_connections: a socket that signs in joins, like a subscription
+// but uncounted, the internal channel protocol.TerminateUserChannel(user)
+// (in the channel index and on the bus, ref-counted per socket; closing the
+// socket leaves it). A message the HTTP API publishes there is not relayed:
+// deliver closes each of the user's local sockets instead, with
+// pusher:error 4009 and close code 4009, on a short goroutine bounded like
+// the node's other closes. No goroutine or timer per socket is added.
+//
 // Delivery is at most once, as with Pusher: an event published before a
 // node's bus subscription to the channel reached Redis, or during a Redis
 // outage, is lost for that node's sockets; counts are never lost.

@@ -54,6 +54,8 @@ type metrics struct {
 	clientEvents prometheus.Counter
 	// slow counts sockets disconnected because their send queue was full.
 	slow prometheus.Counter
+	// terminated counts sockets closed by terminate_connections.
+	terminated prometheus.Counter
 	// batch is how many queued frames a writer wrote in one turn: how
 	// much sends coalesce under load.
 	batch prometheus.Histogram
@@ -89,6 +91,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		slow: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_wsnode_slow_consumers_total",
 			Help: "Sockets disconnected because their send queue was full.",
+		}),
+		terminated: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_terminated_total",
+			Help: "Sockets closed (4009) by the HTTP API's terminate_connections for their signed-in user.",
 		}),
 		batch: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "headcount_wsnode_write_batch_frames",

@@ -431,6 +431,9 @@ func (a *App) closed(s *socket, err error) {
 	for i := len(s.subs) - 1; i >= 0; i-- {
 		a.leave(s, i)
 	}
+	if s.user != nil {
+		a.unwatchTerminate(s)
+	}
 	a.rec.AddConnections(s.app.ID, -1)
 	s.mu.Lock()
 	s.dead = true

@@ -1,0 +1,369 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// Pusher's publishing limits (PUSHER-PROTOCOL 3.3, 3.4, 3.9); an app's
+// MaxEventChannelsAtOnce, MaxEventBatchSize and MaxEventPayloadInKb
+// override the last three.
+const (
+	maxEventNameLength     = 200
+	defaultMaxChannels     = 100
+	defaultMaxBatchSize    = 10
+	defaultMaxEventPayload = 10 << 10
+)
+
+func maxChannels(app *apps.App) int {
+	if app.MaxEventChannelsAtOnce > 0 {
+		return app.MaxEventChannelsAtOnce
+	}
+	return defaultMaxChannels
+}
+
+func maxBatchSize(app *apps.App) int {
+	if app.MaxEventBatchSize > 0 {
+		return app.MaxEventBatchSize
+	}
+	return defaultMaxBatchSize
+}
+
+func maxEventPayload(app *apps.App) int {
+	if app.MaxEventPayloadInKb > 0 {
+		return int(app.MaxEventPayloadInKb * 1024)
+	}
+	return defaultMaxEventPayload
+}
+
+// bodyHandler is a signed handler that also gets the verified body.
+type bodyHandler func(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte)
+
+// withBody runs h behind signed. signed reads the body (size-capped before
+// reading) to check body_md5 but does not pass it on, so a tee keeps a copy
+// of exactly the bytes it read and verified; h runs only when they passed.
+func (a *App) withBody(h bodyHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		r.Body = teeBody{Reader: io.TeeReader(r.Body, &buf), Closer: r.Body}
+		a.signed(func(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+			h(w, r, req, buf.Bytes())
+		}).ServeHTTP(w, r)
+	})
+}
+
+type teeBody struct {
+	io.Reader
+	io.Closer
+}
+
+// requestError is a refusal found while parsing a body: an HTTP status (400
+// or 413) and the message for the client.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// eventBody is one event as clients send it: the body of POST .../events,
+// or one item of a batch (which uses channel only).
+type eventBody struct {
+	Name     string          `json:"name"`
+	Data     json.RawMessage `json:"data"`
+	Channel  string          `json:"channel"`
+	Channels []string        `json:"channels"`
+	SocketID string          `json:"socket_id"`
+	Info     string          `json:"info"`
+}
+
+// event is a validated event: what to publish and which counts to report.
+type event struct {
+	name, data, socketID string
+	// channels are unique, in request order.
+	channels []string
+	// subs and users are the info attributes asked for.
+	subs, users bool
+}
+
+func (e *event) wantInfo() bool { return e.subs || e.users }
+
+// parseEvent parses and validates the body of POST /apps/{id}/events.
+func parseEvent(body []byte, app *apps.App) (*event, error) {
+	var b eventBody
+	if err := decodeJSON(body, &b); err != nil {
+		return nil, err
+	}
+	return b.validate(app, "", false)
+}
+
+// batchBody is the body of POST /apps/{id}/batch_events.
+type batchBody struct {
+	Batch []eventBody `json:"batch"`
+}
+
+// parseBatch parses and validates a batch; one bad item refuses the whole
+// batch, before anything is published.
+func parseBatch(body []byte, app *apps.App) ([]*event, error) {
+	var b batchBody
+	if err := decodeJSON(body, &b); err != nil {
+		return nil, err
+	}
+	switch limit := maxBatchSize(app); {
+	case b.Batch == nil:
+		return nil, badRequest(`The body must be {"batch":[...events...]}`)
+	case len(b.Batch) == 0:
+		return nil, badRequest("The batch has no events")
+	case len(b.Batch) > limit:
+		return nil, badRequest("The batch has %d events, over the limit of %d", len(b.Batch), limit)
+	}
+	out := make([]*event, len(b.Batch))
+	for i := range b.Batch {
+		ev, err := b.Batch[i].validate(app, "batch["+strconv.Itoa(i)+"]: ", true)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// decodeJSON decodes a body that must be one JSON object.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("The request body is empty: send a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return badRequest("Malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+// validate checks one event against Pusher's rules and app's limits. where
+// prefixes messages (the item of a batch); batch items take one channel.
+func (b *eventBody) validate(app *apps.App, where string, batchItem bool) (*event, error) {
+	ev := &event{name: b.Name, socketID: b.SocketID}
+	switch {
+	case b.Name == "":
+		return nil, badRequest("%sname is required", where)
+	case len(b.Name) > maxEventNameLength:
+		return nil, badRequest("%sEvent name is %d bytes long, over the limit of %d", where, len(b.Name), maxEventNameLength)
+	case b.Data == nil:
+		return nil, badRequest("%sdata is required", where)
+	case b.Data[0] != '"':
+		return nil, badRequest("%sdata must be a string (JSON-encode objects into a string first)", where)
+	}
+	if err := json.Unmarshal(b.Data, &ev.data); err != nil {
+		return nil, badRequest("%sdata is not a valid JSON string: %v", where, err)
+	}
+	if limit := maxEventPayload(app); len(ev.data) > limit {
+		return nil, &requestError{code: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("%sEvent data is %d bytes, over the limit of %d", where, len(ev.data), limit)}
+	}
+
+	channels := b.Channels
+	switch {
+	case batchItem && b.Channels != nil:
+		return nil, badRequest("%sA batch event takes one channel: use channel, not channels", where)
+	case b.Channel != "" && b.Channels != nil:
+		return nil, badRequest("%sGive either channel or channels, not both", where)
+	case b.Channel != "":
+		channels = []string{b.Channel}
+	case len(b.Channels) == 0:
+		return nil, badRequest("%sA channel is required (channel, or channels for several)", where)
+	}
+	if limit := maxChannels(app); len(channels) > limit {
+		return nil, badRequest("%sThe event names %d channels, over the limit of %d", where, len(channels), limit)
+	}
+	seen := make(map[string]bool, len(channels))
+	for _, ch := range channels {
+		if err := protocol.ValidateChannelName(ch); err != nil {
+			return nil, badRequest("%sInvalid channel name: %v", where, err)
+		}
+		if !seen[ch] {
+			seen[ch] = true
+			ev.channels = append(ev.channels, ch)
+		}
+	}
+
+	if b.SocketID != "" && !protocol.ValidSocketID(b.SocketID) {
+		return nil, badRequest("%sInvalid socket_id %s: it must look like 1234.5678", where, clipQuote(b.SocketID))
+	}
+	for _, attr := range infoAttrs(b.Info) {
+		switch attr {
+		case "subscription_count":
+			ev.subs = true
+		case "user_count":
+			ev.users = true
+		default:
+			return nil, badRequest("%sUnsupported info attribute %s: use subscription_count and/or user_count", where, clipQuote(attr))
+		}
+	}
+	return ev, nil
+}
+
+// clipQuote quotes client input for an error message, shortened.
+func clipQuote(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		s = s[:limit] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// counted is the info of one channel in a publish response; a field is
+// present only when asked for and applicable.
+type counted struct {
+	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
+	UserCount         *int64 `json:"user_count,omitempty"`
+}
+
+// queueCounts queues the reads info asks for on channel, or returns nil
+// when there is nothing to read: #server-to-user- channels are not counted
+// (wsnode does not record them), and user_count applies to presence
+// channels only.
+func (a *App) queueCounts(ctx context.Context, p redis.Pipeliner, app string, ev *event, channel string) *counts.PendingCounts {
+	kind := protocol.ChannelKind(channel)
+	if !ev.wantInfo() || kind == protocol.KindUser || (!ev.subs && kind != protocol.KindPresence) {
+		return nil
+	}
+	return a.store.QueueCounts(ctx, p, app, channel, ev.users && kind == protocol.KindPresence)
+}
+
+// result turns a read into the response entry; a failed read leaves the
+// counts out (the event was published all the same, see doc.go).
+func (a *App) result(r *http.Request, app string, ev *event, pc *counts.PendingCounts) counted {
+	var c counted
+	if pc == nil {
+		return c
+	}
+	subs, users, err := pc.Result()
+	if err != nil {
+		a.metrics.redisErrors.Inc()
+		a.log.Error("count read after publish failed", "path", r.URL.Path, "app_id", app, "error", err)
+		return c
+	}
+	if ev.subs {
+		c.SubscriptionCount = &subs
+	}
+	if ev.users && pc.HasUsers() {
+		c.UserCount = &users
+	}
+	return c
+}
+
+// publish sends msgs and, through queue, the count reads in one Redis
+// round trip; it answers the request itself when publishing failed.
+func (a *App) publish(w http.ResponseWriter, r *http.Request, app *apps.App, msgs []fanout.Message, queue func(p redis.Pipeliner, i int)) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	err := a.bus.PublishBatch(ctx, app.ID, msgs, queue)
+	if err == nil {
+		return true
+	}
+	if r.Context().Err() != nil {
+		a.log.Debug("publish abandoned by the client", "path", r.URL.Path, "app_id", app.ID, "error", err)
+		return false
+	}
+	a.metrics.redisErrors.Inc()
+	level := a.log.Error
+	if !a.redisUp.Ready() {
+		level = a.log.Debug // the readiness loop has logged the outage
+	}
+	level("publish failed", "path", r.URL.Path, "app_id", app.ID, "events", len(msgs), "error", err)
+	http.Error(w, "The event could not be published (Redis did not answer); it may or may not have been delivered", http.StatusServiceUnavailable)
+	return false
+}
+
+// refuseParse answers a body that parseEvent or parseBatch refused.
+func (a *App) refuseParse(w http.ResponseWriter, r *http.Request, err error) {
+	var re *requestError
+	if !errors.As(err, &re) {
+		re = &requestError{code: http.StatusBadRequest, msg: err.Error()}
+	}
+	a.refuse(w, r, re.code, re.msg)
+}
+
+// triggerEvent serves POST /apps/{app_id}/events: one event on up to 100
+// channels, one fanout message per channel, all in one pipeline with the
+// counts info asks for.
+func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte) {
+	ev, err := parseEvent(body, req.app)
+	if err != nil {
+		a.refuseParse(w, r, err)
+		return
+	}
+	msgs := make([]fanout.Message, len(ev.channels))
+	for i, ch := range ev.channels {
+		msgs[i] = fanout.Message{Channel: ch, Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
+	}
+	pending := make([]*counts.PendingCounts, len(msgs))
+	if !a.publish(w, r, req.app, msgs, func(p redis.Pipeliner, i int) {
+		pending[i] = a.queueCounts(r.Context(), p, req.app.ID, ev, msgs[i].Channel)
+	}) {
+		return
+	}
+	if !ev.wantInfo() {
+		a.writeJSON(w, struct{}{})
+		return
+	}
+	resp := struct {
+		Channels map[string]counted `json:"channels"`
+	}{Channels: make(map[string]counted, len(msgs))}
+	for i, m := range msgs {
+		resp.Channels[m.Channel] = a.result(r, req.app.ID, ev, pending[i])
+	}
+	a.writeJSON(w, resp)
+}
+
+// triggerBatch serves POST /apps/{app_id}/batch_events: up to 10 events,
+// each on one channel, all in one pipeline. The response is {} unless an
+// item asks for info; then {"batch":[...]} aligned with the request (never
+// {"batch":{}}, which pusher-http-go cannot decode: PUSHER-PROTOCOL 3.4).
+func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte) {
+	evs, err := parseBatch(body, req.app)
+	if err != nil {
+		a.refuseParse(w, r, err)
+		return
+	}
+	msgs := make([]fanout.Message, len(evs))
+	anyInfo := false
+	for i, ev := range evs {
+		msgs[i] = fanout.Message{Channel: ev.channels[0], Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
+		anyInfo = anyInfo || ev.wantInfo()
+	}
+	pending := make([]*counts.PendingCounts, len(msgs))
+	if !a.publish(w, r, req.app, msgs, func(p redis.Pipeliner, i int) {
+		pending[i] = a.queueCounts(r.Context(), p, req.app.ID, evs[i], msgs[i].Channel)
+	}) {
+		return
+	}
+	if !anyInfo {
+		a.writeJSON(w, struct{}{})
+		return
+	}
+	resp := struct {
+		Batch []counted `json:"batch"`
+	}{Batch: make([]counted, len(evs))}
+	for i, ev := range evs {
+		resp.Batch[i] = a.result(r, req.app.ID, ev, pending[i])
+	}
+	a.writeJSON(w, resp)
+}
