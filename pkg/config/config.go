@@ -84,6 +84,17 @@ type HTTPAPI struct {
 	Common
 	// Addr is where the Pusher HTTP API listens.
 	Addr string
+	// StaleAfter is the last-seen age from which a node counts as stale in
+	// the X-Headcount-Stale-Nodes header; zero means 3s, the cleaner's
+	// default dead-after (set it to the cleaner's --dead-after).
+	StaleAfter time.Duration
+	// ListingCacheTTL is how long a full channel listing, computed once
+	// across all replicas, is reused; a listing is at most this old. Zero
+	// means 1s; negative turns the shared cache off.
+	ListingCacheTTL time.Duration
+	// ListingLockTTL is how long the other replicas wait for a replica that
+	// died while computing a listing; below ListingCacheTTL. Zero means 500ms.
+	ListingLockTTL time.Duration
 }
 
 // Env is how configuration reads the environment (os.Getenv in main).
@@ -128,7 +139,13 @@ func DefaultCleaner() Cleaner {
 
 // DefaultHTTPAPI returns the httpapi defaults.
 func DefaultHTTPAPI() HTTPAPI {
-	return HTTPAPI{Common: defaultCommon(DefaultHTTPAPIAdmin), Addr: ":8080"}
+	return HTTPAPI{
+		Common:          defaultCommon(DefaultHTTPAPIAdmin),
+		Addr:            ":8080",
+		StaleAfter:      3 * time.Second,
+		ListingCacheTTL: time.Second,
+		ListingLockTTL:  500 * time.Millisecond,
+	}
 }
 
 // NewNodeID returns hostname-<8 hex digits>: readable in logs, unique per start.
@@ -201,11 +218,18 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s := newSet("httpapi", env, out)
 	s.common(&c.Common)
 	s.str(&c.Addr, "addr", "HTTP API listen address")
+	s.dur(&c.StaleAfter, "stale-after", "last-seen age from which a node counts as stale in X-Headcount-Stale-Nodes (match the cleaner's --dead-after)")
+	s.dur(&c.ListingCacheTTL, "listing-cache-ttl", "how long a full channel listing computed once across replicas is reused (a listing is at most this old; negative: off)")
+	s.dur(&c.ListingLockTTL, "listing-lock-ttl", "how long replicas wait for one that died computing a listing (below --listing-cache-ttl)")
 	if err := s.parse(args); err != nil {
 		return c, err
 	}
 	errs := validateCommon(&c.Common, env)
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
+	errs = append(errs, positive("--stale-after", c.StaleAfter), positive("--listing-lock-ttl", c.ListingLockTTL))
+	if c.ListingCacheTTL >= 0 && c.ListingLockTTL >= c.ListingCacheTTL {
+		errs = append(errs, fmt.Errorf("--listing-lock-ttl: %v must be below --listing-cache-ttl %v (the lock expires before the cache)", c.ListingLockTTL, c.ListingCacheTTL))
+	}
 	return c, errors.Join(errs...)
 }
 

@@ -95,3 +95,28 @@ func TestClusterSeeds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"127.0.0.1:7000", "127.0.0.1:7001"}, c.ClusterSeeds())
 }
+
+func TestHTTPAPIListingSettings(t *testing.T) {
+	c, err := ParseHTTPAPI(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, c.StaleAfter)
+	require.Equal(t, time.Second, c.ListingCacheTTL)
+	require.Equal(t, 500*time.Millisecond, c.ListingLockTTL)
+
+	c, err = ParseHTTPAPI([]string{"--listing-cache-ttl", "-1s", "--stale-after", "2s"}, env(map[string]string{"HEADCOUNT_LISTING_LOCK_TTL": "1s"}), io.Discard)
+	require.NoError(t, err, "a negative cache TTL turns the cache off; the lock TTL then has no upper bound")
+	require.Equal(t, 2*time.Second, c.StaleAfter)
+	require.Equal(t, time.Second, c.ListingLockTTL)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listing-lock-ttl", "1s"}, "--listing-lock-ttl: 1s must be below --listing-cache-ttl 1s"},
+		{[]string{"--listing-lock-ttl", "0s"}, "--listing-lock-ttl: 0s must be positive"},
+		{[]string{"--stale-after", "0s"}, "--stale-after"},
+	} {
+		_, err := ParseHTTPAPI(tc.args, env(nil), io.Discard)
+		require.ErrorContains(t, err, tc.want, tc.args)
+	}
+}

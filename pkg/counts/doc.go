@@ -21,6 +21,24 @@
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
 //     single-slot and runs unchanged on Redis Cluster.
 //
-// Store is safe for concurrent use. Recorder.Add is safe for concurrent use
+// The read side beyond single counts (listing.go, Listings):
+//
+//   - Top and Channel's rank read the global sorted set (ZREVRANGE,
+//     ZREVRANK) in O(log n + N) and O(log n); a rank is read in the same
+//     script as its count.
+//   - Page walks a snapshot of the occupied names (ZUNIONSTORE WEIGHTS 0,
+//     so every score is 0 and ZRANGE BYLEX orders by name), with a TTL: no
+//     channel twice, none that stayed occupied missed, whatever the counts
+//     do meanwhile.
+//   - SharedListing computes a full listing once across every process on
+//     the same Redis: a SET NX PX lock decides who computes, the others poll
+//     for the cached result, and the lock (LockTTL) expires before the cache
+//     (CacheTTL), so a dead computer delays the others by at most LockTTL.
+//   - Every read reports its Freshness by the app's own Redis clock.
+//
+// Listing caches, locks and snapshots are the only keys with a TTL; losing
+// one costs a recomputation, never a wrong count.
+//
+// Store and Listings are safe for concurrent use. Recorder.Add is safe for concurrent use
 // and never blocks on Redis; one goroutine runs Recorder.Run.
 package counts

@@ -68,3 +68,19 @@ func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// Keys of the listing read side (listing.go). Caches, locks and snapshots
+// are the only keys with a TTL: losing one costs a recomputation, never a
+// wrong count.
+//
+// listingKey caches one encoded full listing (variant: a hash of its
+// parameters); listingLockKey is the single-flight lock of its computation.
+func listingKey(app, variant string) string     { return appPrefix(app) + "listing:" + variant }
+func listingLockKey(app, variant string) string { return appPrefix(app) + "listing-lock:" + variant }
+
+// snapshotKey holds one paging walk's frozen, lexicographically ordered
+// channel names (every score 0); snapshotCurrentKey names the snapshot new
+// walks of the app reuse while it is young.
+func snapshotKey(app, id string) string    { return snapshotKeyPrefix(app) + id }
+func snapshotKeyPrefix(app string) string  { return appPrefix(app) + "snap:" }
+func snapshotCurrentKey(app string) string { return appPrefix(app) + "snap-current" }

@@ -16,6 +16,7 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/run"
 )
@@ -41,11 +42,16 @@ type Options struct {
 
 // App is a running HTTP API: its listeners are bound by New, served by Run.
 type App struct {
-	log     hclog.Logger
-	apps    *apps.Registry
-	rdb     redis.UniversalClient
-	store   *counts.Store
-	metrics *metrics
+	log   hclog.Logger
+	apps  *apps.Registry
+	rdb   redis.UniversalClient
+	store *counts.Store
+	// listings serves the listing, leaderboard and single-channel reads
+	// with their freshness (listing.go).
+	listings *counts.Listings
+	metrics  *metrics
+	// bus publishes events to the nodes; publish-only, so it needs no Run.
+	bus *fanout.Bus
 
 	api   *run.Server
 	admin *run.Server // nil when --admin-addr is empty
@@ -96,6 +102,12 @@ func New(opts Options) (_ *App, err error) {
 	}
 	a.cleanups = append(a.cleanups, func() { _ = a.rdb.Close() })
 	a.store = counts.NewStore(a.rdb)
+	a.listings = counts.NewListings(a.rdb, counts.ListingOptions{
+		StaleAfter: opts.Config.StaleAfter,
+		CacheTTL:   opts.Config.ListingCacheTTL,
+		LockTTL:    opts.Config.ListingLockTTL,
+	})
+	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
 
 	if a.api, err = run.Listen(opts.Config.Addr, a.handler()); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/protocol"
 )
 
 const (
@@ -32,6 +30,10 @@ func (a *App) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /apps/{app_id}/channels", a.signed(a.listChannels))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}", a.signed(a.getChannel))
+	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/users", a.signed(a.getUsers))
+	mux.Handle("POST /apps/{app_id}/events", a.withBody(a.triggerEvent))
+	mux.Handle("POST /apps/{app_id}/batch_events", a.withBody(a.triggerBatch))
+	mux.Handle("POST /apps/{app_id}/users/{user_id}/terminate_connections", a.withBody(a.terminateConnections))
 	return a.instrument(mux)
 }
 
@@ -94,136 +96,6 @@ func infoAttrs(info string) []string {
 		}
 	}
 	return attrs
-}
-
-// presencePrefix starts presence channel names.
-const presencePrefix = "presence-"
-
-// listChannels serves GET /apps/{app_id}/channels: the occupied channels,
-// optionally those whose name starts with filter_by_prefix.
-func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	prefix := req.query.Get("filter_by_prefix")
-	userCount := false
-	for _, attr := range infoAttrs(req.query.Get("info")) {
-		switch {
-		case attr != "user_count":
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s for a channel listing: only user_count is available", strconv.Quote(attr)))
-			return
-		case !strings.HasPrefix(prefix, presencePrefix):
-			a.refuse(w, r, http.StatusBadRequest, "info=user_count is only available for presence channels: set filter_by_prefix to presence- or a longer presence prefix")
-			return
-		}
-		userCount = true
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	occupied, err := a.store.Channels(ctx, req.app.ID, prefix)
-	if err != nil {
-		a.redisFailed(w, r, req.app, err)
-		return
-	}
-	type attributes struct {
-		UserCount *int64 `json:"user_count,omitempty"`
-	}
-	resp := struct {
-		Channels map[string]attributes `json:"channels"`
-	}{Channels: make(map[string]attributes, len(occupied))}
-	names := make([]string, 0, len(occupied))
-	for name, n := range occupied {
-		if n > 0 {
-			resp.Channels[name] = attributes{}
-			names = append(names, name)
-		}
-	}
-	if userCount {
-		users, err := a.store.UserCounts(ctx, req.app.ID, names)
-		if err != nil {
-			a.redisFailed(w, r, req.app, err)
-			return
-		}
-		for name, n := range users {
-			resp.Channels[name] = attributes{UserCount: &n}
-		}
-	}
-	a.writeJSON(w, resp)
-}
-
-// isCacheChannel reports whether name is a cache channel (Pusher's cache-,
-// private-cache-, private-encrypted-cache- and presence-cache- prefixes).
-func isCacheChannel(name string) bool {
-	for _, p := range []string{"cache-", "private-cache-", "private-encrypted-cache-", "presence-cache-"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// channelInfo is the body of GET /apps/{app_id}/channels/{channel_name};
-// occupied is always present, the counts only when asked for and occupied.
-type channelInfo struct {
-	Occupied          bool   `json:"occupied"`
-	UserCount         *int64 `json:"user_count,omitempty"`
-	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
-}
-
-// getChannel serves GET /apps/{app_id}/channels/{channel_name}.
-func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	name := r.PathValue("channel_name")
-	if err := protocol.ValidateChannelName(name); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
-		return
-	}
-	presence := protocol.ChannelKind(name) == protocol.KindPresence
-	wantSubscriptions, wantUsers := false, false
-	notImplemented := ""
-	for _, attr := range infoAttrs(req.query.Get("info")) {
-		switch attr {
-		case "subscription_count":
-			wantSubscriptions = true
-		case "user_count":
-			if !presence {
-				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=user_count is only available for presence channels, and %s is not one", strconv.Quote(name)))
-				return
-			}
-			wantUsers = true
-		case "cache":
-			if !isCacheChannel(name) {
-				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
-				return
-			}
-			notImplemented = "info=cache is not implemented: headcount does not support cache channels yet"
-		default:
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count or, on presence channels, user_count", strconv.Quote(attr)))
-			return
-		}
-	}
-	// Every 400 goes before a 501: a client error is the client's to fix
-	// whatever the server supports.
-	if notImplemented != "" {
-		a.refuse(w, r, http.StatusNotImplemented, notImplemented)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	n, err := a.store.Channel(ctx, req.app.ID, name)
-	if err != nil {
-		a.redisFailed(w, r, req.app, err)
-		return
-	}
-	resp := channelInfo{Occupied: n > 0}
-	if wantSubscriptions && n > 0 {
-		resp.SubscriptionCount = &n
-	}
-	if wantUsers && n > 0 {
-		users, err := a.store.UserCount(ctx, req.app.ID, name)
-		if err != nil {
-			a.redisFailed(w, r, req.app, err)
-			return
-		}
-		resp.UserCount = &users
-	}
-	a.writeJSON(w, resp)
 }
 
 func (a *App) writeJSON(w http.ResponseWriter, v any) {

@@ -10,6 +10,13 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	redisErrors prometheus.Counter
 	redisUp     prometheus.Gauge
+
+	// listingComputed counts full listings this replica read from Redis;
+	// summed over replicas it shows the single flight working.
+	listingComputed prometheus.Counter
+	// listingShared counts full listings answered with another request's
+	// result, by source: cached or waited.
+	listingShared *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,5 +39,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_httpapi_redis_up",
 			Help: "1 if the last readiness ping to Redis succeeded, else 0.",
 		}),
+		listingComputed: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_httpapi_listing_computed_total",
+			Help: "Full channel listings this replica computed from Redis (the others were shared).",
+		}),
+		listingShared: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_httpapi_listing_shared_total",
+			Help: "Full channel listings answered with a result computed by another request on any replica: cached, or waited for while it was computed.",
+		}, []string{"source"}),
 	}
 }

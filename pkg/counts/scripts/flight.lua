@@ -1,0 +1,27 @@
+-- flight.lua: one attempt to get a shared full listing: the cached result,
+-- or the lock that makes this caller the one to compute it (seed 002).
+-- KEYS[1] cache    STRING "<read-at ms> <occupied channels> <...>\n<body>"
+-- KEYS[2] lock     STRING token, PX lock-ttl
+-- KEYS[3] global   ZSET channel -> count (its ZCARD validates the cache)
+-- ARGV[1] token, ARGV[2] lock ttl in ms
+-- ARGV[3] a cached result read after this time (ms) is taken even when the
+--         number of occupied channels has changed since (a waiter takes the
+--         result of the computation it waited for)
+-- Returns {1, now, value} (use it), {2, now} (lock taken: compute), or
+-- {0, now, lock pttl, read-at of a rejected cached result or 0} (wait).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rejected = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local at, card = string.match(v, '^(%d+) (%d+) ')
+  at, card = tonumber(at), tonumber(card)
+  if at and (card == redis.call('ZCARD', KEYS[3]) or at > tonumber(ARGV[3])) then
+    return {1, now, v}
+  end
+  rejected = at or 0
+end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {2, now}
+end
+return {0, now, redis.call('PTTL', KEYS[2]), rejected}
