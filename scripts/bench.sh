@@ -29,7 +29,9 @@ shq() {
 runs=(
 	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
 	"./pkg/fanout/ $BENCH $BENCHTIME"
+	"./pkg/httpapi/ $BENCH $BENCHTIME"
 	"./test/e2e/ IdleMemory|PublishLatency 1x"
+	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 )
 
 raw=$(mktemp)
