@@ -2,10 +2,7 @@ package fanout
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -25,38 +23,9 @@ const (
 	tick = 5 * time.Millisecond
 )
 
+// TestMain fails the package if goroutines of ours outlive the tests.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkLeaks fails if goroutines of this package outlive the tests (as
-// etcd's testutil does).
-func checkLeaks() error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "headcount/pkg/fanout.(*runner)") || strings.Contains(g, "headcount/pkg/fanout.(*Bus)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	leaktest.Main(m, "headcount/pkg/fanout.(*runner)", "headcount/pkg/fanout.(*Bus)")
 }
 
 // backend is the Redis a test runs against; each node gets its own client,

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
@@ -34,42 +33,9 @@ const (
 	offSecret = "secret-off"
 )
 
-// TestMain fails the package if goroutines of ours (servers, readiness
-// loops, recorders, Redis pools) outlive the tests, as etcd checks.
+// TestMain fails the package if goroutines of ours outlive the tests.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkLeaks(5 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func checkLeaks(wait time.Duration) error {
-	suspects := []string{"headcount/pkg/httpapi.(*App)", "headcount/pkg/counts.(*Recorder)", "go-redis/v9/internal/pool", "net/http.(*conn).serve", "net/http.(*Server).Serve"}
-	deadline := time.Now().Add(wait)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			for _, s := range suspects {
-				if strings.Contains(g, s) {
-					leaked = append(leaked, g)
-					break
-				}
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for a condition
-	}
+	leaktest.Main(m, "headcount/pkg/httpapi.(*App)", "headcount/pkg/counts.(*Recorder)", "go-redis/v9/internal/pool", "net/http.(*conn).serve", "net/http.(*Server).Serve")
 }
 
 func testApps(t testing.TB) *apps.Registry {

@@ -11,8 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wsnode"
@@ -39,41 +38,9 @@ const (
 	tick        = 10 * time.Millisecond
 )
 
+// TestMain fails the package if goroutines of ours outlive the tests.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkLeaks fails if goroutines of this package or of WebSocket
-// connections outlive the tests (as etcd's testutil does).
-func checkLeaks() error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "runtime.Stack") {
-				continue
-			}
-			if strings.Contains(g, "headcount/pkg/wsnode.") || strings.Contains(g, "coder/websocket.") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	leaktest.Main(m, "headcount/pkg/wsnode.", "coder/websocket.")
 }
 
 type testNode struct {
