@@ -153,6 +153,8 @@ func BenchmarkGetChannel(b *testing.B) {
 				}
 			}()
 		}
+		profiled := profileDuring(b, api.admin, 2*time.Second)
+		defer profiled()
 		b.ResetTimer()
 		start := time.Now()
 		interval := time.Second / rate

@@ -284,7 +284,7 @@ func profileDuring(b testing.TB, admin string, d time.Duration) func() {
 			return
 		}
 		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(dir, b.Name()+".cpu.pprof"))
+		f, err := os.Create(filepath.Join(dir, strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())+".cpu.pprof"))
 		if err != nil {
 			b.Logf("profile: %v", err)
 			return
