@@ -3,6 +3,7 @@ package cleaner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,11 +28,21 @@ const LeaseKey = "hc:cleaner:lease"
 // mass failure is worked off over a few scans without one long pass.
 const reapBatch = 100
 
+// DefaultAuditInterval is how often the active cleaner audits one app (the
+// next one, in turn): low enough that the audit script, which holds the
+// app's shard for time linear in the app's counts, stays a small fraction
+// of Redis's time.
+const DefaultAuditInterval = 5 * time.Second
+
 // Options configure a cleaner.
 type Options struct {
 	Config   config.Cleaner
 	Logger   hclog.Logger
 	Registry *prometheus.Registry
+	// AuditInterval is how often the active cleaner audits one app's counts
+	// (apps take turns); 0 means DefaultAuditInterval, negative turns the
+	// continuous audit off.
+	AuditInterval time.Duration
 }
 
 // App is a running cleaner.
@@ -45,6 +56,8 @@ type App struct {
 	admin *hcrun.Server
 	ready hcrun.Readiness
 	m     *metrics
+
+	auditEvery time.Duration // <= 0: no continuous audit
 }
 
 type metrics struct {
@@ -54,6 +67,12 @@ type metrics struct {
 	lastRun prometheus.Gauge
 
 	announceErrors prometheus.Counter
+
+	drift        *prometheus.GaugeVec
+	audits       *prometheus.CounterVec
+	nodesAlive   *prometheus.GaugeVec
+	reapLatency  prometheus.Histogram
+	leaseChanges *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,6 +98,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_cleaner_announce_errors_total",
 			Help: "Events about reaped nodes (member_removed, subscription_count) that could not be published.",
 		}),
+		drift: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headcount_cleaner_count_drift",
+			Help: "Global count entries (channels, presence members, connections) and bad contribution fields that differed from the sum of the registered nodes' contributions at the app's last audit; 0 is healthy. Exported by the active cleaner only.",
+		}, []string{"app"}),
+		audits: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_cleaner_audits_total",
+			Help: "Audits of one app's counts by the active cleaner, by result (clean, drift, error).",
+		}, []string{"result"}),
+		nodesAlive: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headcount_cleaner_nodes_alive",
+			Help: "Registered wsnodes seen within dead-after at the last scan, by app. Exported by the active cleaner only.",
+		}, []string{"app"}),
+		reapLatency: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "headcount_cleaner_reap_latency_seconds",
+			Help:    "Time from a reaped node's last heartbeat to its reaping, by the Redis clock (at least dead-after).",
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
+		}),
+		leaseChanges: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_cleaner_lease_changes_total",
+			Help: "Times this cleaner became the lease holder (to=active) or stopped being it (to=passive); summed over cleaners, to=active counts holder changes.",
+		}, []string{"to"}),
 	}
 }
 
@@ -96,6 +136,11 @@ func New(opts Options) (*App, error) {
 		bus:   fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
 		lease: lease.New(rdb, LeaseKey, opts.Config.LeaseTTL),
 		m:     newMetrics(opts.Registry),
+
+		auditEvery: opts.AuditInterval,
+	}
+	if a.auditEvery == 0 {
+		a.auditEvery = DefaultAuditInterval
 	}
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready)); err != nil {
@@ -122,6 +167,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add(func() error {
 		e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
 			a.m.active.Set(map[bool]float64{true: 1}[active])
+			a.m.leaseChanges.WithLabelValues(map[bool]string{true: "active", false: "passive"}[active]).Inc()
 		}}
 		return e.Run(ctx, a.active)
 	}, func(error) { cancel() })
@@ -151,8 +197,20 @@ func (a *App) watchRedis(ctx context.Context) {
 	}
 }
 
-// active scans every scan-interval while this cleaner holds the lease.
+// active scans every scan-interval, and audits one app every audit
+// interval, while this cleaner holds the lease.
 func (a *App) active(ctx context.Context) {
+	// A passive cleaner does not look, so it must not export what it saw
+	// while active: dashboards would add two cleaners' stale gauges.
+	defer a.m.drift.Reset()
+	defer a.m.nodesAlive.Reset()
+	if a.auditEvery > 0 {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		// Its own goroutine: a long audit of a large app must not delay
+		// the reaping of dead nodes.
+		wg.Go(func() { a.auditLoop(ctx) })
+	}
 	t := time.NewTicker(a.cfg.ScanInterval)
 	defer t.Stop()
 	failing := false // log a run of failures once, and its end
@@ -190,6 +248,14 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 		return err
 	}
 	for _, app := range apps {
+		nodes, err := a.store.Nodes(ctx, app, a.cfg.DeadAfter)
+		if err != nil {
+			return err
+		}
+		a.m.nodesAlive.WithLabelValues(app).Set(float64(nodes.Alive()))
+		if nodes.Stale == 0 {
+			continue // the common case costs one O(log nodes) read per app
+		}
 		stale, err := a.store.StaleNodes(ctx, app, a.cfg.DeadAfter, reapBatch)
 		if err != nil {
 			return err
@@ -204,8 +270,9 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			}
 			if ok {
 				a.m.reaped.WithLabelValues(app).Inc()
+				a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
 				a.log.Info("reaped dead node", "app", app, "node", node, "channels", len(reaped.Channels),
-					"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "dead_after", a.cfg.DeadAfter)
+					"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
 				a.announce(ctx, app, reaped)
 			}
 		}

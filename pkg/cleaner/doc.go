@@ -7,4 +7,20 @@
 // never subtract a node twice; the lease only avoids wasted work. Before each
 // reap the active cleaner checks that its lease is still valid, so one that
 // resumes from a pause past its TTL stops before touching anything.
+//
+// The active cleaner also audits one app every audit interval (apps take
+// turns; DefaultAuditInterval, stretched to 50 times the last audit's
+// duration so a huge app's audit script holds its shard for a small share
+// of the time) with counts.Store.Audit, whose read is one atomic script,
+// in a goroutine of its own so a slow audit never delays reaping, and
+// exports the differences it finds as
+// headcount_cleaner_count_drift{app}. It never repairs on its own: drift
+// is a bug to look at, and repairing erases the evidence, trusts the
+// contributions even when they are the corrupt side, and announces no
+// presence changes. Repair is the operator's `cleaner audit --repair`
+// (Audit in this package). It also exports headcount_cleaner_nodes_alive,
+// headcount_cleaner_reap_latency_seconds (last heartbeat to reaping, by the
+// Redis clock) and headcount_cleaner_lease_changes_total. Per-app gauges
+// are dropped when the cleaner turns passive, so only the active one
+// exports them.
 package cleaner

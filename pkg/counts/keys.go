@@ -31,6 +31,30 @@ func memberField(ch, user string) string { return "m:" + ch + "\n" + user }
 
 const connectionsField = "n"
 
+// auditKeys are the keys audit.lua and repair.lua declare; they derive the
+// rest from appPrefix(app).
+func auditKeys(app string) []string { return []string{nodesKey(app), globalKey(app)} }
+
+// membersKeyPattern is a SCAN MATCH pattern for every presence member hash
+// of app, and membersKeyChannel the channel of one such key. The app id is
+// escaped: it is matched literally, whatever glob characters it holds.
+func membersKeyPattern(app string) string { return globEscape(membersKey(app, "")) + "*" }
+
+func membersKeyChannel(app, key string) (string, bool) {
+	return strings.CutPrefix(key, membersKey(app, ""))
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // appsKey indexes the apps that have had counts, so the cleaner finds every
 // app's nodes even when its apps file differs from the wsnodes'.
 const appsKey = prefix + "apps"
@@ -48,10 +72,18 @@ var (
 	reapSrc string
 	//go:embed scripts/stale.lua
 	staleSrc string
+	//go:embed scripts/audit.lua
+	auditSrc string
+	//go:embed scripts/repair.lua
+	repairSrc string
 
 	applyScript = redis.NewScript(libSrc + applySrc)
 	reapScript  = redis.NewScript(libSrc + reapSrc)
 	staleScript = redis.NewScript(staleSrc)
+	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
+	// in a pipeline, so loadScripts need not load them.
+	auditScript  = redis.NewScript(auditSrc)
+	repairScript = redis.NewScript(repairSrc)
 )
 
 // loadScripts loads every script on every master, so EVALSHA in pipelines

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,6 +45,9 @@ type Reaped struct {
 	// Members lists presence members whose last socket was on the node
 	// (Added is false).
 	Members []MemberEdge
+	// SinceSeen is how long before the reap, by the clock of the app's
+	// Redis shard, the node was last seen: the reap latency.
+	SinceSeen time.Duration
 }
 
 // Vacated returns the channels the reap emptied.
@@ -62,6 +66,7 @@ type scriptResult struct {
 	status   int64
 	channels map[string]int64
 	members  []MemberEdge
+	ageMs    int64 // reap.lua only: ms from last-seen to the reap
 }
 
 func parseResult(cmd *redis.Cmd) (scriptResult, error) {
@@ -101,6 +106,11 @@ func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 			e.UserInfo = json.RawMessage(info)
 		}
 		res.members = append(res.members, e)
+	}
+	if len(v) > 3 {
+		if res.ageMs, err = toInt(v[3]); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

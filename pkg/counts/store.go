@@ -121,5 +121,6 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 	if res.status < 0 {
 		return false, Reaped{}, nil
 	}
-	return true, Reaped{Fields: int(res.status), Channels: res.channels, Members: res.members}, nil
+	return true, Reaped{Fields: int(res.status), Channels: res.channels, Members: res.members,
+		SinceSeen: time.Duration(res.ageMs) * time.Millisecond}, nil
 }

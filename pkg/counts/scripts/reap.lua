@@ -9,7 +9,8 @@
 --         removing itself on a graceful stop).
 -- ARGV[3] key prefix of the app ("hc:{app}:")
 -- Returns {-1} if nothing was reaped, else {fields subtracted, changed
--- channels, member edges} (see changes() in lib.lua).
+-- channels, member edges (see changes() in lib.lua), ms from the node's
+-- last-seen to this reap by this shard's clock}.
 local nodes, node = KEYS[1], KEYS[2]
 local id, dead_after = ARGV[1], tonumber(ARGV[2])
 P = ARGV[3]
@@ -18,7 +19,8 @@ local seen = redis.call('ZSCORE', nodes, id)
 if not seen then
   return {-1}
 end
-if dead_after >= 0 and tonumber(seen) > now_ms() - dead_after then
+local now = now_ms()
+if dead_after >= 0 and tonumber(seen) > now - dead_after then
   return {-1}
 end
 local old = redis.call('HGETALL', node)
@@ -28,4 +30,4 @@ end
 redis.call('DEL', node)
 redis.call('ZREM', nodes, id)
 local chans, edges = changes()
-return {#old / 2, chans, edges}
+return {#old / 2, chans, edges, now - tonumber(seen)}

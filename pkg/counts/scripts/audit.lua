@@ -1,0 +1,130 @@
+-- audit.lua: recompute an app's global counts from its registered nodes'
+-- contributions and list every global entry that differs from them. One
+-- read-only script, so the comparison is atomic: no write lands between the
+-- reads, and drift it reports is drift, never a write seen half-way.
+-- Cost: O(contribution fields + occupied channels + presence members) of
+-- the app, during which the shard serves no one else (see doc.go).
+-- KEYS[1] nodes    ZSET node -> last-seen
+-- KEYS[2] global   ZSET channel -> sockets cluster-wide
+-- ARGV[1] key prefix of the app ("hc:{app}:"); member hashes, info hashes,
+--         conns and node hashes are derived from it (see lib.lua)
+-- ARGV[2..] more channels whose member hash to compare: the caller found
+--         them by SCAN, so a member hash of a channel that neither the
+--         global nor any contribution names is compared too
+-- Returns {registered nodes, diffs}, diffs a flat list of 6-tuples
+--   kind  'c' channel, 'm' presence member, 'n' connections, or 'x' a
+--         contribution field that is zero, negative or not an integer
+--   a     channel ('c', 'm'), node id ('x'), '' ('n')
+--   b     user ('m'), the field ('x'), '' otherwise
+--   want  sum over registered nodes (integer; 0: the entry must be absent)
+--   have  the stored value as Redis holds it ('' when absent)
+--   present 1 when the entry exists, else 0
+local nodes, global = KEYS[1], KEYS[2]
+local P = ARGV[1]
+
+local diffs = {}
+local function diff(kind, a, b, want, have, present)
+  for _, v in ipairs({kind, a, b, want, have, present}) do
+    table.insert(diffs, v)
+  end
+end
+
+local function is_count(v)
+  return v ~= nil and v > 0 and v == math.floor(v)
+end
+
+-- wrong reports whether a stored global value differs from want: a stored
+-- entry must be a positive count equal to want; an absent one is right only
+-- when want is 0 (or below: the bad contribution is reported as 'x').
+local function wrong(raw, want)
+  if not raw then
+    return want > 0
+  end
+  local v = tonumber(raw)
+  return not is_count(v) or v ~= want
+end
+
+local ch_want, m_want, n_want = {}, {}, 0
+local ids = redis.call('ZRANGE', nodes, 0, -1)
+for _, id in ipairs(ids) do
+  local h = redis.call('HGETALL', P .. 'node:' .. id)
+  for i = 1, #h, 2 do
+    local f, raw = h[i], h[i + 1]
+    local v = tonumber(raw)
+    if not is_count(v) then
+      diff('x', id, f, 0, raw, 1)
+    end
+    v = v or 0
+    local kind = string.sub(f, 1, 1)
+    if kind == 'c' then
+      local ch = string.sub(f, 3)
+      ch_want[ch] = (ch_want[ch] or 0) + v
+    elseif kind == 'm' then
+      local rest = string.sub(f, 3)
+      local sep = string.find(rest, '\n', 1, true)
+      if sep then
+        local ch, user = string.sub(rest, 1, sep - 1), string.sub(rest, sep + 1)
+        m_want[ch] = m_want[ch] or {}
+        m_want[ch][user] = (m_want[ch][user] or 0) + v
+      end
+    elseif f == 'n' then
+      n_want = n_want + v
+    end
+  end
+end
+
+-- Channels: every stored entry, then every wanted one not stored.
+local mchans = {}
+local have = redis.call('ZRANGE', global, 0, -1, 'WITHSCORES')
+local stored = {}
+for i = 1, #have, 2 do
+  local ch, raw = have[i], have[i + 1]
+  stored[ch], mchans[ch] = true, true
+  local want = ch_want[ch] or 0
+  if wrong(raw, want) then
+    diff('c', ch, '', want, raw, 1)
+  end
+end
+for ch, want in pairs(ch_want) do
+  if not stored[ch] and wrong(false, want) then
+    diff('c', ch, '', want, '', 0)
+  end
+end
+
+-- Presence members of every channel anyone names.
+for ch in pairs(m_want) do
+  mchans[ch] = true
+end
+for i = 2, #ARGV do
+  mchans[ARGV[i]] = true
+end
+for ch in pairs(mchans) do
+  local want = m_want[ch] or {}
+  local h = redis.call('HGETALL', P .. 'members:' .. ch)
+  local seen = {}
+  for i = 1, #h, 2 do
+    local user, raw = h[i], h[i + 1]
+    seen[user] = true
+    local w = want[user] or 0
+    if wrong(raw, w) then
+      diff('m', ch, user, w, raw, 1)
+    end
+  end
+  for user, w in pairs(want) do
+    if not seen[user] and wrong(false, w) then
+      diff('m', ch, user, w, '', 0)
+    end
+  end
+end
+
+-- Connections.
+local conns = redis.call('GET', P .. 'conns')
+if wrong(conns, n_want) then
+  if conns then
+    diff('n', '', '', n_want, conns, 1)
+  else
+    diff('n', '', '', n_want, '', 0)
+  end
+end
+
+return {#ids, diffs}
