@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -187,7 +188,6 @@ func BenchmarkPublishLatency(b *testing.B) {
 		waitReady(b, p, admin)
 		nodes = append(nodes, addr)
 	}
-	lat := make(chan time.Duration, n*events)
 	var conns []*wstest.Conn
 	defer func() {
 		for _, c := range conns {
@@ -223,41 +223,49 @@ func BenchmarkPublishLatency(b *testing.B) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, c := range conns {
+	// Each reader keeps its own latencies (no shared channel to contend
+	// on); the reader completing an event's n-th delivery says so.
+	var delivered atomic.Int64
+	eventDone := make(chan struct{}, events)
+	perReader := make([][]time.Duration, len(conns))
+	for i, c := range conns {
 		go func() {
+			_ = c.SetReadDeadline(time.Time{}) // the deferred Close ends this loop
 			for {
-				frame, err := c.Read(time.Minute)
+				frame, err := c.Read(0)
 				if err != nil {
 					return
 				}
 				// {"event":"bench","channel":"hot","data":"<unix nanos>"}
-				if i := strings.Index(frame, `"data":"`); i >= 0 && strings.Contains(frame, `"event":"bench"`) {
-					rest := frame[i+8:]
+				if j := strings.Index(frame, `"data":"`); j >= 0 && strings.Contains(frame, `"event":"bench"`) {
+					rest := frame[j+8:]
 					if sent, err := strconv.ParseInt(rest[:strings.IndexByte(rest, '"')], 10, 64); err == nil {
-						lat <- time.Since(time.Unix(0, sent))
+						perReader[i] = append(perReader[i], time.Since(time.Unix(0, sent)))
+						if delivered.Add(1)%int64(n) == 0 {
+							eventDone <- struct{}{}
+						}
 					}
 				}
 			}
 		}()
 	}
 	bus := fanout.New(rdb, fanout.Options{})
-	var all []time.Duration
 	profiled := profileDuring(b, admins[0], 2*time.Second)
 	defer profiled()
 	b.ResetTimer()
-	for range events {
+	for e := range events {
 		if err := bus.Publish(context.Background(), "app-id", fanout.Message{Channel: "hot", Event: "bench", Data: strconv.FormatInt(time.Now().UnixNano(), 10)}); err != nil {
 			b.Fatal(err)
 		}
-		timeout := time.After(30 * time.Second)
-		for range n {
-			select {
-			case d := <-lat:
-				all = append(all, d)
-			case <-timeout:
-				b.Fatalf("only %d of %d deliveries arrived", len(all)%n, n)
-			}
+		select {
+		case <-eventDone:
+		case <-time.After(30 * time.Second):
+			b.Fatalf("event %d: only %d of %d deliveries arrived", e, delivered.Load()-int64(e*n), n)
 		}
+	}
+	var all []time.Duration
+	for _, l := range perReader {
+		all = append(all, l...)
 	}
 	b.StopTimer()
 	slices.Sort(all)
