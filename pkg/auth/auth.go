@@ -184,9 +184,11 @@ func VerifyRequest(method, path string, query url.Values, body []byte, app *apps
 
 // ChannelAuthString returns what a channel auth value signs: for presence
 // channels "socket_id:channel:channel_data" (channel_data exactly as
-// received), for the others "socket_id:channel".
+// received), for the others "socket_id:channel". A presence subscription
+// without channel_data (the member comes from pusher:signin) is signed like
+// a private one, as the server SDKs sign it when given no presence data.
 func ChannelAuthString(socketID, channel, channelData string) string {
-	if protocol.ChannelKind(channel) == protocol.KindPresence {
+	if channelData != "" && protocol.ChannelKind(channel) == protocol.KindPresence {
 		return socketID + ":" + channel + ":" + channelData
 	}
 	return socketID + ":" + channel

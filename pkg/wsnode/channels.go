@@ -2,10 +2,8 @@ package wsnode
 
 import (
 	"context"
-	"crypto/hmac"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -61,7 +58,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 		if s.user == nil {
 			return a.authFailed(s, sc, ch, errors.New("presence subscription without channel_data requires pusher:signin first"))
 		}
-		if err := checkSignature(s.app, s.id+":"+ch, sub.Auth); err != nil {
+		if err := auth.CheckChannelAuth(s.app, s.id, ch, "", sub.Auth); err != nil {
 			return a.authFailed(s, sc, ch, err)
 		}
 		m = *s.user
@@ -120,18 +117,6 @@ func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence, j
 	slices.Sort(ids)
 	sc.out = protocol.AppendPresenceSucceeded(sc.out[:0], ch, ids, members)
 	return a.reply(s, sc.out)
-}
-
-// checkSignature checks "<app key>:<hex HMAC-SHA256 of msg>" in constant time.
-func checkSignature(app *apps.App, msg, authValue string) error {
-	key, sig, ok := strings.Cut(authValue, ":")
-	if !ok || !hmac.Equal([]byte(key), []byte(app.Key)) {
-		return fmt.Errorf("Invalid auth value %s: expected <app key>:<signature>", clip(authValue))
-	}
-	if !hmac.Equal([]byte(auth.Sign(app.Secret, msg)), []byte(sig)) {
-		return fmt.Errorf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(msg), clip(sig))
-	}
-	return nil
 }
 
 // signin handles pusher:signin: the auth signs socket_id::user::user_data.
