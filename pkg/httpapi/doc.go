@@ -133,9 +133,9 @@
 //     node's subscription reached Redis (a socket signed in a few
 //     milliseconds earlier) is missed; calling again is harmless.
 //
-// Request bodies reach the publishing handlers through a tee of what the
-// signature check read (withBody), so the cap (1 MiB, 413) applies before
-// any byte is parsed and the body is read once from the network; a client
+// Request bodies reach the handlers as the signature check read them
+// (apiRequest.body), so the cap (1 MiB, 413) applies before any byte is
+// parsed and the body is read once from the network; a client
 // sending 100 MB is answered 413 and disconnected after about the cap.
 //
 // An App is safe for concurrent use; Run is called once, Stop any number of

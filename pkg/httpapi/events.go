@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -47,27 +46,6 @@ func maxEventPayload(app *apps.App) int {
 		return int(app.MaxEventPayloadInKb * 1024)
 	}
 	return defaultMaxEventPayload
-}
-
-// bodyHandler is a signed handler that also gets the verified body.
-type bodyHandler func(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte)
-
-// withBody runs h behind signed. signed reads the body (size-capped before
-// reading) to check body_md5 but does not pass it on, so a tee keeps a copy
-// of exactly the bytes it read and verified; h runs only when they passed.
-func (a *App) withBody(h bodyHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		r.Body = teeBody{Reader: io.TeeReader(r.Body, &buf), Closer: r.Body}
-		a.signed(func(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-			h(w, r, req, buf.Bytes())
-		}).ServeHTTP(w, r)
-	})
-}
-
-type teeBody struct {
-	io.Reader
-	io.Closer
 }
 
 // requestError is a refusal found while parsing a body: an HTTP status (400
@@ -304,7 +282,8 @@ func (a *App) refuseParse(w http.ResponseWriter, r *http.Request, err error) {
 // triggerEvent serves POST /apps/{app_id}/events: one event on up to 100
 // channels, one fanout message per channel, all in one pipeline with the
 // counts info asks for.
-func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte) {
+func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+	body := req.body
 	ev, err := parseEvent(body, req.app)
 	if err != nil {
 		a.refuseParse(w, r, err)
@@ -337,7 +316,8 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 // each on one channel, all in one pipeline. The response is {} unless an
 // item asks for info; then {"batch":[...]} aligned with the request (never
 // {"batch":{}}, which pusher-http-go cannot decode: PUSHER-PROTOCOL 3.4).
-func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte) {
+func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+	body := req.body
 	evs, err := parseBatch(body, req.app)
 	if err != nil {
 		a.refuseParse(w, r, err)

@@ -31,9 +31,9 @@ func (a *App) handler() http.Handler {
 	mux.Handle("GET /apps/{app_id}/channels", a.signed(a.listChannels))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}", a.signed(a.getChannel))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/users", a.signed(a.getUsers))
-	mux.Handle("POST /apps/{app_id}/events", a.withBody(a.triggerEvent))
-	mux.Handle("POST /apps/{app_id}/batch_events", a.withBody(a.triggerBatch))
-	mux.Handle("POST /apps/{app_id}/users/{user_id}/terminate_connections", a.withBody(a.terminateConnections))
+	mux.Handle("POST /apps/{app_id}/events", a.signed(a.triggerEvent))
+	mux.Handle("POST /apps/{app_id}/batch_events", a.signed(a.triggerBatch))
+	mux.Handle("POST /apps/{app_id}/users/{user_id}/terminate_connections", a.signed(a.terminateConnections))
 	return a.instrument(mux)
 }
 
@@ -44,6 +44,9 @@ type apiRequest struct {
 	// signature check lowercases keys and refuses repeats, so this is
 	// exactly what was signed.
 	query url.Values
+	// body is the request body, read once under the size cap and checked
+	// against body_md5.
+	body []byte
 }
 
 // signed checks an /apps/{app_id}/ request before h sees it: known app
@@ -83,7 +86,7 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 		for k, v := range query {
 			lower[strings.ToLower(k)] = v
 		}
-		h(w, r, &apiRequest{app: app, query: lower})
+		h(w, r, &apiRequest{app: app, query: lower, body: body})
 	})
 }
 

@@ -62,7 +62,8 @@ func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) 
 // which every node holding a socket signed in as the user has joined; each
 // closes those sockets with pusher:error 4009 and close code 4009. See
 // doc.go for the design.
-func (a *App) terminateConnections(w http.ResponseWriter, r *http.Request, req *apiRequest, body []byte) {
+func (a *App) terminateConnections(w http.ResponseWriter, r *http.Request, req *apiRequest) {
+	body := req.body
 	user := r.PathValue("user_id")
 	switch n := utf8.RuneCountInString(user); {
 	case user == "":
