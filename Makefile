@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 20m
 FUZZTIME  ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: all help build test test-short lint fuzz run bench tidy clean deps
+.PHONY: all help build test test-short lint fuzz run bench tidy clean deps chaos
 
 all: lint test ## Lint, then run every test (what CI runs)
 
@@ -47,3 +47,9 @@ tidy: ## go mod tidy
 clean: ## Remove bin/, .run/ and test/coverage files
 	rm -rf $(BIN) .run
 	rm -f coverage.out coverage.html *.coverprofile
+
+CHAOS_DURATION ?= 2m
+CHAOS_SEED     ?=
+
+chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=)
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) HC_CHAOS=1 $(GO) test -count=1 -run TestChaos -timeout 15m -v ./test/e2e/
