@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -280,7 +284,7 @@ func BenchmarkPublishLatency(b *testing.B) {
 // The returned func waits for it.
 func profileDuring(b testing.TB, admin string, d time.Duration) func() {
 	dir := os.Getenv("HC_BENCH_PPROF_DIR")
-	if dir == "" {
+	if dir == "" || admin == "" {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -301,4 +305,95 @@ func profileDuring(b testing.TB, admin string, d time.Duration) func() {
 		_, _ = io.Copy(f, resp.Body)
 	}()
 	return func() { <-done }
+}
+
+// BenchmarkLoopbackFloor is the machine's floor for BenchmarkPublishLatency:
+// the same number of loopback TCP sockets, the same frame size and 20 events
+// one after another, but the "server" is nothing except 16 goroutines (8 per
+// pretend node, like wsnode's writers) each calling write(2) on its share of
+// the sockets, and each reader a goroutine reading newline-ended frames.
+// No WebSocket framing, no Redis, no queues: whatever headcount's p99 is
+// above this is headcount's own cost. Run it alone: go test -run '^$' -bench
+// LoopbackFloor -benchtime 1x ./test/e2e/
+func BenchmarkLoopbackFloor(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
+		n = v
+	}
+	n = raiseFileLimit(b, 2*n) / 2 // both ends of every socket are in this process
+	const events, writers = 20, 16
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var servers, clients []net.Conn
+	defer func() {
+		for _, c := range append(servers, clients...) {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients, servers = append(clients, c), append(servers, s)
+	}
+	var delivered atomic.Int64
+	eventDone := make(chan struct{}, events)
+	perReader := make([][]time.Duration, n)
+	for i, c := range clients {
+		go func() {
+			r := bufio.NewReaderSize(c, 256)
+			for {
+				line, err := r.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				j := bytes.Index(line, []byte(`"data":"`))
+				rest := line[j+8:]
+				sent, _ := strconv.ParseInt(string(rest[:bytes.IndexByte(rest, '"')]), 10, 64)
+				perReader[i] = append(perReader[i], time.Since(time.Unix(0, sent)))
+				if delivered.Add(1)%int64(n) == 0 {
+					eventDone <- struct{}{}
+				}
+			}
+		}()
+	}
+	b.ResetTimer()
+	for e := range events {
+		frame := []byte(`{"event":"bench","channel":"hot","data":"` + strconv.FormatInt(time.Now().UnixNano(), 10) + `"}` + "\n")
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < n; i += writers {
+					if _, err := servers[i].Write(frame); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case <-eventDone:
+		case <-time.After(30 * time.Second):
+			b.Fatalf("event %d: only %d of %d deliveries arrived", e, delivered.Load()-int64(e*n), n)
+		}
+	}
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range perReader {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(n), "subscribers")
 }

@@ -65,6 +65,8 @@ type proc struct {
 	err  error
 }
 
+// start runs bin (a headcount binary by name, or an absolute path) with
+// args, its output in a log printed if the test fails; cleanup kills it.
 func start(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
@@ -72,7 +74,10 @@ func start(t testing.TB, name, bin string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: exec.Command(filepath.Join(binaries(t), bin), args...), log: logPath, done: make(chan struct{})}
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(binaries(t), bin)
+	}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), log: logPath, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.Env = append(os.Environ(), "HEADCOUNT_LOG_LEVEL=debug")
 	if err := p.cmd.Start(); err != nil {
