@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,8 @@ var (
 	flightSrc string
 	//go:embed scripts/flight_done.lua
 	flightDoneSrc string
+	//go:embed scripts/flight_renew.lua
+	flightRenewSrc string
 	//go:embed scripts/snapshot.lua
 	snapshotSrc string
 	//go:embed scripts/page.lua
@@ -45,6 +48,7 @@ var (
 	channelScript      = redis.NewScript(freshLibSrc + channelSrc)
 	flightScript       = redis.NewScript(flightSrc)
 	flightDoneScript   = redis.NewScript(flightDoneSrc)
+	flightRenewScript  = redis.NewScript(flightRenewSrc)
 	walkSnapshotScript = redis.NewScript(snapshotSrc)
 )
 
@@ -599,7 +603,9 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 			}
 			return res, nil
 		case 2:
+			stopRenew := l.renewLock(ctx, keys[1], token)
 			ls, body, err := compute()
+			stopRenew()
 			value := ""
 			if err == nil {
 				value = encodeShared(ls, body)
@@ -645,6 +651,36 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 		case <-t.C:
 		}
 	}
+}
+
+// renewLock extends the listing lock at a third of its TTL until the
+// returned func is called, so a computation longer than LockTTL (a huge app,
+// a slow Redis) is not duplicated by a waiter that thinks the holder died.
+// A holder that really dies, or whose caller gave up (its computation fails
+// then), stops renewing, and its lock expires as before.
+func (l *Listings) renewLock(ctx context.Context, lock, token string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(max(l.opts.LockTTL/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.LockTTL)
+			held, err := flightRenewScript.Run(rctx, l.rdb, []string{lock}, token, l.opts.LockTTL.Milliseconds()).Int()
+			cancel()
+			if err == nil && held == 0 {
+				return // lost it: another caller computes too; nothing to keep
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // The cached value: "<read-at ms> <occupied> <nodes> <oldest ms> <stale>\n"

@@ -344,13 +344,15 @@ func TestSharedListingComputesOnce(t *testing.T) {
 }
 
 // TestSharedListingHolderDies: a caller takes the lock and never publishes
-// (its process died); the others wait for the lock to expire, then one of
-// them computes and all get the listing.
+// (its process died: its Redis connections are gone, so it renews nothing);
+// the others wait for the lock to expire, then one of them computes and all
+// get the listing.
 func TestSharedListingHolderDies(t *testing.T) {
 	rdb := newSingle(t)
 	seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
 	const lockTTL = 300 * time.Millisecond
-	dead := NewListings(rdb, ListingOptions{CacheTTL: time.Minute, LockTTL: lockTTL})
+	deadConn := redis.NewClient(rdb.(*redis.Client).Options())
+	dead := NewListings(deadConn, ListingOptions{CacheTTL: time.Minute, LockTTL: lockTTL})
 	holding := make(chan struct{})
 	hctx, kill := context.WithCancel(context.Background())
 	holderDone := make(chan error, 1)
@@ -363,6 +365,7 @@ func TestSharedListingHolderDies(t *testing.T) {
 		holderDone <- err
 	}()
 	<-holding
+	require.NoError(t, deadConn.Close())
 	start := time.Now()
 	var calls atomic.Int64
 	live := NewListings(rdb, ListingOptions{CacheTTL: time.Minute, LockTTL: lockTTL})
@@ -390,6 +393,48 @@ func TestSharedListingHolderDies(t *testing.T) {
 	require.EqualValues(t, 1, calls.Load(), "one survivor computes")
 	require.Less(t, waited, lockTTL+2*time.Second, "waiters are bounded by the lock TTL")
 	t.Logf("survivors answered %v after the holder died (lock TTL %v)", waited.Round(time.Millisecond), lockTTL)
+}
+
+// TestSharedListingRenewsLock: a computation lasting several lock TTLs keeps
+// its lock, so the callers waiting on other replicas take its result rather
+// than computing the same listing again.
+func TestSharedListingRenewsLock(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
+		const lockTTL = 100 * time.Millisecond
+		opts := ListingOptions{CacheTTL: time.Minute, LockTTL: lockTTL}
+		var calls atomic.Int64
+		gate := make(chan struct{})
+		holder := make(chan error, 1)
+		go func() {
+			_, err := NewListings(rdb, opts).SharedListing(ctx, "app", ListingQuery{}, countingEncode(&calls, gate))
+			holder <- err
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for calls.Load() == 0 {
+			require.True(t, time.Now().Before(deadline), "the holder never started computing")
+			time.Sleep(time.Millisecond)
+		}
+		results := make([]SharedResult, 5)
+		errs := make([]error, 5)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				results[i], errs[i] = NewListings(rdb, opts).SharedListing(ctx, "app", ListingQuery{}, countingEncode(&calls, nil))
+			})
+		}
+		time.Sleep(5 * lockTTL) // the slow computation, not a wait for a condition
+		close(gate)
+		wg.Wait()
+		require.NoError(t, <-holder)
+		require.EqualValues(t, 1, calls.Load(), "a waiter computed while the holder still worked")
+		for i, r := range results {
+			require.NoError(t, errs[i])
+			require.Equal(t, Waited, r.Source)
+			require.Equal(t, "[a]", string(r.Body))
+		}
+	})
 }
 
 func TestFreshness(t *testing.T) {
