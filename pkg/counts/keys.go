@@ -116,3 +116,10 @@ func listingLockKey(app, variant string) string { return appPrefix(app) + "listi
 func snapshotKey(app, id string) string    { return snapshotKeyPrefix(app) + id }
 func snapshotKeyPrefix(app string) string  { return appPrefix(app) + "snap:" }
 func snapshotCurrentKey(app string) string { return appPrefix(app) + "snap-current" }
+
+// MembersKey names the hash of a presence channel's members (user id ->
+// their sockets cluster-wide). It is exported for the scripts of packages
+// that must read membership inside their own atomic unit (admission's gate);
+// it shares the app's hash tag, so such a script stays single-slot. Only
+// counts writes it.
+func MembersKey(app, channel string) string { return membersKey(app, channel) }

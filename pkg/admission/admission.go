@@ -1,0 +1,306 @@
+package admission
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/apps"
+)
+
+var (
+	//go:embed scripts/lib.lua
+	libSrc string
+	//go:embed scripts/check.lua
+	checkSrc string
+	//go:embed scripts/leave.lua
+	leaveSrc string
+	//go:embed scripts/state.lua
+	stateSrc string
+	//go:embed scripts/join.lua
+	joinSrc string
+	//go:embed scripts/left.lua
+	leftSrc string
+	//go:embed scripts/waiters.lua
+	waitersSrc string
+
+	checkScript   = redis.NewScript(libSrc + checkSrc)
+	leaveScript   = redis.NewScript(libSrc + leaveSrc)
+	stateScript   = redis.NewScript(libSrc + stateSrc)
+	joinScript    = redis.NewScript(libSrc + joinSrc)
+	leftScript    = redis.NewScript(libSrc + leftSrc)
+	waitersScript = redis.NewScript(libSrc + waitersSrc)
+)
+
+// Defaults of the apps file's admission timings (CONTRACT.md).
+const (
+	DefaultDropout = 30 * time.Second
+	DefaultGrace   = 10 * time.Second
+	DefaultTicket  = 30 * time.Second
+	// MaxUserIDLength matches the presence limit: a user who could never
+	// subscribe is refused a place.
+	MaxUserIDLength = 128
+)
+
+// Rule is what the apps file says about one channel: its capacity by the
+// longest matching prefix (0: no limit, unless the HTTP API set one for the
+// channel) and the app's timings.
+type Rule struct {
+	Capacity int
+	Ticket   time.Duration // an admitted user's slot lasts this long unless used
+	Grace    time.Duration // a member who left keeps the slot this long
+	Dropout  time.Duration // a waiter silent this long is struck from the list
+}
+
+// RuleFor resolves app's rule for channel.
+func RuleFor(app *apps.App, channel string) Rule {
+	r := Rule{Ticket: DefaultTicket, Grace: DefaultGrace, Dropout: DefaultDropout}
+	best := -1
+	for _, c := range app.Capacities {
+		if strings.HasPrefix(channel, c.Prefix) && len(c.Prefix) > best {
+			best, r.Capacity = len(c.Prefix), c.Capacity
+		}
+	}
+	seconds := func(n int, d *time.Duration) {
+		if n > 0 {
+			*d = time.Duration(n) * time.Second
+		}
+	}
+	seconds(app.Admission.TicketSeconds, &r.Ticket)
+	seconds(app.Admission.GraceSeconds, &r.Grace)
+	seconds(app.Admission.DropoutSeconds, &r.Dropout)
+	return r
+}
+
+// Limited reports whether the apps file may limit channel at all: only
+// presence channels count distinct users, so only they are gated.
+func Limited(channel string) bool { return strings.HasPrefix(channel, "presence-") }
+
+func (r Rule) args(user string) []any {
+	return []any{user, r.Capacity, r.Ticket.Milliseconds(), r.Grace.Milliseconds(), r.Dropout.Milliseconds()}
+}
+
+// Status is the outcome of a Check.
+type Status int
+
+const (
+	// Unlimited: the channel has no capacity; everyone is admitted.
+	Unlimited Status = iota
+	// Admitted: the user holds a slot.
+	Admitted
+	// Waiting: the user is on the waiting list.
+	Waiting
+)
+
+// Changes are what a script did besides answering: users it admitted from
+// the head of the list, waiters it struck for silence and slots it freed
+// (tickets not used in time, leavers past their grace). Callers report them
+// (metrics, webhooks) and tell connected waiters (Notify).
+type Changes struct {
+	Promoted, Dropped, Freed []string
+}
+
+// Moved reports whether anyone's position or slot may have changed.
+func (c Changes) Moved() bool { return len(c.Promoted)+len(c.Dropped)+len(c.Freed) > 0 }
+
+// State is a channel's gate as GET .../admission shows it.
+type State struct {
+	Capacity, Occupancy, Waiting int
+}
+
+// Result answers a Check.
+type Result struct {
+	Status Status
+	// ExpiresIn: how long an Admitted user's slot lasts unless they
+	// subscribe (or check in again).
+	ExpiresIn time.Duration
+	// Position on the list (1 for the head) when Waiting.
+	Position int
+	State
+	Changes
+}
+
+// Gate is the atomic admission gate of capacity-limited channels. Every
+// operation is one Lua script over the channel's keys (one slot) timed by
+// Redis's clock, so any number of httpapi replicas and wsnodes share one
+// exact gate.
+type Gate struct {
+	rdb redis.UniversalClient
+}
+
+// New returns a gate on rdb.
+func New(rdb redis.UniversalClient) *Gate { return &Gate{rdb: rdb} }
+
+// ErrNoCapacity is returned by SetCapacity for n < 1.
+var ErrNoCapacity = errors.New("capacity must be at least 1")
+
+// Check admits user if there is room and nobody waits, else puts them on
+// the list (or, if they are on it, checks them in and tells their place).
+// One Redis round trip.
+func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Result, error) {
+	v, err := checkScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("admission check: %w", err)
+	}
+	if len(v) != 8 {
+		return Result{}, fmt.Errorf("admission check: unexpected reply %v", v)
+	}
+	res := Result{State: State{Waiting: toInt(v[2]), Capacity: toInt(v[3]), Occupancy: toInt(v[4])}, Changes: changes(v[5:8])}
+	switch v[0] {
+	case "u":
+		res.Status = Unlimited
+	case "a":
+		res.Status, res.ExpiresIn = Admitted, time.Duration(toInt(v[1]))*time.Millisecond
+	default:
+		res.Status, res.Position = Waiting, toInt(v[1])
+	}
+	return res, nil
+}
+
+// Leave takes user off the list or frees their slot, and admits the head
+// of the list if that made room.
+func (g *Gate) Leave(ctx context.Context, app, channel, user string, r Rule) (State, Changes, error) {
+	return g.settled(ctx, leaveScript, "leave", app, channel, user, r)
+}
+
+// State returns the channel's gate, first freeing what has expired and
+// admitting waiters into the room that made.
+func (g *Gate) State(ctx context.Context, app, channel string, r Rule) (State, Changes, error) {
+	return g.settled(ctx, stateScript, "state", app, channel, "", r)
+}
+
+func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, user string, r Rule) (State, Changes, error) {
+	v, err := s.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	if err != nil {
+		return State{}, Changes{}, fmt.Errorf("admission %s: %w", op, err)
+	}
+	if len(v) != 6 {
+		return State{}, Changes{}, fmt.Errorf("admission %s: unexpected reply %v", op, v)
+	}
+	return State{Capacity: toInt(v[0]), Occupancy: toInt(v[1]), Waiting: toInt(v[2])}, changes(v[3:6]), nil
+}
+
+// SetCapacity overrides the channel's capacity (n >= 1), then admits
+// waiters if it grew. Lowering it evicts nobody: it only admits fewer.
+func (g *Gate) SetCapacity(ctx context.Context, app, channel string, n int, r Rule) (State, Changes, error) {
+	if n < 1 {
+		return State{}, Changes{}, ErrNoCapacity
+	}
+	if err := g.rdb.Set(ctx, capKey(app, channel), n, 0).Err(); err != nil {
+		return State{}, Changes{}, fmt.Errorf("admission set capacity: %w", err)
+	}
+	return g.State(ctx, app, channel, r)
+}
+
+// ClearCapacity removes the override: the apps file's rule applies again.
+func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (State, Changes, error) {
+	if err := g.rdb.Del(ctx, capKey(app, channel)).Err(); err != nil {
+		return State{}, Changes{}, fmt.Errorf("admission clear capacity: %w", err)
+	}
+	return g.State(ctx, app, channel, r)
+}
+
+// Join is the WebSocket gate: it reports whether user may subscribe to
+// channel (no limit, already a member, or holding an unexpired slot, which
+// it then keeps at least r.Grace) and, if not, their place on the list (0:
+// not on it). reentry is true when a member who left came back within the
+// grace.
+func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
+	v, err := joinScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	if err != nil {
+		return false, false, 0, 0, fmt.Errorf("admission join: %w", err)
+	}
+	if len(v) != 4 {
+		return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
+	}
+	return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
+}
+
+// Left starts user's grace on channel: their last socket left it, cluster
+// wide. Without a call (a lost edge), the slot is freed at its expiry.
+func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) error {
+	if err := leftScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Err(); err != nil {
+		return fmt.Errorf("admission left: %w", err)
+	}
+	return nil
+}
+
+// WaiterState is where one connected waiter stands after CheckIn.
+type WaiterState struct {
+	Admitted  bool
+	ExpiresIn time.Duration // when Admitted
+	Position  int           // when waiting; 0 when no longer on the list
+}
+
+// CheckIn checks in users (waiters connected to a wsnode, who must not
+// drop out while connected), settles the gate and returns each one's state
+// in order.
+func (g *Gate) CheckIn(ctx context.Context, app, channel string, users []string, r Rule) (State, Changes, []WaiterState, error) {
+	args := append(r.args(""), make([]any, len(users))...)
+	for i, u := range users {
+		args[5+i] = u
+	}
+	v, err := waitersScript.Run(ctx, g.rdb, channelKeys(app, channel), args...).Slice()
+	if err != nil {
+		return State{}, Changes{}, nil, fmt.Errorf("admission check-in: %w", err)
+	}
+	if len(v) != 7 {
+		return State{}, Changes{}, nil, fmt.Errorf("admission check-in: unexpected reply %v", v)
+	}
+	raw, _ := v[6].([]any)
+	if len(raw) != len(users) {
+		return State{}, Changes{}, nil, fmt.Errorf("admission check-in: %d states for %d users", len(raw), len(users))
+	}
+	states := make([]WaiterState, len(users))
+	for i, s := range raw {
+		if str, ok := s.(string); ok && strings.HasPrefix(str, "a") {
+			ms, _ := strconv.ParseInt(str[1:], 10, 64)
+			states[i] = WaiterState{Admitted: true, ExpiresIn: time.Duration(ms) * time.Millisecond}
+			continue
+		}
+		states[i].Position = toInt(s)
+	}
+	return State{Capacity: toInt(v[0]), Occupancy: toInt(v[1]), Waiting: toInt(v[2])}, changes(v[3:6]), states, nil
+}
+
+// Ticket is the opaque proof of admission in the HTTP answer: an HMAC of the
+// channel, the user and the slot's expiry under the app's secret.
+func Ticket(secret, channel, user string, expires time.Time) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "%s\n%s\n%d", channel, user, expires.UnixMilli())
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+func changes(v []any) Changes {
+	list := func(x any) []string {
+		l, _ := x.([]any)
+		out := make([]string, 0, len(l))
+		for _, u := range l {
+			if s, ok := u.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return Changes{Promoted: list(v[0]), Dropped: list(v[1]), Freed: list(v[2])}
+}
+
+func toInt(v any) int {
+	switch n := v.(type) {
+	case int64:
+		return int(n)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
+}

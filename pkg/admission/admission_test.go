@@ -1,0 +1,272 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("cluster in -short")
+		}
+		f(t, redistest.NewCluster(t).Client(t))
+	})
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var long = Rule{Capacity: 3, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+
+func TestRuleFor(t *testing.T) {
+	app := &apps.App{Capacities: []apps.Capacity{{Prefix: "presence-", Capacity: 100}, {Prefix: "presence-room-", Capacity: 30}},
+		Admission: apps.Admission{GraceSeconds: 5}}
+	require.Equal(t, Rule{Capacity: 30, Ticket: DefaultTicket, Grace: 5 * time.Second, Dropout: DefaultDropout}, RuleFor(app, "presence-room-1"))
+	require.Equal(t, 100, RuleFor(app, "presence-lobby").Capacity)
+	require.Equal(t, 0, RuleFor(app, "private-x").Capacity)
+}
+
+// TestFIFO: first come first served below capacity, then a list in arrival
+// order whose head takes the room a leaver makes.
+func TestFIFO(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb)
+		for i := range 10 {
+			res, err := g.Check(ctx, "app", "presence-r", fmt.Sprint("u", i), long)
+			require.NoError(t, err)
+			if i < 3 {
+				require.Equal(t, Admitted, res.Status, i)
+				require.Equal(t, time.Hour, res.ExpiresIn.Round(time.Minute))
+				continue
+			}
+			require.Equal(t, Waiting, res.Status, i)
+			require.Equal(t, i-2, res.Position)
+			require.Equal(t, State{Capacity: 3, Occupancy: 3, Waiting: i - 2}, res.State)
+		}
+		// A check-in keeps the place; an admitted user's check-in keeps the slot.
+		res, err := g.Check(ctx, "app", "presence-r", "u5", long)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Position)
+		res, err = g.Check(ctx, "app", "presence-r", "u1", long)
+		require.NoError(t, err)
+		require.Equal(t, Admitted, res.Status)
+
+		st, ch, err := g.Leave(ctx, "app", "presence-r", "u1", long)
+		require.NoError(t, err)
+		require.Equal(t, []string{"u3"}, ch.Promoted)
+		require.Equal(t, State{Capacity: 3, Occupancy: 3, Waiting: 6}, st)
+		// A waiter leaving moves the ones behind up.
+		_, _, err = g.Leave(ctx, "app", "presence-r", "u5", long)
+		require.NoError(t, err)
+		res, err = g.Check(ctx, "app", "presence-r", "u6", long)
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Position) // u4, u6
+		// Unlimited channels admit everyone.
+		res, err = g.Check(ctx, "app", "presence-free", "x", Rule{})
+		require.NoError(t, err)
+		require.Equal(t, Unlimited, res.Status)
+	})
+}
+
+// TestConcurrentCapacity: 1,000 users at once against capacity 30, each on
+// its own connection: exactly 30 admitted, the rest on the list at distinct
+// positions 1..970; then, as admitted users leave in random order, each
+// leaver's room goes to the head of the list and nobody jumps the queue.
+func TestConcurrentCapacity(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		const users, capacity = 1000, 30
+		r := Rule{Capacity: capacity, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+		gates := []*Gate{New(rdb), New(rdb), New(rdb)}
+		results := make([]Result, users)
+		var wg sync.WaitGroup
+		for i := range users {
+			wg.Go(func() {
+				var err error
+				results[i], err = gates[i%3].Check(ctx, "app", "presence-room", fmt.Sprint("u", i), r)
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		var admitted []string
+		byPosition := make([]string, users-capacity+1)
+		for i, res := range results {
+			switch res.Status {
+			case Admitted:
+				admitted = append(admitted, fmt.Sprint("u", i))
+			case Waiting:
+				require.Empty(t, byPosition[res.Position], "position %d given twice", res.Position)
+				byPosition[res.Position] = fmt.Sprint("u", i)
+			}
+		}
+		require.Len(t, admitted, capacity)
+		for p := 1; p < len(byPosition); p++ {
+			require.NotEmpty(t, byPosition[p], "position %d given to nobody", p)
+		}
+		next := 1
+		for _, u := range admitted {
+			st, ch, err := gates[next%3].Leave(ctx, "app", "presence-room", u, r)
+			require.NoError(t, err)
+			require.Equal(t, []string{byPosition[next]}, ch.Promoted, "the head of the list is admitted")
+			require.Equal(t, capacity, st.Occupancy)
+			next++
+		}
+	})
+}
+
+// TestDropout: a waiter who stops checking in is struck; one who checks in
+// keeps the place.
+func TestDropout(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	ctx, g := context.Background(), New(rdb)
+	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
+	for _, u := range []string{"in", "silent", "faithful"} {
+		_, err := g.Check(ctx, "app", "presence-r", u, r)
+		require.NoError(t, err)
+	}
+	var last Result
+	eventually(t, "the silent waiter is struck", func() bool {
+		var err error
+		last, err = g.Check(ctx, "app", "presence-r", "faithful", r)
+		require.NoError(t, err)
+		return last.Position == 1
+	})
+	require.Equal(t, 1, last.Waiting)
+	require.Equal(t, []string{"silent"}, last.Dropped)
+}
+
+// TestGrace: a member keeps the slot past the ticket's expiry; a member who
+// leaves keeps it for the grace (and comes back as a re-entry), after which
+// it goes to the head of the list.
+func TestGrace(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb)
+		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
+		member := func(u string, delta int64) {
+			rec.AddMember("app", "presence-r", u, []byte(`{}`), delta)
+			require.NoError(t, rec.Flush(ctx))
+		}
+		r := Rule{Capacity: 1, Ticket: 200 * time.Millisecond, Grace: 400 * time.Millisecond, Dropout: time.Hour}
+		res, err := g.Check(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
+		require.Equal(t, Admitted, res.Status)
+		ok, _, _, _, err := g.Join(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
+		require.True(t, ok)
+		member("alice", 1)
+		res, err = g.Check(ctx, "app", "presence-r", "bob", r)
+		require.NoError(t, err)
+		require.Equal(t, Waiting, res.Status)
+		ok, _, pos, waiting, err := g.Join(ctx, "app", "presence-r", "bob", r)
+		require.NoError(t, err)
+		require.False(t, ok, "a waiter may not subscribe")
+		require.Equal(t, []int{1, 1}, []int{pos, waiting})
+
+		// Long past the ticket and the join's grace, alice is still in: she is a member.
+		time.Sleep(3 * r.Grace) // the time passing is what is tested
+		st, _, err := g.State(ctx, "app", "presence-r", r)
+		require.NoError(t, err)
+		require.Equal(t, State{Capacity: 1, Occupancy: 1, Waiting: 1}, st)
+
+		// She leaves and comes back within the grace: a re-entry.
+		member("alice", -1)
+		require.NoError(t, g.Left(ctx, "app", "presence-r", "alice", r))
+		ok, reentry, _, _, err := g.Join(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
+		require.True(t, ok && reentry)
+		member("alice", 1)
+
+		// She leaves for good: after the grace, bob is admitted.
+		member("alice", -1)
+		require.NoError(t, g.Left(ctx, "app", "presence-r", "alice", r))
+		st, _, err = g.State(ctx, "app", "presence-r", r)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Waiting, "bob waits while alice's grace lasts")
+		var ch Changes
+		eventually(t, "bob is admitted after alice's grace", func() bool {
+			st, ch, err = g.State(ctx, "app", "presence-r", r)
+			require.NoError(t, err)
+			return st.Waiting == 0
+		})
+		require.Equal(t, []string{"bob"}, ch.Promoted)
+		require.Equal(t, []string{"alice"}, ch.Freed)
+		ok, _, _, _, err = g.Join(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
+		require.False(t, ok, "after the grace the slot is gone")
+	})
+}
+
+// TestCapacityOverride: raising the capacity admits the head at once;
+// removing the override restores the apps file's rule; below 1 is refused.
+func TestCapacityOverride(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	ctx, g := context.Background(), New(rdb)
+	for _, u := range []string{"a", "b", "c", "d", "e"} {
+		_, err := g.Check(ctx, "app", "presence-r", u, long)
+		require.NoError(t, err)
+	}
+	st, ch, err := g.SetCapacity(ctx, "app", "presence-r", 4, long)
+	require.NoError(t, err)
+	require.Equal(t, []string{"d"}, ch.Promoted)
+	require.Equal(t, State{Capacity: 4, Occupancy: 4, Waiting: 1}, st)
+	st, _, err = g.ClearCapacity(ctx, "app", "presence-r", long)
+	require.NoError(t, err)
+	require.Equal(t, State{Capacity: 3, Occupancy: 4, Waiting: 1}, st, "lowering evicts nobody")
+	_, _, err = g.SetCapacity(ctx, "app", "presence-r", 0, long)
+	require.ErrorIs(t, err, ErrNoCapacity)
+}
+
+// TestCheckIn: a wsnode's check-in keeps its connected waiters on the list
+// and tells each where they stand.
+func TestCheckIn(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	ctx, g := context.Background(), New(rdb)
+	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
+	for _, u := range []string{"a", "b", "c"} {
+		_, err := g.Check(ctx, "app", "presence-r", u, r)
+		require.NoError(t, err)
+	}
+	deadline := time.Now().Add(3 * r.Dropout)
+	for time.Now().Before(deadline) {
+		_, _, states, err := g.CheckIn(ctx, "app", "presence-r", []string{"a", "c", "nobody"}, r)
+		require.NoError(t, err)
+		require.True(t, states[0].Admitted)
+		require.Zero(t, states[2].Position)
+		if states[1].Position == 1 {
+			break // b dropped out, c (connected) did not
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, _, states, err := g.CheckIn(ctx, "app", "presence-r", []string{"c"}, r)
+	require.NoError(t, err)
+	require.Equal(t, 1, states[0].Position)
+	_, ch, states, err := g.CheckIn(ctx, "app", "presence-r", []string{"c"}, r)
+	require.NoError(t, err)
+	require.False(t, states[0].Admitted)
+	require.True(t, slices.Equal(ch.Promoted, nil) || len(ch.Promoted) == 0)
+}

@@ -1,0 +1,31 @@
+-- check.lua: POST .../admission, also the check-in. ARGV[1] user,
+-- ARGV[2] capacity rule, ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5] dropout ms.
+-- Returns {status, n, waiting, capacity, occupancy, promoted, dropped, freed}:
+-- status 'u' (no limit), 'a' (admitted: n = ms until the slot expires
+-- unless used) or 'w' (waiting: n = position, 1 for the head).
+local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap = capacity(ARGV[2])
+if cap <= 0 then return {'u', 0, 0, 0, 0, {}, {}, {}} end
+local now = now_ms()
+local occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout)
+local exp = redis.call('ZSCORE', K.slots, user)
+if exp or is_member(user) then
+  -- A member without a slot (joined before the limit was set) is counted
+  -- already; the slot only tracks them from now on.
+  local e = math.max(tonumber(exp or 0), now + ticket)
+  redis.call('ZADD', K.slots, e, user)
+  return {'a', e - now, redis.call('ZCARD', K.wait), cap, occ, promoted, dropped, freed}
+end
+local rank = redis.call('ZRANK', K.wait, user)
+if not rank then
+  if occ < cap then
+    -- settle admitted the head while there was room, so the list is empty:
+    -- nobody is ahead of this newcomer.
+    redis.call('ZADD', K.slots, now + ticket, user)
+    return {'a', ticket, 0, cap, occ + 1, promoted, dropped, freed}
+  end
+  redis.call('ZADD', K.wait, redis.call('INCR', K.seq), user)
+  rank = redis.call('ZCARD', K.wait) - 1
+end
+redis.call('ZADD', K.seen, now, user)
+return {'w', rank + 1, redis.call('ZCARD', K.wait), cap, occ, promoted, dropped, freed}

@@ -1,0 +1,13 @@
+-- leave.lua: DELETE .../admission: the user leaves the list or gives up
+-- the slot (a member keeps being counted as a member until they
+-- unsubscribe). ARGV as check.lua. Returns {capacity, occupancy, waiting,
+-- promoted, dropped, freed}.
+local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call('ZREM', K.slots, user)
+redis.call('SREM', K.grace, user)
+redis.call('ZREM', K.wait, user)
+redis.call('ZREM', K.seen, user)
+local cap = capacity(ARGV[2])
+if cap <= 0 then return {0, 0, 0, {}, {}, {}} end
+local occ, promoted, dropped, freed = settle(now_ms(), cap, ticket, grace, dropout)
+return {cap, occ, redis.call('ZCARD', K.wait), promoted, dropped, freed}

@@ -1,0 +1,26 @@
+-- waiters.lua: a wsnode checks in for the waiters connected to it (a
+-- connected waiter does not drop out) and learns where each stands.
+-- ARGV[1] unused, ARGV[2..5] as check.lua, ARGV[6..] users. Returns
+-- {capacity, occupancy, waiting, promoted, dropped, freed, states}: one
+-- state per user: ms until their slot expires as a string 'a<ms>', their
+-- position as a number, or 0 when they are on the list no more.
+local ticket, grace, dropout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap = capacity(ARGV[2])
+local now = now_ms()
+for i = 6, #ARGV do
+  if redis.call('ZSCORE', K.wait, ARGV[i]) then redis.call('ZADD', K.seen, now, ARGV[i]) end
+end
+local occ, promoted, dropped, freed = 0, {}, {}, {}
+if cap > 0 then occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout) end
+local states = {}
+for i = 6, #ARGV do
+  local u = ARGV[i]
+  local exp = tonumber(redis.call('ZSCORE', K.slots, u) or 0)
+  if cap <= 0 or exp > now or is_member(u) then
+    states[#states + 1] = 'a' .. math.max(exp - now, 0)
+  else
+    local rank = redis.call('ZRANK', K.wait, u)
+    states[#states + 1] = rank and rank + 1 or 0
+  end
+end
+return {cap, occ, redis.call('ZCARD', K.wait), promoted, dropped, freed, states}
