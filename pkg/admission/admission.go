@@ -123,6 +123,8 @@ type Result struct {
 	// ExpiresIn: how long an Admitted user's slot lasts unless they
 	// subscribe (or check in again).
 	ExpiresIn time.Duration
+	// New: admitted by this call, without waiting.
+	New bool
 	// Position on the list (1 for the head) when Waiting.
 	Position int
 	State
@@ -158,8 +160,8 @@ func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Re
 	switch v[0] {
 	case "u":
 		res.Status = Unlimited
-	case "a":
-		res.Status, res.ExpiresIn = Admitted, time.Duration(toInt(v[1]))*time.Millisecond
+	case "a", "A":
+		res.Status, res.ExpiresIn, res.New = Admitted, time.Duration(toInt(v[1]))*time.Millisecond, v[0] == "A"
 	default:
 		res.Status, res.Position = Waiting, toInt(v[1])
 	}

@@ -131,6 +131,16 @@ func (a *App) validate() error {
 	if a.Secret == "" {
 		errs = append(errs, fmt.Errorf("app %q: secret is empty", a.ID))
 	}
+	for i, c := range a.Capacities {
+		if c.Capacity < 1 {
+			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be at least 1, not %d", a.ID, i, c.Prefix, c.Capacity))
+		}
+	}
+	for name, v := range map[string]int{"dropoutSeconds": a.Admission.DropoutSeconds, "graceSeconds": a.Admission.GraceSeconds, "ticketSeconds": a.Admission.TicketSeconds} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("app %q: admission.%s must not be negative, not %d", a.ID, name, v))
+		}
+	}
 	return errors.Join(errs...)
 }
 

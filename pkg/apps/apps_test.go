@@ -55,3 +55,9 @@ func TestFromEnvDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, r.ByID("7"))
 }
+
+func TestAdmissionValidation(t *testing.T) {
+	_, err := Parse([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"presence-room-","capacity":0}],"admission":{"graceSeconds":-1}}]`))
+	require.ErrorContains(t, err, "capacity must be at least 1, not 0")
+	require.ErrorContains(t, err, "admission.graceSeconds must not be negative")
+}

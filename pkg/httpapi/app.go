@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -52,6 +53,9 @@ type App struct {
 	metrics  *metrics
 	// bus publishes events to the nodes; publish-only, so it needs no Run.
 	bus *fanout.Bus
+	// gate is the admission gate of capacity-limited channels.
+	gate             *admission.Gate
+	admissionMetrics *admission.Metrics
 
 	api   *run.Server
 	admin *run.Server // nil when --admin-addr is empty
@@ -108,6 +112,8 @@ func New(opts Options) (_ *App, err error) {
 		LockTTL:    opts.Config.ListingLockTTL,
 	})
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
+	a.gate = admission.New(a.rdb)
+	a.admissionMetrics = admission.NewMetrics(reg)
 
 	if a.api, err = run.Listen(opts.Config.Addr, a.handler()); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)

@@ -34,6 +34,11 @@ func (a *App) handler() http.Handler {
 	mux.Handle("POST /apps/{app_id}/events", a.signed(a.triggerEvent))
 	mux.Handle("POST /apps/{app_id}/batch_events", a.signed(a.triggerBatch))
 	mux.Handle("POST /apps/{app_id}/users/{user_id}/terminate_connections", a.signed(a.terminateConnections))
+	mux.Handle("PUT /apps/{app_id}/channels/{channel_name}/capacity", a.signed(a.setCapacity))
+	mux.Handle("DELETE /apps/{app_id}/channels/{channel_name}/capacity", a.signed(a.clearCapacity))
+	mux.Handle("POST /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionCheck))
+	mux.Handle("DELETE /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionLeave))
+	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionState))
 	return a.instrument(mux)
 }
 

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 func testApps(t testing.TB) *apps.Registry {
 	t.Helper()
 	reg, err := apps.New([]*apps.App{
-		{ID: appID, Key: appKey, Secret: appSecret, Enabled: true},
+		{ID: appID, Key: appKey, Secret: appSecret, Enabled: true, Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 2}}},
 		{ID: offID, Key: offKey, Secret: offSecret, Enabled: false},
 	})
 	require.NoError(t, err)

@@ -70,6 +70,9 @@ const (
 	// SubscriptionServer: the server could not check the subscription
 	// (Redis unreachable; status 503). Retrying later may work.
 	SubscriptionServer = "ServerError"
+	// SubscriptionAdmissionRequired: a capacity-limited presence channel
+	// and the user holds no slot on it (status 403); see AdmissionPrefix.
+	SubscriptionAdmissionRequired = "AdmissionRequired"
 )
 
 // SubscriptionError is a refused subscription, sent as

@@ -1,8 +1,9 @@
 -- check.lua: POST .../admission, also the check-in. ARGV[1] user,
 -- ARGV[2] capacity rule, ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5] dropout ms.
 -- Returns {status, n, waiting, capacity, occupancy, promoted, dropped, freed}:
--- status 'u' (no limit), 'a' (admitted: n = ms until the slot expires
--- unless used) or 'w' (waiting: n = position, 1 for the head).
+-- status 'u' (no limit), 'a' (holds a slot: n = ms until it expires unless
+-- used), 'A' (admitted just now, without waiting) or 'w' (waiting: n =
+-- position, 1 for the head).
 local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local cap = capacity(ARGV[2])
 if cap <= 0 then return {'u', 0, 0, 0, 0, {}, {}, {}} end
@@ -22,7 +23,7 @@ if not rank then
     -- settle admitted the head while there was room, so the list is empty:
     -- nobody is ahead of this newcomer.
     redis.call('ZADD', K.slots, now + ticket, user)
-    return {'a', ticket, 0, cap, occ + 1, promoted, dropped, freed}
+    return {'A', ticket, 0, cap, occ + 1, promoted, dropped, freed}
   end
   redis.call('ZADD', K.wait, redis.call('INCR', K.seq), user)
   rank = redis.call('ZCARD', K.wait) - 1
