@@ -99,6 +99,8 @@ func (n *announcer) publishPending(ctx context.Context) {
 				// The user's own sockets are not told they joined.
 				m = fanout.Message{Channel: e.Channel, Event: protocol.EventMemberAdded,
 					Data: protocol.MemberAddedData(e.UserID, e.UserInfo), ExceptUser: e.UserID}
+			} else {
+				n.a.leftChannel(ctx, f.App, e.Channel, e.UserID)
 			}
 			n.publish(ctx, f.App, m)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -102,6 +103,11 @@ type App struct {
 	index *index
 	send  *sender
 	ann   *announcer
+	// gate, admMetrics and waiters serve capacity-limited channels
+	// (admission.go).
+	gate       *admission.Gate
+	admMetrics *admission.Metrics
+	waiters    *waiters
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
 	ws         *hrun.Server
@@ -159,6 +165,7 @@ func New(opts Options) (_ *App, err error) {
 	a.store = counts.NewStore(a.rdb)
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
+	a.gate, a.admMetrics, a.waiters = admission.New(a.rdb), admission.NewMetrics(a.reg), newWaiters()
 	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
 		Heartbeat:  cfg.Heartbeat,
 		Coalesce:   a.tun.coalesce,
@@ -324,6 +331,11 @@ func (a *App) Run(ctx context.Context) error {
 
 	g.Add(func() error {
 		a.ann.run(annCtx)
+		return nil
+	}, func(error) { stopAnn() })
+
+	g.Add(func() error {
+		a.runWaiters(annCtx)
 		return nil
 	}, func(error) { stopAnn() })
 

@@ -69,6 +69,9 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 	if limit := kb(s.app.MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
 		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
+	if ok, err := a.admitPresence(s, sc, ch, m.UserID); !ok {
+		return err
+	}
 	return a.presenceSucceeded(s, sc, ch, presence{user: m.UserID, info: m.UserInfo}, true)
 }
 
@@ -228,6 +231,10 @@ func (a *App) deliver(app string, m fanout.Message) {
 	a.m.busIn.Inc()
 	if strings.HasPrefix(m.Channel, protocol.TerminateUserPrefix) {
 		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { a.terminate(s) })
+		return
+	}
+	if ch, ok := strings.CutPrefix(m.Channel, protocol.AdmissionPrefix); ok {
+		a.listMoved(app, ch)
 		return
 	}
 	var frame []byte

@@ -61,6 +61,8 @@ const (
 	countKey    = "key-count"
 	limitAppID  = "app-limit"
 	limitKey    = "key-limit"
+	admAppID    = "app-adm"
+	admKey      = "key-adm"
 	secret      = "secret-1"
 )
 
@@ -73,6 +75,9 @@ func testApps(t *testing.T) *apps.Registry {
 		{ID: countAppID, Key: countKey, Secret: secret, Enabled: true, EnableSubscriptionCount: true},
 		{ID: limitAppID, Key: limitKey, Secret: secret, Enabled: true, EnableClientMessages: true,
 			MaxConnections: 3, MaxPresenceMembersPerChannel: 2, MaxPresenceMemberSizeInKb: 0.1, MaxEventPayloadInKb: 0.1},
+		{ID: admAppID, Key: admKey, Secret: secret, Enabled: true,
+			Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 1}},
+			Admission:  apps.Admission{DropoutSeconds: 3, GraceSeconds: 1, TicketSeconds: 30}},
 	})
 	require.NoError(t, err)
 	return reg

@@ -26,6 +26,9 @@ type socket struct {
 	subs []sub
 	// user is the signed-in user (pusher:signin), or nil.
 	user *protocol.Member
+	// waiting lists the capacity-limited channels this socket waits for
+	// (admission.go); nearly always nil.
+	waiting []string
 	// tokens (in thousandths of a client event) and tokensAt (hub clock)
 	// are the client-event rate limiter's bucket.
 	tokens   int64

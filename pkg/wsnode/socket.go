@@ -385,6 +385,7 @@ func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	if i := s.subIndex(ch); i >= 0 {
 		a.leave(s, i)
 	}
+	a.unwait(s, ch)
 	return nil
 }
 
@@ -433,6 +434,9 @@ func (a *App) closed(s *socket, err error) {
 	}
 	if s.user != nil {
 		a.unwatchTerminate(s)
+	}
+	for len(s.waiting) > 0 {
+		a.unwait(s, s.waiting[0])
 	}
 	a.rec.AddConnections(s.app.ID, -1)
 	s.mu.Lock()

@@ -1,0 +1,259 @@
+package wsnode
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// waiterTick is how often the waiters loop looks for channels due a
+// check-in; each channel is checked in at a third of its dropout time, or
+// at once when the bus says its list moved.
+const waiterTick = 250 * time.Millisecond
+
+// admitPresence is the WebSocket gate of a presence subscription (CONTRACT.md,
+// Admission): it reports whether s may join ch as user. A user already a
+// member through another socket on this node passes without Redis. A user
+// refused who is on the waiting list is registered as a waiter of ch: the
+// socket then gets its place as it changes (protocol.EventAdmission*).
+func (a *App) admitPresence(s *socket, sc *scratch, ch, user string) (bool, error) {
+	local := false
+	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, p presence) { local = local || p.user == user })
+	if local {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.ID, ch, user, admission.RuleFor(s.app, ch))
+	cancel()
+	switch {
+	case err != nil:
+		a.m.errors[errRedis].Inc()
+		a.log.Warn("cannot check admission", "app", s.app.ID, "channel", ch, "error", err)
+		return false, a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+			Message: "admission cannot be checked right now; try again"})
+	case ok:
+		if reentry {
+			a.admMetrics.Reentered(s.app.ID)
+		}
+		a.unwait(s, ch)
+		return true, nil
+	}
+	msg := "the channel is at capacity and this user holds no slot: ask the app to admit you (POST .../admission)"
+	if position > 0 {
+		msg = "the channel is at capacity: you are number " + strconv.Itoa(position) + " of " + strconv.Itoa(waiting) +
+			" on the waiting list; stay connected for " + protocol.EventAdmissionWaiting + " and " + protocol.EventAdmissionAdmitted + " events on this channel"
+		a.wait(s, ch, user, position)
+	}
+	return false, a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionAdmissionRequired, Status: http.StatusForbidden, Message: msg})
+}
+
+// waiterKey is one socket waiting for one channel.
+type waiterKey struct {
+	s  *socket
+	ch string
+}
+
+// waiters tracks this node's sockets waiting for capacity-limited channels
+// and which channels are due a check-in. Sockets register from their own
+// goroutine; the waiters loop reads.
+type waiters struct {
+	mu sync.Mutex
+	// byChannel counts each channel's registered sockets.
+	byChannel map[chanKey]int
+	// checked is when each channel was last checked in; dirty marks the
+	// ones the bus said moved.
+	checked map[chanKey]time.Time
+	dirty   map[chanKey]bool
+	// told is the last state each socket was sent: its position, -1 once
+	// told it is admitted, 0 once told it is off the list.
+	told map[waiterKey]int
+	wake chan struct{}
+}
+
+func newWaiters() *waiters {
+	return &waiters{byChannel: map[chanKey]int{}, checked: map[chanKey]time.Time{}, dirty: map[chanKey]bool{},
+		told: map[waiterKey]int{}, wake: make(chan struct{}, 1)}
+}
+
+// wait registers s as a waiter of ch (once) on this node's bus and index.
+func (a *App) wait(s *socket, ch, user string, position int) {
+	for _, w := range s.waiting {
+		if w == ch {
+			return
+		}
+	}
+	s.waiting = append(s.waiting, ch)
+	k := chanKey{s.app.ID, ch}
+	a.waiters.mu.Lock()
+	a.waiters.byChannel[k]++
+	a.waiters.told[waiterKey{s, ch}] = position
+	if _, ok := a.waiters.checked[k]; !ok {
+		a.waiters.checked[k] = time.Now()
+	}
+	a.waiters.mu.Unlock()
+	a.index.add(chanKey{s.app.ID, protocol.AdmissionChannel(ch)}, s, presence{user: user})
+	a.bus.Join(s.app.ID, protocol.AdmissionChannel(ch))
+}
+
+// unwait undoes wait, if s waits for ch. It runs on s's own goroutine.
+func (a *App) unwait(s *socket, ch string) {
+	i := -1
+	for j, w := range s.waiting {
+		if w == ch {
+			i = j
+		}
+	}
+	if i < 0 {
+		return
+	}
+	s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+	if len(s.waiting) == 0 {
+		s.waiting = nil
+	}
+	k := chanKey{s.app.ID, ch}
+	a.index.remove(chanKey{s.app.ID, protocol.AdmissionChannel(ch)}, s)
+	a.bus.Leave(s.app.ID, protocol.AdmissionChannel(ch))
+	a.waiters.mu.Lock()
+	defer a.waiters.mu.Unlock()
+	delete(a.waiters.told, waiterKey{s, ch})
+	if a.waiters.byChannel[k]--; a.waiters.byChannel[k] <= 0 {
+		delete(a.waiters.byChannel, k)
+		delete(a.waiters.checked, k)
+		delete(a.waiters.dirty, k)
+	}
+}
+
+// listMoved is deliver's callback for the internal admission channel.
+func (a *App) listMoved(app, ch string) {
+	a.waiters.mu.Lock()
+	if _, ok := a.waiters.byChannel[chanKey{app, ch}]; ok {
+		a.waiters.dirty[chanKey{app, ch}] = true
+	}
+	a.waiters.mu.Unlock()
+	select {
+	case a.waiters.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runWaiters checks in, for every channel with waiters here, at a third of
+// its dropout time (so a connected waiter never drops out) and whenever the
+// list moved, and tells each waiter what changed. One goroutine per node.
+func (a *App) runWaiters(ctx context.Context) {
+	t := time.NewTicker(waiterTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.waiters.wake:
+		}
+		now := time.Now()
+		var due []chanKey
+		a.waiters.mu.Lock()
+		for k := range a.waiters.byChannel {
+			ap := a.cfg.Apps.ByID(k.app)
+			if ap == nil {
+				continue
+			}
+			if a.waiters.dirty[k] || now.Sub(a.waiters.checked[k]) >= admission.RuleFor(ap, k.channel).Dropout/3 {
+				due = append(due, k)
+				a.waiters.checked[k], a.waiters.dirty[k] = now, false
+			}
+		}
+		a.waiters.mu.Unlock()
+		for _, k := range due {
+			a.checkInWaiters(ctx, k)
+		}
+	}
+}
+
+// checkInWaiters checks in k's waiters on this node and sends each socket
+// its new state if it changed.
+func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
+	ap := a.cfg.Apps.ByID(k.app)
+	var socks []*socket
+	var users []string
+	seen := map[string]int{}
+	var of []int // socks[i]'s index in users
+	a.index.each(chanKey{k.app, protocol.AdmissionChannel(k.channel)}, func(s *socket, p presence) {
+		i, ok := seen[p.user]
+		if !ok {
+			i = len(users)
+			seen[p.user] = i
+			users = append(users, p.user)
+		}
+		socks, of = append(socks, s), append(of, i)
+	})
+	if len(users) == 0 {
+		return
+	}
+	rule := admission.RuleFor(ap, k.channel)
+	cctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
+	st, changes, states, err := a.gate.CheckIn(cctx, k.app, k.channel, users, rule)
+	cancel()
+	if err != nil {
+		a.m.errors[errRedis].Inc()
+		a.log.Warn("cannot check in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "error", err)
+		return
+	}
+	a.admMetrics.Observe(k.app, k.channel, st, changes)
+	a.log.Debug("checked in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "waiting", st.Waiting, "occupancy", st.Occupancy, "promoted", len(changes.Promoted), "dropped", len(changes.Dropped), "freed", len(changes.Freed))
+	if changes.Moved() {
+		// Other nodes' waiters moved too.
+		pctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
+		_ = a.bus.Publish(pctx, k.app, fanout.Message{Channel: protocol.AdmissionChannel(k.channel), Event: "moved"})
+		cancel()
+	}
+	for i, s := range socks {
+		ws := states[of[i]]
+		now := ws.Position
+		if ws.Admitted {
+			now = -1
+		}
+		a.waiters.mu.Lock()
+		key := waiterKey{s, k.channel}
+		before, registered := a.waiters.told[key]
+		if registered {
+			a.waiters.told[key] = now
+		}
+		a.waiters.mu.Unlock()
+		if !registered || before == now {
+			continue
+		}
+		var event, data string
+		switch {
+		case ws.Admitted:
+			event, data = protocol.EventAdmissionAdmitted, `{"expires_in":`+strconv.Itoa(int(math.Ceil(ws.ExpiresIn.Seconds())))+`}`
+		case ws.Position == 0:
+			event, data = protocol.EventAdmissionDropped, `{}`
+		default:
+			event, data = protocol.EventAdmissionWaiting, `{"position":`+strconv.Itoa(ws.Position)+`,"waiting":`+strconv.Itoa(st.Waiting)+`}`
+		}
+		a.enqueue(s, protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(nil))
+	}
+}
+
+// leftChannel starts the grace of a member whose last socket left ch
+// anywhere in the cluster (the announcer's 1->0 edge).
+func (a *App) leftChannel(ctx context.Context, app, ch, user string) {
+	ap := a.cfg.Apps.ByID(app)
+	if ap == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
+	defer cancel()
+	a.log.Debug("member left", "app", app, "channel", ch, "user_id", user)
+	if err := a.gate.Left(ctx, app, ch, user, admission.RuleFor(ap, ch)); err != nil {
+		// The slot is then freed at its expiry instead: never kept.
+		a.log.Warn("cannot start an admission grace", "app", app, "channel", ch, "user_id", user, "error", err)
+	}
+}
