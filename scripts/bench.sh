@@ -30,6 +30,7 @@ runs=(
 	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
 	"./pkg/fanout/ $BENCH $BENCHTIME"
 	"./pkg/httpapi/ $BENCH $BENCHTIME"
+	"./pkg/admission/ $BENCH $BENCHTIME"
 	"./test/e2e/ IdleMemory|PublishLatency|LoopbackFloor 1x"
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 )
