@@ -228,12 +228,15 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 }
 
 // Left starts user's grace on channel: their last socket left it, cluster
-// wide. Without a call (a lost edge), the slot is freed at its expiry.
-func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) error {
-	if err := leftScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Err(); err != nil {
-		return fmt.Errorf("admission left: %w", err)
+// wide. Without a call (a lost edge), the slot is freed at its expiry. It
+// reports whether the user held a slot, which then frees after r.Grace
+// unless they come back.
+func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) (bool, error) {
+	kept, err := leftScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Int()
+	if err != nil {
+		return false, fmt.Errorf("admission left: %w", err)
 	}
-	return nil
+	return kept == 1, nil
 }
 
 // WaiterState is where one connected waiter stands after CheckIn.

@@ -195,7 +195,9 @@ func TestGrace(t *testing.T) {
 
 		// She leaves and comes back within the grace: a re-entry.
 		member("alice", -1)
-		require.NoError(t, g.Left(ctx, "app", "presence-r", "alice", r))
+		kept, err := g.Left(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
+		require.True(t, kept)
 		ok, reentry, _, _, err := g.Join(ctx, "app", "presence-r", "alice", r)
 		require.NoError(t, err)
 		require.True(t, ok && reentry)
@@ -203,7 +205,8 @@ func TestGrace(t *testing.T) {
 
 		// She leaves for good: after the grace, bob is admitted.
 		member("alice", -1)
-		require.NoError(t, g.Left(ctx, "app", "presence-r", "alice", r))
+		_, err = g.Left(ctx, "app", "presence-r", "alice", r)
+		require.NoError(t, err)
 		st, _, err = g.State(ctx, "app", "presence-r", r)
 		require.NoError(t, err)
 		require.Equal(t, 1, st.Waiting, "bob waits while alice's grace lasts")

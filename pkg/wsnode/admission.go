@@ -74,6 +74,8 @@ type waiters struct {
 	// told is the last state each socket was sent: its position, -1 once
 	// told it is admitted, 0 once told it is off the list.
 	told map[waiterKey]int
+	// settleAt lists the gates to settle when a leaver's grace ends.
+	settleAt []settleAt
 	wake chan struct{}
 }
 
@@ -157,6 +159,7 @@ func (a *App) runWaiters(ctx context.Context) {
 		case <-a.waiters.wake:
 		}
 		now := time.Now()
+		a.settleDue(ctx, now)
 		var due []chanKey
 		a.waiters.mu.Lock()
 		for k := range a.waiters.byChannel {
@@ -251,9 +254,60 @@ func (a *App) leftChannel(ctx context.Context, app, ch, user string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
 	defer cancel()
-	a.log.Debug("member left", "app", app, "channel", ch, "user_id", user)
-	if err := a.gate.Left(ctx, app, ch, user, admission.RuleFor(ap, ch)); err != nil {
+	rule := admission.RuleFor(ap, ch)
+	kept, err := a.gate.Left(ctx, app, ch, user, rule)
+	if err != nil {
 		// The slot is then freed at its expiry instead: never kept.
 		a.log.Warn("cannot start an admission grace", "app", app, "channel", ch, "user_id", user, "error", err)
+		return
+	}
+	if kept {
+		// When the grace ends, settle the gate so the head of the list is
+		// admitted at once, not at some later check-in.
+		a.log.Debug("member left a limited channel; slot kept for the grace", "app", app, "channel", ch, "user_id", user, "grace", rule.Grace)
+		a.waiters.mu.Lock()
+		a.waiters.settleAt = append(a.waiters.settleAt, settleAt{k: chanKey{app, ch}, at: time.Now().Add(rule.Grace + 50*time.Millisecond)})
+		a.waiters.mu.Unlock()
+	}
+}
+
+// settleAt is a channel whose gate must be settled at a time (a grace ends).
+type settleAt struct {
+	k  chanKey
+	at time.Time
+}
+
+// settleDue settles the gates whose time came and tells the nodes with
+// waiters if someone was admitted.
+func (a *App) settleDue(ctx context.Context, now time.Time) {
+	a.waiters.mu.Lock()
+	var due []chanKey
+	rest := a.waiters.settleAt[:0]
+	for _, s := range a.waiters.settleAt {
+		if now.Before(s.at) {
+			rest = append(rest, s)
+		} else {
+			due = append(due, s.k)
+		}
+	}
+	a.waiters.settleAt = rest
+	a.waiters.mu.Unlock()
+	for _, k := range due {
+		ap := a.cfg.Apps.ByID(k.app)
+		if ap == nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
+		st, changes, err := a.gate.State(cctx, k.app, k.channel, admission.RuleFor(ap, k.channel))
+		if err == nil {
+			a.admMetrics.Observe(k.app, k.channel, st, changes)
+			if changes.Moved() {
+				err = a.bus.Publish(cctx, k.app, fanout.Message{Channel: protocol.AdmissionChannel(k.channel), Event: "moved"})
+			}
+		}
+		cancel()
+		if err != nil {
+			a.log.Warn("cannot settle an admission gate after a grace; the next check-in will", "app", k.app, "channel", k.channel, "error", err)
+		}
 	}
 }

@@ -39,15 +39,20 @@ func TestPusherJSCompat(t *testing.T) {
 		t.Fatal("node is not installed (Node 18+ is needed for the compatibility suite): run `make test` or install nodejs")
 	}
 
-	// app-id has client events on; app2 has them off.
+	// app-id has client events on and a capacity of 1 on presence-cap-
+	// channels (08-admission.test.js); app2 has client events off.
 	type appEntry struct {
-		ID                   string `json:"id"`
-		Key                  string `json:"key"`
-		Secret               string `json:"secret"`
-		EnableClientMessages bool   `json:"enableClientMessages"`
+		ID                   string           `json:"id"`
+		Key                  string           `json:"key"`
+		Secret               string           `json:"secret"`
+		EnableClientMessages bool             `json:"enableClientMessages"`
+		Capacities           []map[string]any `json:"capacities,omitempty"`
+		Admission            map[string]int   `json:"admission,omitempty"`
 	}
 	apps := []appEntry{
-		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true},
+		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
+			Capacities: []map[string]any{{"prefix": "presence-cap-", "capacity": 1}},
+			Admission:  map[string]int{"dropoutSeconds": 30, "graceSeconds": 1, "ticketSeconds": 30}},
 		{ID: "app2-id", Key: "app2-key", Secret: "app2-secret", EnableClientMessages: false},
 	}
 	appsJSON, err := json.Marshal(apps)
