@@ -76,7 +76,7 @@ type waiters struct {
 	told map[waiterKey]int
 	// settleAt lists the gates to settle when a leaver's grace ends.
 	settleAt []settleAt
-	wake chan struct{}
+	wake     chan struct{}
 }
 
 func newWaiters() *waiters {
