@@ -59,9 +59,22 @@ func globEscape(s string) string {
 // app's nodes even when its apps file differs from the wsnodes'.
 const appsKey = prefix + "apps"
 
-func scriptKeys(app, node string) []string {
+// scriptKeys are the keys of apply.lua and reap.lua; with logEvents the
+// app's event log is the fourth, and the scripts append their edges to it.
+func scriptKeys(app, node string, logEvents bool) []string {
+	if logEvents {
+		return []string{nodesKey(app), nodeKey(app, node), globalKey(app), EventLogKey(app)}
+	}
 	return []string{nodesKey(app), nodeKey(app, node), globalKey(app)}
 }
+
+// EventLogKey names the app's event log: a stream of occupancy events
+// (channel_occupied/_vacated, member_added/_removed) that the count scripts
+// append in the same unit as the change, and other producers (client
+// events, subscription counts, admission) append to. Its entries have
+// fields "t" (unix ms, Redis's clock) and "ev" (the event as JSON). The
+// webhook package reads it; it shares the app's hash tag.
+func EventLogKey(app string) string { return appPrefix(app) + "events" }
 
 var (
 	//go:embed scripts/lib.lua

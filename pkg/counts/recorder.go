@@ -32,6 +32,9 @@ type RecorderOptions struct {
 	// cluster-wide (new global counts, presence joins and leaves), so the
 	// node can announce them. It runs on the flushing goroutine: keep it short.
 	OnFlushed func(Flushed)
+	// LogEvents, if set, says which apps keep an event log (EventLogKey):
+	// every flush and the final Remove append their edges to it.
+	LogEvents func(app string) bool
 }
 
 // Recorder is one wsnode's view of its own counts: it keeps the node's local
@@ -415,7 +418,7 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			for f, info := range o.infos {
 				args = append(args, f, string(info))
 			}
-			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node), args...)
+			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node, r.logs(o.app)), args...)
 		}
 		return nil
 	})
@@ -462,6 +465,8 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Flush
 	return again, flushed
 }
 
+func (r *Recorder) logs(app string) bool { return r.opts.LogEvents != nil && r.opts.LogEvents(app) }
+
 // Remove deletes this node's contribution from every app (a graceful stop)
 // and stops further writes; OnFlushed hears what that changed, so members
 // can be announced as gone. Changes recorded after it are ignored.
@@ -476,6 +481,7 @@ func (r *Recorder) Remove(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	s := NewStore(r.rdb)
+	s.LogEvents = r.opts.LogEvents
 	var errs []error
 	for _, app := range apps {
 		_, reaped, err := s.RemoveNode(ctx, app, r.node)

@@ -12,7 +12,12 @@ import (
 )
 
 // Store reads the counts of every app and reaps dead nodes.
-type Store struct{ rdb redis.UniversalClient }
+type Store struct {
+	rdb redis.UniversalClient
+	// LogEvents, if set before use, says which apps keep an event log
+	// (EventLogKey): reaping a node of such an app appends its edges to it.
+	LogEvents func(app string) bool
+}
 
 // NewStore returns a store on rdb.
 func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
@@ -114,7 +119,8 @@ func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, Reaped,
 }
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	res, err := parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node), node, deadAfterMs, appPrefix(app)))
+	logEvents := s.LogEvents != nil && s.LogEvents(app)
+	res, err := parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node, logEvents), node, deadAfterMs, appPrefix(app)))
 	if err != nil {
 		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 	}

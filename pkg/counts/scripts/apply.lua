@@ -3,6 +3,7 @@
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
+-- KEYS[4] events   STREAM the app's event log (optional: see log_events)
 -- ARGV[1] node id
 -- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
 --         to be registered; "replace" makes the contribution exactly the
@@ -61,4 +62,5 @@ else
 end
 redis.call('ZADD', nodes, now_ms(), id)
 local chans, edges = changes()
+log_events(edges)
 return {1, chans, edges}

@@ -92,3 +92,35 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+
+-- log_events appends this unit's occupancy events to the app's event log
+-- when the caller passes it as KEYS[4] (a stream the webhook deliverers
+-- read): exactly the edges this unit made, written in the same unit, so a
+-- crash can lose a change only together with its event. Per unit, a
+-- channel's occupied comes before its members' events and its vacated
+-- after them. The log is capped (approximately) at a million entries.
+local function log_events(edges)
+  local log = KEYS[4]
+  if not log then return end
+  local t = now_ms()
+  local function add(ev)
+    redis.call('XADD', log, 'MAXLEN', '~', 1000000, '*', 't', t, 'ev', cjson.encode(ev))
+  end
+  local vacated = {}
+  for _, ch in ipairs(touched_ch) do
+    local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
+    if was == 0 and now > 0 then
+      add({name = 'channel_occupied', channel = ch})
+    elseif was > 0 and now == 0 then
+      table.insert(vacated, ch)
+    end
+  end
+  for i = 1, #edges, 4 do
+    local name = 'member_removed'
+    if edges[i] == 1 then name = 'member_added' end
+    add({name = name, channel = edges[i + 1], user_id = edges[i + 2]})
+  end
+  for _, ch in ipairs(vacated) do
+    add({name = 'channel_vacated', channel = ch})
+  end
+end

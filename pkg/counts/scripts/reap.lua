@@ -1,7 +1,7 @@
 -- reap.lua: remove a node: subtract its contribution from the global counts,
 -- delete it and its last-seen entry, in one atomic unit. Running it twice, or
 -- from two cleaners at once, subtracts once: the second run finds no entry.
--- KEYS[1] nodes, KEYS[2] node, KEYS[3] global (as in apply.lua)
+-- KEYS[1] nodes, KEYS[2] node, KEYS[3] global, KEYS[4] events (as in apply.lua)
 -- ARGV[1] node id
 -- ARGV[2] dead-after in ms: reap only if last-seen is at least this old by
 --         this shard's clock (re-checked here, so a node that came back after
@@ -30,4 +30,5 @@ end
 redis.call('DEL', node)
 redis.call('ZREM', nodes, id)
 local chans, edges = changes()
+log_events(edges)
 return {#old / 2, chans, edges, now - tonumber(seen)}
