@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // admissionChannel validates the {channel_name} of an admission route:
@@ -79,10 +82,12 @@ func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiReq
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	a.afterGate(req.app.ID, ch, res.State, res.Changes, false)
+	direct := ""
 	if res.New {
 		a.admissionMetrics.AdmittedDirectly(req.app.ID)
+		direct = user
 	}
+	a.afterGate(req.app, ch, res.State, res.Changes, false, direct)
 	switch res.Status {
 	case admission.Waiting:
 		a.writeJSON(w, admissionAnswer{Status: "waiting", Position: res.Position, Waiting: &res.Waiting, Capacity: res.Capacity, Occupancy: &res.Occupancy})
@@ -114,7 +119,7 @@ func (a *App) admissionLeave(w http.ResponseWriter, r *http.Request, req *apiReq
 		return
 	}
 	// A leaving waiter moves the ones behind up: tell them.
-	a.afterGate(req.app.ID, ch, st, changes, true)
+	a.afterGate(req.app, ch, st, changes, true, "")
 	a.writeJSON(w, struct{}{})
 }
 
@@ -131,7 +136,7 @@ func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiReq
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	a.afterGate(req.app.ID, ch, st, changes, false)
+	a.afterGate(req.app, ch, st, changes, false, "")
 	a.writeJSON(w, map[string]int{"capacity": st.Capacity, "occupancy": st.Occupancy, "waiting": st.Waiting})
 }
 
@@ -164,7 +169,7 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	a.afterGate(req.app.ID, ch, st, changes, false)
+	a.afterGate(req.app, ch, st, changes, false, "")
 	a.writeJSON(w, map[string]int{"capacity": n})
 }
 
@@ -181,21 +186,32 @@ func (a *App) clearCapacity(w http.ResponseWriter, r *http.Request, req *apiRequ
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	a.afterGate(req.app.ID, ch, st, changes, false)
+	a.afterGate(req.app, ch, st, changes, false, "")
 	a.writeJSON(w, struct{}{})
 }
 
-// afterGate records a gate call's changes and, when a place or slot moved
-// (or moved is set), tells the nodes holding that channel's connected
-// waiters (they then check where each stands). The notice is best effort:
-// nodes also check in periodically.
-func (a *App) afterGate(app, ch string, st admission.State, c admission.Changes, moved bool) {
+// afterGate records a gate call's changes (metrics, and the admission
+// webhooks: direct names a user this call admitted without waiting) and,
+// when a place or slot moved (or moved is set), tells the nodes holding
+// that channel's connected waiters (they then check where each stands).
+// The notice is best effort: nodes also check in periodically.
+func (a *App) afterGate(ap *apps.App, ch string, st admission.State, c admission.Changes, moved bool, direct string) {
+	app := ap.ID
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	admitted := c.Promoted
+	if direct != "" {
+		admitted = append(slices.Clone(admitted), direct)
+	}
+	if evs := webhook.AdmissionEvents(ap, ch, admitted, c.Dropped); len(evs) > 0 {
+		if err := webhook.Append(ctx, a.rdb, app, evs...); err != nil {
+			a.log.Warn("cannot log admission webhook events", "app_id", app, "channel", ch, "events", len(evs), "error", err)
+		}
+	}
 	a.admissionMetrics.Observe(app, ch, st, c)
 	if !moved && !c.Moved() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	if err := a.bus.Publish(ctx, app, fanout.Message{Channel: protocol.AdmissionChannel(ch), Event: "moved"}); err != nil {
 		a.log.Debug("cannot tell nodes the waiting list moved", "app_id", app, "channel", ch, "error", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/run"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 const (
@@ -56,6 +59,8 @@ type App struct {
 	// gate is the admission gate of capacity-limited channels.
 	gate             *admission.Gate
 	admissionMetrics *admission.Metrics
+	// hooks delivers the apps' webhooks from their event logs.
+	hooks *webhook.Deliverer
 
 	api   *run.Server
 	admin *run.Server // nil when --admin-addr is empty
@@ -114,6 +119,7 @@ func New(opts Options) (_ *App, err error) {
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
 	a.gate = admission.New(a.rdb)
 	a.admissionMetrics = admission.NewMetrics(reg)
+	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	if a.api, err = run.Listen(opts.Config.Addr, a.handler()); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
@@ -126,6 +132,13 @@ func New(opts Options) (_ *App, err error) {
 		a.cleanups = append(a.cleanups, func() { release(a.admin) })
 	}
 	return a, nil
+}
+
+// replicaName names this process among the webhook deliverers: unique per
+// process start, and readable in XINFO CONSUMERS.
+func replicaName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%x", host, os.Getpid(), rand.Uint32())
 }
 
 // release closes a server that may never have served: run.Server has no
@@ -179,6 +192,9 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add(func() error {
 		a.watchRedis(ctx)
 		return nil
+	}, func(error) { cancel() })
+	g.Add(func() error {
+		return a.hooks.Run(ctx)
 	}, func(error) { cancel() })
 	g.Add(func() error {
 		if err := a.api.Serve(); err != nil {

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // waiterTick is how often the waiters loop looks for channels due a
@@ -208,7 +210,7 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 		a.log.Warn("cannot check in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "error", err)
 		return
 	}
-	a.admMetrics.Observe(k.app, k.channel, st, changes)
+	a.afterGate(ctx, ap, k.channel, st, changes)
 	a.log.Debug("checked in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "waiting", st.Waiting, "occupancy", st.Occupancy, "promoted", len(changes.Promoted), "dropped", len(changes.Dropped), "freed", len(changes.Freed))
 	if changes.Moved() {
 		// Other nodes' waiters moved too.
@@ -242,6 +244,16 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 			event, data = protocol.EventAdmissionWaiting, `{"position":`+strconv.Itoa(ws.Position)+`,"waiting":`+strconv.Itoa(st.Waiting)+`}`
 		}
 		a.enqueue(s, protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(nil))
+	}
+}
+
+// afterGate records a gate call's changes: metrics and admission webhooks.
+func (a *App) afterGate(ctx context.Context, ap *apps.App, ch string, st admission.State, c admission.Changes) {
+	a.admMetrics.Observe(ap.ID, ch, st, c)
+	if evs := webhook.AdmissionEvents(ap, ch, c.Promoted, c.Dropped); len(evs) > 0 {
+		if err := webhook.Append(ctx, a.rdb, ap.ID, evs...); err != nil {
+			a.log.Warn("cannot log admission webhook events", "app", ap.ID, "channel", ch, "events", len(evs), "error", err)
+		}
 	}
 }
 
@@ -300,7 +312,7 @@ func (a *App) settleDue(ctx context.Context, now time.Time) {
 		cctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
 		st, changes, err := a.gate.State(cctx, k.app, k.channel, admission.RuleFor(ap, k.channel))
 		if err == nil {
-			a.admMetrics.Observe(k.app, k.channel, st, changes)
+			a.afterGate(cctx, ap, k.channel, st, changes)
 			if changes.Moved() {
 				err = a.bus.Publish(cctx, k.app, fanout.Message{Channel: protocol.AdmissionChannel(k.channel), Event: "moved"})
 			}

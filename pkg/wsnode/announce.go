@@ -8,6 +8,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // Subscription counts of channels with more than busyChannel subscribers
@@ -60,12 +61,29 @@ func (n *announcer) flushed(f counts.Flushed) {
 	}
 }
 
+// wantsCounts: the app's clients get pusher_internal:subscription_count, or
+// its webhooks subscription_count events.
 func (n *announcer) wantsCounts(app string) bool {
 	if len(app) == 0 {
 		return false
 	}
 	ap := n.a.cfg.Apps.ByID(app)
-	return ap != nil && ap.EnableSubscriptionCount
+	return ap != nil && (ap.EnableSubscriptionCount || webhook.Wants(ap, webhook.SubscriptionCount))
+}
+
+// sendCount tells a channel's new subscription count to its subscribers
+// and to the app's webhooks, as the app asks.
+func (n *announcer) sendCount(ctx context.Context, k chanKey, c int64) {
+	ap := n.a.cfg.Apps.ByID(k.app)
+	if ap == nil {
+		return
+	}
+	if ap.EnableSubscriptionCount {
+		n.publish(ctx, k.app, fanout.Message{Channel: k.channel, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(c)})
+	}
+	if webhook.Wants(ap, webhook.SubscriptionCount) {
+		n.a.hooks.Enqueue(k.app, webhook.Event{Name: webhook.SubscriptionCount, Channel: k.channel, SubscriptionCount: &c})
+	}
 }
 
 func (n *announcer) run(ctx context.Context) {
@@ -133,7 +151,7 @@ func (n *announcer) count(ctx context.Context, k chanKey, c int64, now time.Time
 		return
 	}
 	st.sentAt, st.dirty = now, false
-	n.publish(ctx, k.app, fanout.Message{Channel: k.channel, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(c)})
+	n.sendCount(ctx, k, c)
 }
 
 // trailing sends held-back counts whose interval has passed, so the last
@@ -145,7 +163,7 @@ func (n *announcer) trailing(ctx context.Context, now time.Time) {
 		switch {
 		case st.dirty && now.Sub(st.sentAt) >= countEvery:
 			st.sentAt, st.dirty = now, false
-			n.publish(ctx, k.app, fanout.Message{Channel: k.channel, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(st.pending)})
+			n.sendCount(ctx, k, st.pending)
 		case !st.dirty && now.Sub(st.sentAt) >= countEvery:
 			delete(n.counts, k)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
 	hrun "github.com/headcount/headcount/pkg/run"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // Options configure a node.
@@ -108,6 +109,8 @@ type App struct {
 	gate       *admission.Gate
 	admMetrics *admission.Metrics
 	waiters    *waiters
+	// hooks appends client events to the apps' webhook logs.
+	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
 	ws         *hrun.Server
@@ -166,12 +169,14 @@ func New(opts Options) (_ *App, err error) {
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
 	a.gate, a.admMetrics, a.waiters = admission.New(a.rdb), admission.NewMetrics(a.reg), newWaiters()
+	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
 	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
 		Heartbeat:  cfg.Heartbeat,
 		Coalesce:   a.tun.coalesce,
 		Logger:     a.log,
 		Registerer: a.reg,
 		OnFlushed:  a.ann.flushed,
+		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(cfg.Apps.ByID(app)) },
 	})
 
 	mux := http.NewServeMux()
@@ -336,6 +341,11 @@ func (a *App) Run(ctx context.Context) error {
 
 	g.Add(func() error {
 		a.runWaiters(annCtx)
+		return nil
+	}, func(error) { stopAnn() })
+
+	g.Add(func() error {
+		a.hooks.Run(annCtx)
 		return nil
 	}, func(error) { stopAnn() })
 

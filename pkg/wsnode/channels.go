@@ -15,6 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // Presence and event limits (Pusher's documented defaults); apps may
@@ -200,6 +201,10 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 		return refuse(protocol.CodeNone, "Client event could not be delivered; try again")
 	}
 	a.m.clientEvents.Inc()
+	if webhook.Wants(s.app, webhook.ClientEvent) {
+		a.hooks.Enqueue(s.app.ID, webhook.Event{Name: webhook.ClientEvent, Channel: f.Channel, Event: f.Event,
+			Data: data, SocketID: s.id, UserID: s.subs[i].member.user})
+	}
 	return nil
 }
 

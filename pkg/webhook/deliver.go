@@ -1,0 +1,516 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/lease"
+)
+
+// Defaults of Options.
+const (
+	DefaultDebounce    = 3 * time.Second
+	DefaultRetryWindow = 5 * time.Minute
+	DefaultLeaseTTL    = 3 * time.Second
+	DefaultTimeout     = 5 * time.Second
+	minBackoff         = 500 * time.Millisecond
+	maxBackoff         = 30 * time.Second
+	maxInFlight        = 16
+	readBatch          = 500
+	defaultTrimEvery   = 10 * time.Second
+)
+
+// Options configure a Deliverer.
+type Options struct {
+	Apps *apps.Registry
+	// Replica names this process in the consumer groups (unique per process).
+	Replica    string
+	Logger     hclog.Logger
+	Registerer prometheus.Registerer
+	// Client posts the webhooks; nil means one with DefaultTimeout.
+	Client *http.Client
+	// Debounce holds channel_vacated and member_removed this long, dropping
+	// them if the channel or member came back meanwhile.
+	Debounce time.Duration
+	// RetryWindow is how long after its creation an event is retried.
+	RetryWindow time.Duration
+	// LeaseTTL bounds how long a dead replica's webhooks wait for another.
+	LeaseTTL time.Duration
+	// TrimEvery is how often the delivered part of an app's log is trimmed.
+	TrimEvery time.Duration
+}
+
+// Deliverer posts the events of every app's event log to the app's
+// webhooks. Each (app, webhook URL) is delivered by one replica at a time,
+// the holder of its lease; every replica contends for every webhook, so
+// the work spreads over replicas and a dead one's is taken over within a
+// lease TTL.
+type Deliverer struct {
+	rdb  redis.UniversalClient
+	opts Options
+	log  hclog.Logger
+	m    *metrics
+}
+
+// New returns a deliverer on rdb.
+func New(rdb redis.UniversalClient, opts Options) *Deliverer {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: DefaultTimeout}
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.RetryWindow <= 0 {
+		opts.RetryWindow = DefaultRetryWindow
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.TrimEvery <= 0 {
+		opts.TrimEvery = defaultTrimEvery
+	}
+	return &Deliverer{rdb: rdb, opts: opts, log: opts.Logger.Named("webhook"), m: newMetrics(opts.Registerer)}
+}
+
+// Run delivers until ctx ends (and only then returns).
+func (d *Deliverer) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, app := range d.opts.Apps.All() {
+		urls := map[string]bool{}
+		for _, w := range app.Webhooks {
+			if w.URL == "" || urls[w.URL] {
+				continue
+			}
+			urls[w.URL] = true
+			t := d.target(app, w.URL)
+			wg.Go(func() {
+				e := &lease.Elector{Lease: lease.New(d.rdb, t.leaseKey(), d.opts.LeaseTTL), Log: t.log,
+					OnChange: func(active bool) { d.m.active.WithLabelValues(app.ID, t.group).Set(map[bool]float64{true: 1}[active]) }}
+				_ = e.Run(ctx, t.deliver)
+			})
+		}
+	}
+	wg.Wait()
+	<-ctx.Done() // with no webhooks configured, nothing to do until the end
+	return nil
+}
+
+// target is one webhook URL of one app.
+type target struct {
+	d     *Deliverer
+	app   *apps.App
+	url   string
+	types []string
+	group string
+	key   string
+	log   hclog.Logger
+	// trims: this target trims the app's log (the first URL by group name).
+	trims bool
+}
+
+func (d *Deliverer) target(app *apps.App, url string) *target {
+	t := &target{d: d, app: app, url: url, group: groupName(url), key: counts.EventLogKey(app.ID)}
+	for _, w := range app.Webhooks {
+		if w.URL == url {
+			t.types = append(t.types, w.EventTypes...)
+		}
+	}
+	groups := make([]string, 0, len(app.Webhooks))
+	for _, w := range app.Webhooks {
+		groups = append(groups, groupName(w.URL))
+	}
+	sort.Strings(groups)
+	t.trims = groups[0] == t.group
+	t.log = d.log.With("app", app.ID, "webhook", t.group)
+	return t
+}
+
+// groupName is the consumer group (and metric label) of a webhook URL.
+func groupName(url string) string {
+	h := sha256.Sum256([]byte(url))
+	return "wh-" + hex.EncodeToString(h[:6])
+}
+
+// leaseKey shares the app's hash tag; only this package names it.
+func (t *target) leaseKey() string { return "hc:{" + t.app.ID + "}:webhook-lease:" + t.group }
+
+func (t *target) wants(name string) bool {
+	for _, ty := range t.types {
+		if ty == name {
+			return true
+		}
+	}
+	return false
+}
+
+// entry is one event of the log on its way to this target.
+type entry struct {
+	id       string
+	t        int64 // creation, unix ms
+	ev       Event
+	attempts int
+	next     time.Time // no attempt before
+	inFlight bool
+	done     bool // delivered, given up or debounced: ack and forget
+}
+
+type result struct {
+	e   *entry
+	err error
+}
+
+// deliver runs while this replica holds the target's lease: it takes over
+// the events a previous holder read and did not finish, then reads new
+// ones, and posts each, in log order per channel.
+func (t *target) deliver(ctx context.Context) {
+	t.log.Info("delivering webhooks", "replica", t.d.opts.Replica)
+	defer t.log.Info("no longer delivering webhooks")
+	rdb, me := t.d.rdb, t.d.opts.Replica
+	if err := rdb.XGroupCreateMkStream(ctx, t.key, t.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		t.log.Warn("cannot create the consumer group; retrying when the lease is next held", "error", err)
+		return
+	}
+	var queue []*entry
+	// Take over what other consumers (a dead or deposed holder) read and
+	// did not acknowledge, then read everything pending for us in order.
+	for start := "0-0"; ; {
+		_, next, err := rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{Stream: t.key, Group: t.group, Consumer: me, Start: start, Count: readBatch}).Result()
+		if err != nil {
+			t.log.Warn("cannot take over pending webhook events", "error", err)
+			return
+		}
+		if next == "0-0" {
+			break
+		}
+		start = next
+	}
+	for after := "0"; ; {
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: me, Streams: []string{t.key, after}, Count: readBatch, Block: -1}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.log.Warn("cannot read pending webhook events", "error", err)
+			return
+		}
+		if len(res) == 0 || len(res[0].Messages) == 0 {
+			break
+		}
+		queue = t.add(ctx, queue, res[0].Messages)
+		after = res[0].Messages[len(res[0].Messages)-1].ID
+	}
+
+	results := make(chan result, maxInFlight)
+	inFlight := 0
+	var acks []string
+	lastTrim := time.Now()
+	defer func() {
+		// ctx is done, so attempts under way end soon; what they delivered
+		// unacknowledged is sent again by the next holder (at least once).
+		for ; inFlight > 0; inFlight-- {
+			<-results
+		}
+	}()
+	for ctx.Err() == nil {
+		// Acknowledge what is finished (one round trip), then forget it.
+		if len(acks) > 0 {
+			if err := rdb.XAck(ctx, t.key, t.group, acks...).Err(); err != nil {
+				t.log.Warn("cannot acknowledge delivered webhook events; they may be sent again", "error", err)
+			}
+			acks = acks[:0]
+			kept := queue[:0]
+			for _, e := range queue {
+				if !e.done {
+					kept = append(kept, e)
+				}
+			}
+			clear(queue[len(kept):])
+			queue = kept
+		}
+		t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(queue)))
+		if t.trims && time.Since(lastTrim) >= t.d.opts.TrimEvery {
+			t.trim(ctx)
+			lastTrim = time.Now()
+		}
+
+		// Start what may start; note when the next held event is due.
+		now := time.Now()
+		wake := now.Add(time.Second)
+		blocked := map[string]bool{}
+		for i, e := range queue {
+			if e.done {
+				continue
+			}
+			if blocked[e.ev.Channel] || e.inFlight {
+				blocked[e.ev.Channel] = true
+				continue
+			}
+			if until, cancelledBy := t.debounce(queue, i, now); cancelledBy != nil {
+				e.done, cancelledBy.done = true, true
+				acks = append(acks, e.id, cancelledBy.id)
+				t.d.m.debounced.WithLabelValues(t.app.ID, t.group).Add(2)
+				continue
+			} else if now.Before(until) {
+				blocked[e.ev.Channel] = true
+				wake = earliest(wake, until)
+				continue
+			}
+			if now.Before(e.next) {
+				blocked[e.ev.Channel] = true
+				wake = earliest(wake, e.next)
+				continue
+			}
+			blocked[e.ev.Channel] = true
+			if inFlight < maxInFlight {
+				e.inFlight = true
+				inFlight++
+				go func() { results <- result{e, t.post(ctx, e)} }()
+			}
+		}
+		if len(acks) > 0 {
+			continue
+		}
+
+		// Read new events; wait for them only when no attempt is under way.
+		block := time.Duration(-1) // no BLOCK: return at once
+		if inFlight == 0 {
+			if block = min(time.Until(wake), 200*time.Millisecond); block < time.Millisecond {
+				block = -1 // BLOCK 0 would wait forever
+			}
+		}
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: me, Streams: []string{t.key, ">"}, Count: readBatch, Block: block}).Result()
+		switch {
+		case err == nil && len(res) > 0:
+			queue = t.add(ctx, queue, res[0].Messages)
+		case err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil:
+			t.log.Warn("cannot read webhook events; retrying", "error", err)
+			sleep(ctx, time.Second)
+		}
+		// Collect finished attempts; with attempts under way and nothing
+		// finished, wait a little for one rather than spin.
+		finish := func(r result) {
+			inFlight--
+			r.e.inFlight = false
+			if id := t.settle(r.e, r.err); id != "" {
+				acks = append(acks, id)
+			}
+		}
+		for collecting := true; collecting; {
+			select {
+			case r := <-results:
+				finish(r)
+			default:
+				collecting = false
+			}
+		}
+		if inFlight > 0 && len(acks) == 0 {
+			select {
+			case r := <-results:
+				finish(r)
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// add parses read messages into entries; events this webhook does not ask
+// for, and unreadable ones, are acknowledged at once.
+func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage) []*entry {
+	var skip []string
+	for _, m := range msgs {
+		e := &entry{id: m.ID}
+		raw, _ := m.Values["ev"].(string)
+		ts, _ := m.Values["t"].(string)
+		var err error
+		if e.t, err = strconv.ParseInt(ts, 10, 64); err == nil {
+			err = json.Unmarshal([]byte(raw), &e.ev)
+		}
+		switch {
+		case err != nil:
+			t.log.Error("unreadable event in the webhook log; skipped", "id", m.ID, "error", err)
+			t.d.m.dropped.WithLabelValues(t.app.ID, t.group, "unreadable").Inc()
+			skip = append(skip, m.ID)
+		case !t.wants(e.ev.Name):
+			skip = append(skip, m.ID)
+		default:
+			queue = append(queue, e)
+		}
+	}
+	if len(skip) > 0 {
+		if err := t.d.rdb.XAck(ctx, t.key, t.group, skip...).Err(); err != nil {
+			t.log.Debug("cannot acknowledge skipped webhook events", "error", err)
+		}
+	}
+	return queue
+}
+
+// debounce decides for queue[i] if it is a channel_vacated or
+// member_removed: held until its debounce ends (until), or cancelled by the
+// channel_occupied / member_added that came back within it.
+func (t *target) debounce(queue []*entry, i int, now time.Time) (until time.Time, cancelledBy *entry) {
+	e := queue[i]
+	var back string
+	switch e.ev.Name {
+	case ChannelVacated:
+		back = ChannelOccupied
+	case MemberRemoved:
+		back = MemberAdded
+	default:
+		return time.Time{}, nil
+	}
+	deadline := e.t + t.d.opts.Debounce.Milliseconds()
+	for _, f := range queue[i+1:] {
+		if !f.done && !f.inFlight && f.ev.Name == back && f.ev.Channel == e.ev.Channel && f.ev.UserID == e.ev.UserID && f.t <= deadline {
+			return time.Time{}, f
+		}
+	}
+	return time.UnixMilli(deadline), nil
+}
+
+// post makes one delivery attempt.
+func (t *target) post(ctx context.Context, e *entry) error {
+	body, err := json.Marshal(struct {
+		TimeMs int64   `json:"time_ms"`
+		Events []Event `json:"events"`
+	}{e.t, []Event{e.ev}})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	// Exactly application/json: the Node SDK refuses anything else.
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Pusher-Key", t.app.Key)
+	req.Header.Set("X-Pusher-Signature", Sign(t.app.Secret, body))
+	resp, err := t.d.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return nil
+}
+
+// settle records an attempt's outcome; it returns the id to acknowledge
+// when the entry is finished.
+func (t *target) settle(e *entry, err error) string {
+	app, group := t.app.ID, t.group
+	if err == nil {
+		e.done = true
+		t.d.m.sent.WithLabelValues(app, group).Inc()
+		t.d.m.latency.WithLabelValues(app, group).Observe(time.Since(time.UnixMilli(e.t)).Seconds())
+		return e.id
+	}
+	t.d.m.failed.WithLabelValues(app, group).Inc()
+	e.attempts++
+	age := time.Since(time.UnixMilli(e.t))
+	if age >= t.d.opts.RetryWindow {
+		e.done = true
+		t.d.m.dropped.WithLabelValues(app, group, "expired").Inc()
+		t.log.Error("webhook event given up after the retry window", "event", e.ev.Name, "channel", e.ev.Channel,
+			"user_id", e.ev.UserID, "id", e.id, "age", age.Round(time.Millisecond), "attempts", e.attempts, "error", err)
+		return e.id
+	}
+	backoff := min(minBackoff<<min(e.attempts-1, 10), maxBackoff)
+	backoff = backoff/2 + rand.N(backoff/2+1)
+	e.next = time.Now().Add(backoff)
+	t.d.m.retried.WithLabelValues(app, group).Inc()
+	t.log.Debug("webhook delivery failed; will retry", "event", e.ev.Name, "channel", e.ev.Channel, "attempt", e.attempts, "in", backoff, "error", err)
+	return ""
+}
+
+// trim removes the log entries every webhook of the app has finished: those
+// before the lowest of each group's oldest pending entry or, with nothing
+// pending, its last delivered one. Until every group exists nothing is
+// trimmed (a webhook whose replica never started still wants them all).
+func (t *target) trim(ctx context.Context) {
+	groups, err := t.d.rdb.XInfoGroups(ctx, t.key).Result()
+	if err != nil {
+		return
+	}
+	have := map[string]redis.XInfoGroup{}
+	for _, g := range groups {
+		have[g.Name] = g
+	}
+	lowest := ""
+	for _, w := range t.app.Webhooks {
+		g, ok := have[groupName(w.URL)]
+		if !ok {
+			return
+		}
+		floor := g.LastDeliveredID
+		if g.Pending > 0 {
+			p, err := t.d.rdb.XPending(ctx, t.key, g.Name).Result()
+			if err != nil {
+				return
+			}
+			floor = p.Lower
+		}
+		if lowest == "" || idLess(floor, lowest) {
+			lowest = floor
+		}
+	}
+	if lowest != "" && lowest != "0-0" {
+		if err := t.d.rdb.XTrimMinID(ctx, t.key, lowest).Err(); err != nil {
+			t.log.Debug("cannot trim the webhook log", "error", err)
+		}
+	}
+}
+
+// idLess compares stream ids "ms-seq".
+func idLess(a, b string) bool {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	ai, _ := strconv.ParseUint(am, 10, 64)
+	bi, _ := strconv.ParseUint(bm, 10, 64)
+	if ai != bi {
+		return ai < bi
+	}
+	asi, _ := strconv.ParseUint(as, 10, 64)
+	bsi, _ := strconv.ParseUint(bs, 10, 64)
+	return asi < bsi
+}

@@ -1,0 +1,34 @@
+// Package webhook delivers Pusher's webhooks (channel_occupied/_vacated,
+// member_added/_removed, client_event, subscription_count) and headcount's
+// admission_admitted/_dropped, at least once, from a durable per-app log.
+//
+// Guarantees:
+//
+//   - Occupancy and member events are written to the app's event log
+//     (counts.EventLogKey, a Redis stream) by the count scripts themselves,
+//     in the same atomic unit as the count change, on a wsnode's flush and
+//     on the cleaner's reap alike: a node's death produces exactly the
+//     events its sockets' leaving would have, and no change is logged
+//     without its count or counted without its event. Other producers
+//     (client events, subscription counts, admission) append with Append.
+//   - Each (app, webhook URL) is a consumer group on the log, delivered by
+//     one replica at a time, the holder of its lease; every httpapi replica
+//     contends, so the work spreads and a dead holder's webhooks are taken
+//     over within a lease TTL, with the events it had read and not
+//     acknowledged (XAUTOCLAIM). An event is acknowledged only once
+//     delivered or given up, so nothing is lost; one may be sent twice.
+//   - Events of one channel are posted in log order, one at a time; other
+//     channels' go on meanwhile (up to 16 requests in flight per webhook).
+//   - channel_vacated and member_removed wait the debounce (3 s) and are
+//     dropped together with the channel_occupied / member_added that
+//     undid them within it (a page reload sends nothing).
+//   - A failed post (no answer in 5 s, or not 2xx) is retried with
+//     exponential backoff (0.5 s doubling to 30 s, jittered) until the event
+//     is RetryWindow (5 min) old; then it is dropped with an error log line
+//     and headcount_webhook_dropped_total, never silently.
+//   - Requests are signed as Pusher signs them: Content-Type exactly
+//     application/json, X-Pusher-Key, X-Pusher-Signature = hex
+//     HMAC-SHA256(secret, body), body {"time_ms": creation, "events": [one]}.
+//   - The log is trimmed below what every webhook of the app has finished,
+//     and capped at about a million entries in case nothing delivers.
+package webhook

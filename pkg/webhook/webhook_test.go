@@ -1,0 +1,262 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	pusher "github.com/pusher/pusher-http-go/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+var allTypes = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, ClientEvent, SubscriptionCount, AdmissionAdmitted, AdmissionDropped}
+
+// receiver is a real HTTP server that validates every request the way
+// pusher-http-go v5.1.1 does and records the events; fail decides whether
+// to answer 500 to a request (by its event, before validation).
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []string // "name channel [user]"
+	errs   []string
+	fail   func(ev string) bool
+	tries  map[string]int
+	client *pusher.Client
+}
+
+func newReceiver(t *testing.T, app *apps.App) *receiver {
+	r := &receiver{tries: map[string]int{}, client: &pusher.Client{AppID: app.ID, Key: app.Key, Secret: app.Secret}}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ct := req.Header.Get("Content-Type"); ct != "application/json" {
+			r.errs = append(r.errs, "content type "+ct)
+		}
+		hook, err := r.client.Webhook(req.Header, body)
+		if err != nil || len(hook.Events) != 1 || hook.TimeMs == 0 {
+			r.errs = append(r.errs, fmt.Sprintf("invalid webhook %s: %v", body, err))
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		e := hook.Events[0]
+		line := strings.TrimSpace(e.Name + " " + e.Channel + " " + e.UserID)
+		if e.Name == ClientEvent {
+			line = e.Name + " " + e.Channel + " " + e.Event + " " + e.Data + " " + e.SocketID
+		}
+		r.tries[line]++
+		if r.fail != nil && r.fail(line) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		r.got = append(r.got, line)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Empty(nil, r.errs)
+	return slices.Clone(r.got)
+}
+
+func (r *receiver) waitFor(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r.mu.Lock()
+		got, errs := slices.Clone(r.got), slices.Clone(r.errs)
+		r.mu.Unlock()
+		require.Empty(t, errs)
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d events: %v", len(got), n, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type fixture struct {
+	rdb redis.UniversalClient
+	app *apps.App
+	reg *apps.Registry
+	rcv *receiver
+}
+
+func newFixture(t *testing.T, rdb redis.UniversalClient) *fixture {
+	app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true}
+	f := &fixture{rdb: rdb, app: app, rcv: newReceiver(t, app)}
+	app.Webhooks = []apps.Webhook{{URL: f.rcv.URL + "/hook", EventTypes: allTypes}}
+	reg, err := apps.New([]*apps.App{app})
+	require.NoError(t, err)
+	f.reg = reg
+	return f
+}
+
+// start runs a deliverer named replica until the returned stop is called
+// (or the test ends).
+func (f *fixture) start(t *testing.T, replica string, opts Options) (stop func(), reg *prometheus.Registry) {
+	reg = prometheus.NewRegistry()
+	opts.Apps, opts.Replica, opts.Logger, opts.Registerer = f.reg, replica, logging.TestLogger(t), reg
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 300 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = New(f.rdb, opts).Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop, reg
+}
+
+func (f *fixture) append(t *testing.T, evs ...Event) {
+	t.Helper()
+	require.NoError(t, Append(context.Background(), f.rdb, f.app.ID, evs...))
+}
+
+func backends(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) { fn(t, redistest.New(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("cluster in -short")
+		}
+		fn(t, redistest.NewCluster(t).Client(t))
+	})
+}
+
+// TestDelivery: events appended to the log (and written by the count
+// scripts themselves) reach the receiver signed as Pusher signs them, in
+// order within a channel.
+func TestDelivery(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		f := newFixture(t, rdb)
+		_, reg := f.start(t, "r1", Options{})
+		n := int64(3)
+		f.append(t,
+			Event{Name: ClientEvent, Channel: "private-a", Event: "client-typing", Data: `{"x":1}`, SocketID: "1.2"},
+			Event{Name: SubscriptionCount, Channel: "news", SubscriptionCount: &n},
+		)
+		// The count scripts' own events, in the same unit as the counts.
+		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, LogEvents: func(string) bool { return true }})
+		rec.Add(f.app.ID, "presence-r", 1)
+		rec.AddMember(f.app.ID, "presence-r", "u1", []byte(`{}`), 1)
+		require.NoError(t, rec.Flush(context.Background()))
+		got := f.rcv.waitFor(t, 4)
+		require.Less(t, slices.Index(got, "channel_occupied presence-r"), slices.Index(got, "member_added presence-r u1"), "order within a channel")
+		slices.Sort(got)
+		require.Equal(t, []string{
+			"channel_occupied presence-r",
+			`client_event private-a client-typing {"x":1} 1.2`,
+			"member_added presence-r u1",
+			"subscription_count news",
+		}, got)
+		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "sent")) == 4 }, 5*time.Second, 10*time.Millisecond)
+	})
+}
+
+func metricOf(reg *prometheus.Registry, what string) prometheus.Collector {
+	return &gathered{reg: reg, name: "headcount_webhook_" + what + "_total"}
+}
+
+// TestRetries: a receiver that fails its first 3 attempts at each event
+// still gets every event, once, in order per channel.
+func TestRetries(t *testing.T) {
+	f := newFixture(t, redistest.New(t).Client(t))
+	f.rcv.fail = func(line string) bool { return f.rcv.tries[line] <= 3 }
+	f.start(t, "r1", Options{})
+	f.append(t, Event{Name: ChannelOccupied, Channel: "a"}, Event{Name: MemberAdded, Channel: "a", UserID: "u"}, Event{Name: ChannelOccupied, Channel: "b"})
+	got := f.rcv.waitFor(t, 3)
+	require.Len(t, got, 3)
+	require.Less(t, slices.Index(got, "channel_occupied a"), slices.Index(got, "member_added a u"), "order within a channel")
+	for line, n := range f.rcv.tries {
+		require.Equal(t, 4, n, line)
+	}
+}
+
+// TestDebounce: a vacated channel that is occupied again within the
+// debounce (a page reload) sends nothing; one that stays empty is sent
+// after the debounce.
+func TestDebounce(t *testing.T) {
+	f := newFixture(t, redistest.New(t).Client(t))
+	const debounce = 400 * time.Millisecond
+	f.start(t, "r1", Options{Debounce: debounce})
+	f.append(t, Event{Name: ChannelOccupied, Channel: "reload"}, Event{Name: MemberAdded, Channel: "reload", UserID: "u"})
+	f.rcv.waitFor(t, 2)
+	start := time.Now()
+	f.append(t, Event{Name: MemberRemoved, Channel: "reload", UserID: "u"}, Event{Name: ChannelVacated, Channel: "reload"},
+		Event{Name: ChannelVacated, Channel: "gone"},
+		Event{Name: ChannelOccupied, Channel: "reload"}, Event{Name: MemberAdded, Channel: "reload", UserID: "u"})
+	got := f.rcv.waitFor(t, 3)
+	require.GreaterOrEqual(t, time.Since(start), debounce, "vacated was sent before the debounce ended")
+	require.Equal(t, []string{"channel_occupied reload", "member_added reload u", "channel_vacated gone"}, got)
+	// Nothing else comes: the reload's four events cancelled out.
+	f.append(t, Event{Name: ChannelOccupied, Channel: "marker"})
+	require.Equal(t, "channel_occupied marker", f.rcv.waitFor(t, 4)[3])
+}
+
+// TestTakeover: a replica that read events and died before delivering them
+// (its receiver was failing) loses nothing: another replica takes its lease,
+// claims what it read, and delivers.
+func TestTakeover(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		f := newFixture(t, rdb)
+		var failing sync.Map
+		failing.Store("on", true)
+		f.rcv.fail = func(string) bool { _, on := failing.Load("on"); return on }
+		stopA, regA := f.start(t, "a", Options{})
+		f.append(t, Event{Name: ChannelOccupied, Channel: "x"}, Event{Name: ChannelOccupied, Channel: "y"})
+		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(regA, "failed")) >= 2 }, 10*time.Second, 10*time.Millisecond)
+		stopA()
+		failing.Delete("on")
+		f.start(t, "b", Options{})
+		got := f.rcv.waitFor(t, 2)
+		slices.Sort(got)
+		require.Equal(t, []string{"channel_occupied x", "channel_occupied y"}, got)
+	})
+}
+
+// TestTrim: the part of the log every webhook has finished is trimmed, so
+// the log cannot grow without bound while deliveries keep up.
+func TestTrim(t *testing.T) {
+	f := newFixture(t, redistest.New(t).Client(t))
+	f.start(t, "r1", Options{TrimEvery: 50 * time.Millisecond})
+	for i := range 20 {
+		f.append(t, Event{Name: ChannelOccupied, Channel: fmt.Sprint("c", i)})
+	}
+	f.rcv.waitFor(t, 20)
+	require.Eventually(t, func() bool {
+		n, err := f.rdb.XLen(context.Background(), counts.EventLogKey(f.app.ID)).Result()
+		return err == nil && n <= 1
+	}, 5*time.Second, 20*time.Millisecond, "the delivered log was never trimmed")
+}
+
+// TestGiveUp: past the retry window an event is dropped, counted and
+// logged, and the ones after it are delivered.
+func TestGiveUp(t *testing.T) {
+	f := newFixture(t, redistest.New(t).Client(t))
+	f.rcv.fail = func(line string) bool { return line == "channel_occupied doomed" }
+	_, reg := f.start(t, "r1", Options{RetryWindow: 700 * time.Millisecond})
+	f.append(t, Event{Name: ChannelOccupied, Channel: "doomed"}, Event{Name: MemberAdded, Channel: "doomed", UserID: "u"})
+	require.Equal(t, []string{"member_added doomed u"}, f.rcv.waitFor(t, 1))
+	require.Equal(t, 1.0, testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_dropped_total"}))
+}
