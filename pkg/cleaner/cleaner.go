@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/webhook"
 	hcrun "github.com/headcount/headcount/pkg/run"
 )
 
@@ -139,6 +140,10 @@ func New(opts Options) (*App, error) {
 
 		auditEvery: opts.AuditInterval,
 	}
+	// A reap appends what it vacated and removed to the webhook log of apps
+	// that ask for it (in the reap's own atomic unit), so a node's death
+	// sends the webhooks its sockets' leaving would have.
+	a.store.LogEvents = func(app string) bool { return webhook.LogsOccupancy(opts.Config.Apps.ByID(app)) }
 	if a.auditEvery == 0 {
 		a.auditEvery = DefaultAuditInterval
 	}
