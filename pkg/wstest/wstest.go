@@ -24,7 +24,13 @@ type Conn struct {
 
 // Dial connects to addr and upgrades path (e.g. /app/key?protocol=7).
 func Dial(addr, path string) (*Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	return DialWith(&net.Dialer{Timeout: 10 * time.Second}, addr, path)
+}
+
+// DialWith is Dial through d (a load tool sets d.LocalAddr to spread its
+// sockets over source addresses).
+func DialWith(d *net.Dialer, addr, path string) (*Conn, error) {
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
