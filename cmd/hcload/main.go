@@ -45,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.PublishRate, "publish-rate", 0, "events per second to the hot channels while holding")
 	fs.IntVar(&cfg.SourceIPs, "source-ips", 1, "spread sockets over this many 127.0.x.y source addresses")
 	fs.IntVar(&cfg.ProbeEvery, "probe-every", 100, "every Nth socket measures subscribe-to-counted (0: off)")
+	admin := fs.String("admin", "", "admin host:port list of server processes whose CPU per accepted socket to report (comma-separated)")
 	out := fs.String("json", "", "also write the summary to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.WS = strings.Split(*ws, ",")
+	if *admin != "" {
+		cfg.Admin = strings.Split(*admin, ",")
+	}
 	if !*quiet {
 		cfg.Progress = stderr
 	}

@@ -48,6 +48,10 @@ type Config struct {
 	SourceIPs          int           // spread over this many 127.0.0.x source addresses (default 1: the kernel's choice)
 	ProbeEvery         int           // every Nth socket measures subscribe-to-counted (default 100; 0 off)
 	Progress           io.Writer     // one line per second; nil: none
+	// Admin lists admin host:ports of server processes (wsnodes, httpapi,
+	// cleaners) whose process_cpu_seconds_total is read before and after
+	// the ramp, to report their CPU cost per accepted socket.
+	Admin []string
 }
 
 func (c *Config) defaults() {
@@ -77,7 +81,7 @@ func (c *Config) Validate() error {
 	if len(c.WS) == 0 {
 		errs = append(errs, errors.New("no wsnode address"))
 	}
-	for _, a := range append(slices.Clone(c.WS), c.API) {
+	for _, a := range append(append(slices.Clone(c.WS), c.API), c.Admin...) {
 		if a == "" {
 			continue
 		}
@@ -159,6 +163,10 @@ type Summary struct {
 	Delivery          Percentiles `json:"publish_to_delivery"`
 	Published         int64       `json:"published"`
 	Churned           int64       `json:"churned"`
+	// RampCPUSeconds is each Admin process's CPU time during the ramp, and
+	// RampCPUPerSocketMs their sum per socket accepted.
+	RampCPUSeconds     map[string]float64 `json:"ramp_cpu_seconds,omitempty"`
+	RampCPUPerSocketMs float64            `json:"ramp_cpu_per_socket_ms,omitempty"`
 }
 
 type run struct {
@@ -213,6 +221,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer stopProgress()
 
 	// Ramp.
+	cpuBefore := r.cpu(ctx)
 	start := time.Now()
 	var ramp sync.WaitGroup
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -245,6 +254,17 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	rampTook := time.Since(start)
 	sum := Summary{Sockets: cfg.Sockets, RampSeconds: rampTook.Seconds()}
 	sum.AcceptedPerSecond = float64(r.subscribed.Load()) / rampTook.Seconds()
+	if len(cfg.Admin) > 0 {
+		after, total := r.cpu(ctx), 0.0
+		sum.RampCPUSeconds = map[string]float64{}
+		for a, v := range after {
+			sum.RampCPUSeconds[a] = v - cpuBefore[a]
+			total += v - cpuBefore[a]
+		}
+		if n := r.subscribed.Load(); n > 0 {
+			sum.RampCPUPerSocketMs = total * 1000 / float64(n)
+		}
+	}
 	if cfg.API != "" {
 		if took, ok := r.waitCounted(ctx, start, int64(cfg.Sockets)); ok {
 			sum.CountedAllSeconds = took.Seconds()
@@ -528,6 +548,29 @@ func (r *run) waitCounted(ctx context.Context, start time.Time, want int64) (tim
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
 	return 0, false
+}
+
+// cpu reads process_cpu_seconds_total from every Admin address.
+func (r *run) cpu(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for _, a := range r.cfg.Admin {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := r.http.Do(req)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
+				out[a], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+	}
+	return out
 }
 
 // channels is how many load channels the distribution uses (probes aside).
