@@ -33,7 +33,11 @@ runs=(
 	"./pkg/admission/ $BENCH $BENCHTIME"
 	"./test/e2e/ IdleMemory|PublishLatency|LoopbackFloor 1x"
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
+	"./test/e2e/ Load 1x"
 )
+# The process-level benchmarks draw their plots here (BENCHMARKS.md links them).
+export HC_BENCH_PLOTS="$PWD/docs/bench"
+mkdir -p "$HC_BENCH_PLOTS"
 
 raw=$(mktemp)
 trap 'rm -f "$raw" "$raw".*' EXIT
@@ -109,6 +113,11 @@ redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; 
 		grep -vE '^(ok|PASS)([[:space:]]|$)' "$raw.$j" || true
 		echo '```'
 		echo
+	done
+	echo "## Plots"
+	echo
+	for png in docs/bench/*.png; do
+		[ -e "$png" ] && echo "![${png##*/}]($png)" && echo
 	done
 } >"$raw.md"
 mv "$raw.md" "$OUT"

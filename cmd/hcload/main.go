@@ -55,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.WS = strings.Split(*ws, ",")
+	if cfg.ProbeEvery == 0 {
+		cfg.ProbeEvery = -1 // off, as the flag says (the package's 0 means its default)
+	}
 	if *admin != "" {
 		cfg.Admin = strings.Split(*admin, ",")
 	}

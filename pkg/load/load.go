@@ -46,7 +46,7 @@ type Config struct {
 	ChurnRate          float64       // sockets closed and reopened per second while holding
 	PublishRate        float64       // events per second to the hot channels while holding
 	SourceIPs          int           // spread over this many 127.0.0.x source addresses (default 1: the kernel's choice)
-	ProbeEvery         int           // every Nth socket measures subscribe-to-counted (default 100; 0 off)
+	ProbeEvery         int           // every Nth socket measures subscribe-to-counted (0: default 100; negative: off)
 	Progress           io.Writer     // one line per second; nil: none
 	// Admin lists admin host:ports of server processes (wsnodes, httpapi,
 	// cleaners) whose process_cpu_seconds_total is read before and after

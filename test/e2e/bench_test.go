@@ -74,17 +74,42 @@ func BenchmarkIdleMemory(b *testing.B) {
 
 	b.ResetTimer()
 	start := time.Now()
-	open(n, &conns)
+	// In eight steps, so the plot shows RSS against connections (the
+	// settling time between steps is not counted in conns/s).
+	var steps series
+	var paused time.Duration
+	for step := 1; step <= 8; step++ {
+		open(n*step/8-(len(conns)-100), &conns)
+		if step < 8 && plotDir() != "" {
+			waitSubscribed(b, store, len(conns))
+			t := time.Now()
+			steps.xs = append(steps.xs, float64(len(conns)-100))
+			steps.ys = append(steps.ys, float64(settledRSS(b, node.cmd.Process.Pid)-base)/(1<<20))
+			paused += time.Since(t)
+		}
+	}
 	waitSubscribed(b, store, len(conns))
-	opened := time.Since(start)
+	opened := time.Since(start) - paused
 	b.StopTimer()
 
 	rss := settledRSS(b, node.cmd.Process.Pid)
+	if dir := plotDir(); dir != "" {
+		steps.xs, steps.ys = append(steps.xs, float64(n)), append(steps.ys, float64(rss-base)/(1<<20))
+		steps.name = "wsnode RSS growth"
+		if err := linePlot(filepath.Join(dir, "idle-memory.png"), "Idle subscribed sockets on one wsnode: RSS growth (MiB)",
+			"sockets", "MiB", false, steps); err != nil {
+			b.Error(err)
+		}
+	}
 	b.ReportMetric(float64(rss-base)/1024/float64(n), "KiB/conn")
 	b.ReportMetric((metric(admin, "go_goroutines")-goroutines)/float64(n), "goroutines/conn")
 	b.ReportMetric(float64(n)/opened.Seconds(), "conns/s")
 	b.ReportMetric(float64(n), "conns")
 }
+
+// plotDir is where benchmarks write their PNG plots (HC_BENCH_PLOTS, set
+// by make bench), or "" for none.
+func plotDir() string { return os.Getenv("HC_BENCH_PLOTS") }
 
 func waitSubscribed(b testing.TB, store *counts.Store, want int) {
 	waitCounted(b, store, "idle-", want)
