@@ -50,6 +50,7 @@ clean: ## Remove bin/, .run/ and test/coverage files
 
 CHAOS_DURATION ?= 2m
 CHAOS_SEED     ?=
+CLUSTER        ?=
 
-chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=)
-	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) HC_CHAOS=1 $(GO) test -count=1 -run TestChaos -timeout 15m -v ./test/e2e/
+chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=, CLUSTER=1: Redis Cluster)
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) HC_CHAOS_CLUSTER=$(CLUSTER) HC_CHAOS=1 $(GO) test -count=1 -run TestChaos -timeout 15m -v ./test/e2e/

@@ -18,8 +18,8 @@ import (
 	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
-	"github.com/headcount/headcount/pkg/webhook"
 	hcrun "github.com/headcount/headcount/pkg/run"
+	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // LeaseKey is the Redis key the cleaners contend for.
@@ -53,7 +53,7 @@ type App struct {
 	rdb   redis.UniversalClient
 	store *counts.Store
 	bus   *fanout.Bus
-	lease *lease.Lease
+	lease *lease.Lease // nil with --lease-ttl 0: always active
 	admin *hcrun.Server
 	ready hcrun.Readiness
 	m     *metrics
@@ -135,10 +135,12 @@ func New(opts Options) (*App, error) {
 		rdb:   rdb,
 		store: counts.NewStore(rdb),
 		bus:   fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
-		lease: lease.New(rdb, LeaseKey, opts.Config.LeaseTTL),
 		m:     newMetrics(opts.Registry),
 
 		auditEvery: opts.AuditInterval,
+	}
+	if opts.Config.LeaseTTL > 0 {
+		a.lease = lease.New(rdb, LeaseKey, opts.Config.LeaseTTL)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (in the reap's own atomic unit), so a node's death
@@ -169,13 +171,23 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.rdb.Close()
 	var g run.Group
 	ctx, cancel := context.WithCancel(ctx)
-	g.Add(func() error {
-		e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
-			a.m.active.Set(map[bool]float64{true: 1}[active])
-			a.m.leaseChanges.WithLabelValues(map[bool]string{true: "active", false: "passive"}[active]).Inc()
-		}}
-		return e.Run(ctx, a.active)
-	}, func(error) { cancel() })
+	if a.lease == nil {
+		a.log.Warn("NO LEASE (--lease-ttl 0): this cleaner is ALWAYS ACTIVE, alongside any other cleaner; for tests only, never in production")
+		g.Add(func() error {
+			a.m.active.Set(1)
+			defer a.m.active.Set(0)
+			a.active(ctx, func() bool { return true })
+			return nil
+		}, func(error) { cancel() })
+	} else {
+		g.Add(func() error {
+			e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
+				a.m.active.Set(map[bool]float64{true: 1}[active])
+				a.m.leaseChanges.WithLabelValues(map[bool]string{true: "active", false: "passive"}[active]).Inc()
+			}}
+			return e.Run(ctx, func(ctx context.Context) { a.active(ctx, a.lease.Valid) })
+		}, func(error) { cancel() })
+	}
 	g.Add(func() error { a.watchRedis(ctx); return nil }, func(error) { cancel() })
 	if a.admin != nil {
 		g.Add(a.admin.Serve, func(error) { a.admin.Shutdown(time.Second) })
@@ -203,8 +215,9 @@ func (a *App) watchRedis(ctx context.Context) {
 }
 
 // active scans every scan-interval, and audits one app every audit
-// interval, while this cleaner holds the lease.
-func (a *App) active(ctx context.Context) {
+// interval, while this cleaner holds the lease; held says whether it
+// still does.
+func (a *App) active(ctx context.Context, held func() bool) {
 	// A passive cleaner does not look, so it must not export what it saw
 	// while active: dashboards would add two cleaners' stale gauges.
 	defer a.m.drift.Reset()
@@ -220,7 +233,7 @@ func (a *App) active(ctx context.Context) {
 	defer t.Stop()
 	failing := false // log a run of failures once, and its end
 	for {
-		err := a.scan(ctx, a.lease.Valid)
+		err := a.scan(ctx, held)
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:

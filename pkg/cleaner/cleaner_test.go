@@ -15,6 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -81,6 +82,72 @@ func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
 	require.Equal(t, map[string]int64{"shared": 5 * live}, all)
 	reaped := testutil.ToFloat64(a.m.reaped.WithLabelValues("app")) + testutil.ToFloat64(b.m.reaped.WithLabelValues("app"))
 	require.EqualValues(t, dead, reaped, "each dead node reaped exactly once between the two")
+}
+
+// TestWithoutLeaseEveryCleanerIsActive runs two cleaners with --lease-ttl
+// 0: both say loudly that they have no lease, both are active at once and
+// take no lease key, and each dead node is still reaped exactly once
+// between them while a live node's counts stay.
+func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	store := counts.NewStore(rdb)
+
+	var cleaners []*App
+	var logs []*proctest.Buffer
+	done := make(chan error, 2)
+	for range 2 {
+		cfg := config.DefaultCleaner()
+		cfg.Redis = srv.URL()
+		cfg.AdminAddr = ""
+		cfg.DeadAfter = 200 * time.Millisecond
+		cfg.ScanInterval = 20 * time.Millisecond
+		cfg.LeaseTTL = 0
+		log := &proctest.Buffer{}
+		a, err := New(Options{Config: cfg, Logger: logging.New("cleaner", "info", "text", log), Registry: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		cleaners, logs = append(cleaners, a), append(logs, log)
+		go func() { done <- a.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range cleaners {
+			require.NoError(t, <-done)
+		}
+		for _, a := range cleaners {
+			require.EqualValues(t, 0, testutil.ToFloat64(a.m.active), "inactive once stopped")
+		}
+	}()
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(cleaners[0].m.active) == 1 && testutil.ToFloat64(cleaners[1].m.active) == 1
+	}, 5*time.Second, 5*time.Millisecond, "both cleaners active at once")
+	for _, log := range logs {
+		require.Regexp(t, `\[WARN\] .*NO LEASE \(--lease-ttl 0\).*for tests only`, log.String())
+	}
+	n, err := rdb.Exists(ctx, LeaseKey).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "no lease is taken")
+
+	const dead = 20
+	for i := range dead {
+		r := counts.NewRecorder(rdb, fmt.Sprintf("dead%d", i), counts.RecorderOptions{Heartbeat: time.Hour})
+		r.Add("app", "shared", 1)
+		require.NoError(t, r.Flush(ctx))
+	}
+	live := counts.NewRecorder(rdb, "live", counts.RecorderOptions{Heartbeat: time.Hour})
+	live.Add("app", "shared", 5)
+	require.NoError(t, live.Flush(ctx))
+	require.Eventually(t, func() bool {
+		require.NoError(t, live.Heartbeat(ctx))
+		all, err := store.Channels(ctx, "app", "")
+		require.NoError(t, err)
+		reaped := testutil.ToFloat64(cleaners[0].m.reaped.WithLabelValues("app")) + testutil.ToFloat64(cleaners[1].m.reaped.WithLabelValues("app"))
+		return reaped == dead && all["shared"] == 5
+	}, 5*time.Second, 20*time.Millisecond, "every dead node reaped once, the live one's counts kept")
+	all, err := store.Channels(ctx, "app", "")
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"shared": 5}, all)
 }
 
 func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {

@@ -7,6 +7,9 @@
 // never subtract a node twice; the lease only avoids wasted work. Before each
 // reap the active cleaner checks that its lease is still valid, so one that
 // resumes from a pause past its TTL stops before touching anything.
+// --lease-ttl 0 turns the lease off (tests only, with a loud warning at
+// start): the cleaner is then always active, which is how the tests show
+// that several cleaners reaping at once subtract nothing twice.
 //
 // The active cleaner also audits one app every audit interval (apps take
 // turns; DefaultAuditInterval, stretched to 50 times the last audit's

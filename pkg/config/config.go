@@ -75,7 +75,9 @@ type Cleaner struct {
 	DeadAfter time.Duration
 	// ScanInterval is how often the active cleaner looks for stale nodes.
 	ScanInterval time.Duration
-	// LeaseTTL is how long the active cleaner's lease lives unrenewed.
+	// LeaseTTL is how long the active cleaner's lease lives unrenewed. Zero
+	// means no lease: the cleaner is always active, alongside any other
+	// (tests only: they show that reaping twice at once is harmless).
 	LeaseTTL time.Duration
 }
 
@@ -199,15 +201,18 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	s.common(&c.Common)
 	s.dur(&c.DeadAfter, "dead-after", "age of last-seen after which a node is reaped")
 	s.dur(&c.ScanInterval, "scan-interval", "how often the active cleaner looks for dead nodes")
-	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease")
+	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease (0: no lease, this cleaner is always active alongside any other; for tests only)")
 	if err := s.parse(args); err != nil {
 		return c, nil, err
 	}
 	var errs []error
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
-	if c.LeaseTTL < 30*time.Millisecond {
-		errs = append(errs, fmt.Errorf("--lease-ttl: %v is too short (at least 30ms: it is renewed every third of it)", c.LeaseTTL))
+	switch {
+	case c.LeaseTTL < 0:
+		errs = append(errs, fmt.Errorf("--lease-ttl: %v must not be negative (0 turns the lease off, for tests only)", c.LeaseTTL))
+	case c.LeaseTTL > 0 && c.LeaseTTL < 30*time.Millisecond:
+		errs = append(errs, fmt.Errorf("--lease-ttl: %v is too short (at least 30ms: it is renewed every third of it; 0 turns the lease off, for tests only)", c.LeaseTTL))
 	}
 	return c, s.fs.Args(), errors.Join(errs...)
 }

@@ -120,3 +120,19 @@ func TestHTTPAPIListingSettings(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.args)
 	}
 }
+
+// TestCleanerLeaseTTLZeroTurnsTheLeaseOff: exactly 0 is accepted (no
+// lease, tests only); negative and too short stay errors.
+func TestCleanerLeaseTTLZeroTurnsTheLeaseOff(t *testing.T) {
+	c, _, err := ParseCleaner([]string{"--lease-ttl", "0"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, c.LeaseTTL)
+	c, _, err = ParseCleaner(nil, env(map[string]string{"HEADCOUNT_LEASE_TTL": "0s"}), io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, c.LeaseTTL)
+
+	for _, v := range []string{"-1s", "-1ns", "29ms"} {
+		_, _, err := ParseCleaner([]string{"--lease-ttl", v}, env(nil), io.Discard)
+		require.ErrorContains(t, err, "--lease-ttl", v)
+	}
+}
