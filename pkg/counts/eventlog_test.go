@@ -86,3 +86,38 @@ func TestEventLog(t *testing.T) {
 		require.Empty(t, eventLog(t, rdb, "other"))
 	})
 }
+
+// TestUndeclaredFieldsRetry: every key a count script touches must be in
+// KEYS (Redis Cluster moves keys under a script that does not declare
+// them). A replace that meets old fields its caller did not know about
+// (a presence member the local truth no longer has) writes nothing, names
+// them, and the recorder's next replace declares them: the contribution
+// ends exact and the audit clean.
+func TestUndeclaredFieldsRetry(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		before := newRecorder(t, rdb, "n1")
+		before.Add("app", "presence-x", 1)
+		before.AddMember("app", "presence-x", "u1", []byte(`{}`), 1)
+		require.NoError(t, before.Flush(ctx))
+
+		// The same node id with another local truth: its first flush is a
+		// replace whose old contribution holds presence-x, unknown to it.
+		after := newRecorder(t, rdb, "n1")
+		after.Add("app", "news", 1)
+		require.NoError(t, after.Flush(ctx))
+		s := NewStore(rdb)
+		n, err := s.Channel(ctx, "app", "news")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		n, err = s.Channel(ctx, "app", "presence-x")
+		require.NoError(t, err)
+		require.Zero(t, n)
+		users, err := s.UserCount(ctx, "app", "presence-x")
+		require.NoError(t, err)
+		require.Zero(t, users)
+		report, err := s.Audit(ctx, "app")
+		require.NoError(t, err)
+		require.False(t, report.Found(), "%+v", report)
+	})
+}

@@ -59,13 +59,31 @@ func globEscape(s string) string {
 // app's nodes even when its apps file differs from the wsnodes'.
 const appsKey = prefix + "apps"
 
-// scriptKeys are the keys of apply.lua and reap.lua; with logEvents the
-// app's event log is the fourth, and the scripts append their edges to it.
-func scriptKeys(app, node string, logEvents bool) []string {
+// scriptKeys are the keys of apply.lua and reap.lua: the node's registry,
+// contribution and the global counts, the connection count, the members
+// and info hashes of every presence channel among fields, and, with
+// logEvents, the app's event log (the scripts then append their edges to
+// it). Declaring every key keeps a script whole during a Cluster slot
+// migration (see lib.lua); a script that meets a field not declared here
+// writes nothing and names it, and the caller retries with it.
+func scriptKeys(app, node string, logEvents bool, fields ...string) []string {
+	keys := []string{nodesKey(app), nodeKey(app, node), globalKey(app), connsKey(app)}
 	if logEvents {
-		return []string{nodesKey(app), nodeKey(app, node), globalKey(app), EventLogKey(app)}
+		keys = append(keys, EventLogKey(app))
 	}
-	return []string{nodesKey(app), nodeKey(app, node), globalKey(app)}
+	seen := map[string]bool{}
+	for _, f := range fields {
+		rest, ok := strings.CutPrefix(f, "m:")
+		if !ok {
+			continue
+		}
+		ch, _, _ := strings.Cut(rest, "\n")
+		if !seen[ch] {
+			seen[ch] = true
+			keys = append(keys, membersKey(app, ch), infoKey(app, ch))
+		}
+	}
+	return keys
 }
 
 // EventLogKey names the app's event log: a stream of occupancy events

@@ -67,7 +67,13 @@ type scriptResult struct {
 	channels map[string]int64
 	members  []MemberEdge
 	ageMs    int64 // reap.lua only: ms from last-seen to the reap
+	// undeclared lists fields whose keys the call did not declare (status
+	// statusUndeclared): nothing was written; retry declaring them.
+	undeclared []string
 }
+
+// statusUndeclared is the scripts' answer to fields with keys not in KEYS.
+const statusUndeclared = -3
 
 func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 	v, err := cmd.Slice()
@@ -78,8 +84,20 @@ func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 	if len(v) == 0 {
 		return res, errors.New("empty script result")
 	}
-	if res.status, err = toInt(v[0]); err != nil || res.status < 0 || len(v) < 3 {
+	if res.status, err = toInt(v[0]); err != nil {
 		return res, err
+	}
+	if res.status == statusUndeclared && len(v) > 1 {
+		fields, _ := v[1].([]any)
+		for _, f := range fields {
+			if s, ok := f.(string); ok {
+				res.undeclared = append(res.undeclared, s)
+			}
+		}
+		return res, nil
+	}
+	if res.status < 0 || len(v) < 3 {
+		return res, nil
 	}
 	chans, _ := v[1].([]any)
 	for i := 0; i+1 < len(chans); i += 2 {

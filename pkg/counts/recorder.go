@@ -67,6 +67,9 @@ type appState struct {
 	// registered is true while Redis holds this node's contribution as we
 	// last wrote it. False means the next flush replaces it from local.
 	registered bool
+	// declare holds fields of the contribution in Redis that the local
+	// truth no longer has: the next replace declares their keys too.
+	declare map[string]bool
 }
 
 type recorderMetrics struct {
@@ -253,6 +256,9 @@ func (r *Recorder) Heartbeat(ctx context.Context) error { return r.flush(ctx, tr
 type op struct {
 	app     string
 	replace bool
+	// declare: more fields whose keys the call must declare (a replace
+	// removes old fields not in pairs).
+	declare []string
 	pairs   map[string]int64
 	infos   map[string]json.RawMessage // user_info of member fields in pairs
 	cmd     *redis.Cmd
@@ -353,7 +359,11 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 			for f, n := range st.local {
 				pairs[f] = n
 			}
-			ops = append(ops, &op{app: app, replace: true, pairs: pairs})
+			o := &op{app: app, replace: true, pairs: pairs}
+			for f := range st.declare {
+				o.declare = append(o.declare, f)
+			}
+			ops = append(ops, o)
 			newApps = append(newApps, app)
 			clear(st.pending)
 		case len(st.pending) > 0:
@@ -418,7 +428,12 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			for f, info := range o.infos {
 				args = append(args, f, string(info))
 			}
-			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node, r.logs(o.app)), args...)
+			fields := make([]string, 0, len(o.pairs)+len(o.declare))
+			for f := range o.pairs {
+				fields = append(fields, f)
+			}
+			fields = append(fields, o.declare...)
+			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node, r.logs(o.app), fields...), args...)
 		}
 		return nil
 	})
@@ -443,10 +458,22 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Flush
 					r.m.resyncs.WithLabelValues("published").Inc()
 				}
 				st.registered = true
+				st.declare = nil
 			}
 			if len(res.channels) > 0 || len(res.members) > 0 {
 				flushed = append(flushed, Flushed{App: o.app, Channels: res.channels, Members: res.members})
 			}
+		case err == nil && res.status == statusUndeclared:
+			// Old fields of ours in Redis that the local truth dropped:
+			// replace again, declaring their keys. Nothing was written.
+			r.log.Debug("contribution has fields not declared; replacing with their keys", "app", o.app, "fields", len(res.undeclared))
+			if st.declare == nil {
+				st.declare = map[string]bool{}
+			}
+			for _, f := range res.undeclared {
+				st.declare[f] = true
+			}
+			st.registered, again = false, true
 		case err == nil && res.status == -1:
 			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, or Redis lost data); republishing", "app", o.app, "node", r.node)
 			r.m.resyncs.WithLabelValues("missing").Inc()

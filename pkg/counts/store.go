@@ -120,9 +120,25 @@ func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, Reaped,
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
 	logEvents := s.LogEvents != nil && s.LogEvents(app)
-	res, err := parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node, logEvents), node, deadAfterMs, appPrefix(app)))
-	if err != nil {
-		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	// The node's presence channels are unknown until the script reads its
+	// contribution: the first try declares none, and a script that finds
+	// some writes nothing and names them (at most a few rounds: only a
+	// node that came back alive meanwhile can add more).
+	var fields []string
+	var res scriptResult
+	var err error
+	for try := 0; ; try++ {
+		res, err = parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node, logEvents, fields...), node, deadAfterMs, appPrefix(app)))
+		if err != nil {
+			return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+		}
+		if res.status != statusUndeclared {
+			break
+		}
+		if try == 5 {
+			return false, Reaped{}, fmt.Errorf("reap node %s of app %s: its contribution kept changing", node, app)
+		}
+		fields = append(fields, res.undeclared...)
 	}
 	if res.status < 0 {
 		return false, Reaped{}, nil

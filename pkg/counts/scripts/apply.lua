@@ -3,7 +3,9 @@
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
--- KEYS[4] events   STREAM the app's event log (optional: see log_events)
+-- then every other key the unit touches: conns, the members and info hash
+-- of each presence channel in the pairs (and, for a replace, in the old
+-- contribution), and the events stream if the app logs events.
 -- ARGV[1] node id
 -- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
 --         to be registered; "replace" makes the contribution exactly the
@@ -14,7 +16,8 @@
 -- Returns {1, changed channels, member edges} when applied (see changes()),
 -- {-1} when the node is not registered (reaped, or Redis lost it: the caller
 -- must replace), {-2} when a delta would take a count below zero (nothing
--- written; the caller must replace).
+-- written; the caller must replace), {-3, fields} when fields touch keys
+-- not declared (nothing written; the caller retries declaring them).
 local nodes, node = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
 P = ARGV[3]
@@ -24,6 +27,14 @@ local first, last = 5, 4 + 2 * npairs
 local infos = {}
 for i = last + 1, #ARGV, 2 do
   infos[ARGV[i]] = ARGV[i + 1]
+end
+local pairs_list = {}
+for i = first, last do
+  table.insert(pairs_list, ARGV[i])
+end
+local missing = missing_keys(pairs_list)
+if #missing > 0 then
+  return {-3, missing}
 end
 
 if mode == 'delta' then
@@ -46,6 +57,10 @@ if mode == 'delta' then
   end
 elseif mode == 'replace' then
   local old = redis.call('HGETALL', node)
+  missing = missing_keys(old)
+  if #missing > 0 then
+    return {-3, missing}
+  end
   for i = 1, #old, 2 do
     apply_field(old[i], -tonumber(old[i + 1]), nil)
   end

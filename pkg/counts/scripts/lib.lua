@@ -11,6 +11,14 @@
 local global = KEYS[3]
 local P
 
+-- Every key a script touches is declared in KEYS, so Redis Cluster routes
+-- (or refuses, with TRYAGAIN/ASK) the whole script during a slot
+-- migration instead of failing it halfway on a key that moved. declared
+-- is that set; missing_keys (below) checks a unit's fields against it
+-- before anything is written.
+local declared = {}
+for _, k in ipairs(KEYS) do declared[k] = true end
+
 -- before[k] and after[k] hold a touched global value as it was before this
 -- unit and as it is now, so net edges can be reported (a replace may take a
 -- value down and back up) without reading anything twice.
@@ -19,6 +27,33 @@ local touched_ch, touched_m, before, after = {}, {}, {}, {}
 local function split_member(rest)
   local sep = string.find(rest, '\n', 1, true)
   return string.sub(rest, 1, sep - 1), string.sub(rest, sep + 1)
+end
+
+-- field_keys lists the derived keys a contribution field touches.
+local function field_keys(f)
+  local kind = string.sub(f, 1, 1)
+  if kind == 'm' then
+    local ch = split_member(string.sub(f, 3))
+    return {P .. 'members:' .. ch, P .. 'info:' .. ch}
+  elseif kind == 'n' then
+    return {P .. 'conns'}
+  end
+  return {}
+end
+
+-- missing_keys returns the fields (of a flat field, value list) whose keys
+-- the caller did not declare; the caller must retry declaring them.
+local function missing_keys(list)
+  local missing = {}
+  for i = 1, #list, 2 do
+    for _, k in ipairs(field_keys(list[i])) do
+      if not declared[k] then
+        table.insert(missing, list[i])
+        break
+      end
+    end
+  end
+  return missing
 end
 
 local function apply_field(f, n, info)
@@ -94,14 +129,14 @@ local function now_ms()
 end
 
 -- log_events appends this unit's occupancy events to the app's event log
--- when the caller passes it as KEYS[4] (a stream the webhook deliverers
+-- when the caller declares it in KEYS (a stream the webhook deliverers
 -- read): exactly the edges this unit made, written in the same unit, so a
 -- crash can lose a change only together with its event. Per unit, a
 -- channel's occupied comes before its members' events and its vacated
 -- after them. The log is capped (approximately) at a million entries.
 local function log_events(edges)
-  local log = KEYS[4]
-  if not log then return end
+  local log = P .. 'events'
+  if not declared[log] then return end
   local t = now_ms()
   local function add(ev)
     redis.call('XADD', log, 'MAXLEN', '~', 1000000, '*', 't', t, 'ev', cjson.encode(ev))
