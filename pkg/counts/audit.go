@@ -221,7 +221,7 @@ func (s *Store) Repair(ctx context.Context, app string, drift Drift) (int, error
 		if !d.Repairable() {
 			continue
 		}
-		v, err := repairScript.Run(ctx, s.rdb, auditKeys(app), appPrefix(app), d.field()).Int64Slice()
+		v, err := s.repairOne(ctx, app, d.field())
 		if err != nil {
 			return changed, fmt.Errorf("repair %s %q of app %s: %w", d.Kind, d.field(), app, err)
 		}
@@ -233,6 +233,28 @@ func (s *Store) Repair(ctx context.Context, app string, drift Drift) (int, error
 		}
 	}
 	return changed, nil
+}
+
+// repairOne runs repair.lua for one field, declaring the nodes registered
+// now and the keys the field writes; if a node registered meanwhile, the
+// script writes nothing and it tries again.
+func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, error) {
+	for try := 0; try < 5; try++ {
+		nodes, err := s.rdb.ZRange(ctx, nodesKey(app), 0, -1).Result()
+		if err != nil {
+			return nil, err
+		}
+		keys := auditKeys(app)
+		for _, id := range nodes {
+			keys = append(keys, nodeKey(app, id))
+		}
+		keys = append(keys, scriptKeys(app, "", false, field)[3:]...) // conns, and members/info for a member
+		v, err := repairScript.Run(ctx, s.rdb, keys, appPrefix(app), field).Int64Slice()
+		if err != nil || len(v) == 0 || v[0] != statusUndeclared {
+			return v, err
+		}
+	}
+	return nil, errors.New("the registered nodes kept changing")
 }
 
 // NodeCount is how many nodes an app has registered, by Redis's clock.

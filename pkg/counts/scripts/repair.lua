@@ -9,9 +9,34 @@
 -- ARGV[1] key prefix of the app ("hc:{app}:")
 -- ARGV[2] the contribution field whose global entry to repair (see lib.lua):
 --         c:<channel>, m:<channel>\n<user> or n
--- Returns {1 if the entry changed else 0, its value now (0: absent)}.
+-- KEYS[3..] every registered node's contribution hash and the keys the
+--         field writes (members/info, conns): declared, so the unit stays
+--         whole during a Cluster slot migration.
+-- Returns {1 if the entry changed else 0, its value now (0: absent)}, or
+-- {-3, 0} if a key it needs was not declared (nothing written: the caller
+-- retries with the nodes registered now).
 local nodes, global = KEYS[1], KEYS[2]
 local P, f = ARGV[1], ARGV[2]
+local declared = {}
+for _, k in ipairs(KEYS) do declared[k] = true end
+local need = {}
+for _, id in ipairs(redis.call('ZRANGE', nodes, 0, -1)) do
+  table.insert(need, P .. 'node:' .. id)
+end
+if string.sub(f, 1, 1) == 'm' then
+  local rest = string.sub(f, 3)
+  local sep = string.find(rest, '\n', 1, true)
+  if sep then
+    local ch = string.sub(rest, 1, sep - 1)
+    table.insert(need, P .. 'members:' .. ch)
+    table.insert(need, P .. 'info:' .. ch)
+  end
+elseif f == 'n' then
+  table.insert(need, P .. 'conns')
+end
+for _, k in ipairs(need) do
+  if not declared[k] then return {-3, 0} end
+end
 
 local sum = 0
 for _, id in ipairs(redis.call('ZRANGE', nodes, 0, -1)) do
