@@ -99,8 +99,21 @@ type chaosFault struct {
 // is a short run (about 30 s of faults, fixed seed); HC_CHAOS=1 (make
 // chaos) runs the long one (CHAOS_DURATION, default 2m; CHAOS_SEED), and
 // HC_CHAOS_CLUSTER=1 runs against a 3-master Redis Cluster.
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, chaosSettings(t)) }
+
+// TestChaosCluster is the short run against a 3-master Redis Cluster, with
+// slot migrations of the app under load, so make test covers both modes.
+// make chaos (HC_CHAOS=1) runs only TestChaos, in the mode CLUSTER picks.
+func TestChaosCluster(t *testing.T) {
+	if os.Getenv("HC_CHAOS") == "1" {
+		t.Skip("make chaos runs TestChaos; CLUSTER=1 picks a Redis Cluster")
+	}
 	cfg := chaosSettings(t)
+	cfg.cluster = true
+	runChaos(t, cfg)
+}
+
+func runChaos(t *testing.T, cfg chaosConfig) {
 	mode := "single Redis"
 	if cfg.cluster {
 		mode = "3-master Redis Cluster"
