@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -52,6 +53,7 @@ type App struct {
 	log   hclog.Logger
 	rdb   redis.UniversalClient
 	store *counts.Store
+	gate  *admission.Gate // grace for a reaped node's members of limited channels
 	bus   *fanout.Bus
 	lease *lease.Lease // nil with --lease-ttl 0: always active
 	admin *hcrun.Server
@@ -134,6 +136,7 @@ func New(opts Options) (*App, error) {
 		log:   opts.Logger.Named("cleaner"),
 		rdb:   rdb,
 		store: counts.NewStore(rdb),
+		gate:  admission.New(rdb),
 		bus:   fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
 		m:     newMetrics(opts.Registry),
 
@@ -304,10 +307,19 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 // Publishing is at most once, like all events; the counts are already exact.
 func (a *App) announce(ctx context.Context, app string, reaped counts.Reaped) {
 	var msgs []fanout.Message
+	cfg := a.cfg.Apps.ByID(app)
 	for _, m := range reaped.Members {
 		msgs = append(msgs, fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID)})
+		// A member of a capacity-limited channel keeps the seat for the
+		// grace, as if its socket had left (a crashed node is a network blip
+		// to its users); without this the seat would wait for its expiry.
+		if cfg != nil && !m.Added {
+			if _, err := a.gate.Left(ctx, app, m.Channel, m.UserID, admission.RuleFor(cfg, m.Channel)); err != nil {
+				a.log.Warn("cannot start a reaped member's admission grace; its seat frees at its expiry", "app", app, "channel", m.Channel, "user_id", m.UserID, "error", err)
+			}
+		}
 	}
-	if cfg := a.cfg.Apps.ByID(app); cfg != nil && cfg.EnableSubscriptionCount {
+	if cfg != nil && cfg.EnableSubscriptionCount {
 		for ch, n := range reaped.Channels {
 			if k := protocol.ChannelKind(ch); k != protocol.KindPresence && k != protocol.KindUser {
 				msgs = append(msgs, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(n)})

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -250,4 +252,48 @@ func TestReapAnnouncesMembersRemoved(t *testing.T) {
 		t.Fatalf("unexpected second announcement %+v", m)
 	default:
 	}
+}
+
+// TestReapStartsAdmissionGrace: a member of a capacity-limited channel on
+// a node that died keeps the seat only for the grace, as if the socket had
+// left, and then the head of the list is admitted (without the cleaner's
+// Left the seat would wait for its one-hour ticket).
+func TestReapStartsAdmissionGrace(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	reg, err := apps.New([]*apps.App{{ID: "app", Key: "k", Secret: "s", Enabled: true,
+		Capacities: []apps.Capacity{{Prefix: "presence-room", Capacity: 1}},
+		Admission:  apps.Admission{TicketSeconds: 3600, GraceSeconds: 1, DropoutSeconds: 3600}}})
+	require.NoError(t, err)
+	rule := admission.RuleFor(reg.ByID("app"), "presence-room")
+	gate := admission.New(rdb)
+	res, err := gate.Check(ctx, "app", "presence-room", "alice", rule)
+	require.NoError(t, err)
+	require.Equal(t, admission.Admitted, res.Status)
+	dead := counts.NewRecorder(rdb, "dead", counts.RecorderOptions{Heartbeat: time.Hour})
+	dead.Add("app", "presence-room", 1)
+	dead.AddMember("app", "presence-room", "alice", nil, 1)
+	require.NoError(t, dead.Flush(ctx))
+	res, err = gate.Check(ctx, "app", "presence-room", "bob", rule)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Position)
+
+	cfg := config.DefaultCleaner()
+	cfg.Redis, cfg.AdminAddr, cfg.Apps = srv.URL(), "127.0.0.1:0", reg
+	cfg.DeadAfter, cfg.ScanInterval, cfg.LeaseTTL = 200*time.Millisecond, 20*time.Millisecond, 300*time.Millisecond
+	c, err := New(Options{Config: cfg, Logger: logging.TestLogger(t), Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.scan(ctx, func() bool { return true }))
+		n, _ := c.store.UserCount(ctx, "app", "presence-room")
+		return n == 0
+	}, 5*time.Second, 20*time.Millisecond, "the dead node was never reaped")
+	reaped := time.Now()
+	require.Eventually(t, func() bool {
+		st, _, err := gate.State(ctx, "app", "presence-room", rule)
+		require.NoError(t, err)
+		return st.Waiting == 0
+	}, 5*time.Second, 20*time.Millisecond, "bob was not admitted after alice's grace")
+	require.GreaterOrEqual(t, time.Since(reaped), 900*time.Millisecond, "alice's grace was not kept")
 }
