@@ -4,7 +4,10 @@
 #   - redis-server and redis-cli (the tests start their own servers on free
 #     loopback ports; a system redis is not used and is not left running);
 #   - node and npm, and test/compat/node_modules when test/compat/package.json
-#     exists (real pusher-js / pusher SDK clients for the end-to-end tests).
+#     exists (real pusher-js / pusher SDK clients for the end-to-end tests);
+#   - chromium and chromium-driver (Debian's packages, at /usr/bin/chromium)
+#     for the browser test of the dashboard and demo room, which drives it
+#     with playwright-core (never a downloaded browser).
 #
 # Idempotent and quiet: prints one line per thing it does, nothing when all is
 # there. Installs with apt-get when running as root on Debian/Ubuntu;
@@ -76,7 +79,7 @@ if [ -f "$compat/package.json" ]; then
 			apt_install nodejs npm
 		else
 			die "node and npm are needed for the end-to-end tests ($compat uses pusher-js).
-  Install Node.js 18 or later with npm, then re-run:
+  Install Node.js 20 or later with npm (playwright-core needs 20), then re-run:
     Debian/Ubuntu: sudo apt-get install nodejs npm
     macOS:         brew install node
   (or run this as root on Debian/Ubuntu and it installs them with apt-get)"
@@ -106,5 +109,27 @@ if [ -f "$compat/package.json" ]; then
 		# npm ci may keep the lock's mtime newer than the marker's on coarse
 		# clocks; touch the marker so the next run is a no-op.
 		if [ -f "$marker" ]; then touch "$marker"; fi
+	fi
+fi
+
+# --- chromium (the browser test, test/e2e/dashboard_test.go) -----------------
+# Only the browser test needs it, so when it cannot be installed this warns
+# instead of failing: `make run` works without it, and the test itself fails
+# saying what to run.
+if [ ! -x /usr/bin/chromium ]; then
+	if can_apt; then
+		apt_install chromium chromium-driver
+		[ -x /usr/bin/chromium ] || die "/usr/bin/chromium still missing after installing chromium"
+	else
+		say "WARNING: /usr/bin/chromium is missing, so the browser test (TestDashboardInBrowser) will fail.
+  Install Debian's chromium, then re-run:
+    Debian: sudo apt-get install chromium chromium-driver
+  (or run this script as root on Debian and it installs them with apt-get)" >&2
+	fi
+fi
+if command -v node >/dev/null 2>&1; then
+	node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+	if [ "$node_major" -lt 20 ]; then
+		say "WARNING: node $(node --version) is older than 20, which playwright-core (the browser test) needs; install Node.js 20 or later" >&2
 	fi
 fi

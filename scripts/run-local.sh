@@ -7,6 +7,13 @@
 #   cleaner 1     admin 127.0.0.1:9602
 #   cleaner 2     admin 127.0.0.1:9612
 #   httpapi       http://127.0.0.1:8080 admin 127.0.0.1:9603
+#                 with --dashboard: http://127.0.0.1:8080/dashboard and /demo
+#
+# Every process reads the apps file written to the run dir (or the one
+# HEADCOUNT_APPS_FILE names): the default app
+# (HEADCOUNT_APP_ID/_KEY/_SECRET, else app-id/app-key/app-secret) with a
+# capacity of 2 on presence-room- channels, so the demo room has a waiting
+# list from the third visitor on.
 #
 # Builds the binaries, installs missing dependencies (scripts/ensure-deps.sh),
 # checks the ports are free, starts everything, waits for every /readyz, then
@@ -14,6 +21,7 @@
 # Ctrl-C kills at once).
 #
 # Environment: RUN_REDIS_PORT (6390), RUN_DIR (.run), RUN_LOG_LEVEL (info),
+# HEADCOUNT_APPS_FILE (use this apps file instead of writing one),
 # RUN_QUIET=1 (logs to files only), RUN_READY_SECONDS (30), GO (go).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,6 +39,7 @@ SCAN_INTERVAL=500ms
 APP_ID=${HEADCOUNT_APP_ID:-app-id}
 APP_KEY=${HEADCOUNT_APP_KEY:-app-key}
 APP_SECRET=${HEADCOUNT_APP_SECRET:-app-secret}
+ROOM_CAPACITY=2 # presence-room- channels: the demo room's waiting list starts at the third visitor
 
 msg() { printf 'run: %s\n' "$*"; }
 die() {
@@ -194,14 +203,33 @@ start redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appen
 wait_until redis "${pids[-1]}" redis_up
 
 redis_url=redis://127.0.0.1:$REDIS_PORT/0
-common=(--redis "$redis_url" --redis-cluster= --log-level "$LOG_LEVEL")
+# json_str VALUE: VALUE as a JSON string.
+json_str() {
+	local v=${1//\\/\\\\}
+	v=${v//\"/\\\"}
+	printf '"%s"' "$v"
+}
+if [ -n "${HEADCOUNT_APPS_FILE:-}" ]; then
+	apps_file=$HEADCOUNT_APPS_FILE # the caller's own apps file wins, as it did before
+	apps_note="(yours: HEADCOUNT_APPS_FILE)"
+else
+	apps_file=$run_dir/apps.json
+	apps_note="(presence-room-* capacity $ROOM_CAPACITY)"
+	( # it holds the secret: readable by us only
+		umask 077
+		printf '[{"id": %s, "key": %s, "secret": %s, "capacities": [{"prefix": "presence-room-", "capacity": %s}]}]\n' \
+			"$(json_str "$APP_ID")" "$(json_str "$APP_KEY")" "$(json_str "$APP_SECRET")" "$ROOM_CAPACITY" >"$apps_file"
+	)
+fi
+common=(--redis "$redis_url" --redis-cluster= --apps-file "$apps_file" --log-level "$LOG_LEVEL")
 
 start wsnode-a bin/wsnode "${common[@]}" --addr 127.0.0.1:6001 --admin-addr 127.0.0.1:9601 --drain "$DRAIN"
 start wsnode-b bin/wsnode "${common[@]}" --addr 127.0.0.1:6002 --admin-addr 127.0.0.1:9611 --drain "$DRAIN"
 cleaner_flags=(--dead-after "$DEAD_AFTER" --scan-interval "$SCAN_INTERVAL")
 start cleaner-1 bin/cleaner "${common[@]}" --admin-addr 127.0.0.1:9602 "${cleaner_flags[@]}"
 start cleaner-2 bin/cleaner "${common[@]}" --admin-addr 127.0.0.1:9612 "${cleaner_flags[@]}"
-start httpapi bin/httpapi "${common[@]}" --addr 127.0.0.1:8080 --admin-addr 127.0.0.1:9603
+start httpapi bin/httpapi "${common[@]}" --addr 127.0.0.1:8080 --admin-addr 127.0.0.1:9603 \
+	--dashboard --demo-ws 127.0.0.1:6002 --stale-after "$DEAD_AFTER"
 
 pid_of() {
 	local p
@@ -229,13 +257,19 @@ pid_a=$(pid_of wsnode-a)
 	row httpapi "http://127.0.0.1:8080/apps/$APP_ID" "admin :9603" "$(pid_of httpapi)"
 	echo
 	echo "   app id: $APP_ID   key: $APP_KEY   secret: $APP_SECRET"
+	echo "   apps file: ${apps_file#"$root"/} $apps_note"
+	echo
+	echo " In a browser:"
+	echo "   dashboard  http://127.0.0.1:8080/dashboard   (nodes, cleaner lease, channels, members, waiting lists, audit)"
+	echo "   demo room  http://127.0.0.1:8080/demo        (open it in 3 windows: 2 get in, the third waits in line;"
+	echo "                                                  its browsers connect to wsnode B)"
 	echo
 	echo " In another terminal:"
 	echo "   node test/compat/clients.js --hosts 127.0.0.1:6001,127.0.0.1:6002 --clients 10 --channels demo,news --max-seconds 600"
 	echo " and in a third:"
 	echo "   node test/compat/counts.js --watch"
 	echo " then crash wsnode A and watch the counts drop to B's share within"
-	echo " dead-after $DEAD_AFTER + scan-interval $SCAN_INTERVAL:"
+	echo " dead-after $DEAD_AFTER + scan-interval $SCAN_INTERVAL (the dashboard shows A stale, then reaped):"
 	echo "   kill -9 $pid_a"
 	echo " The active cleaner reports headcount_cleaner_active 1 on its /metrics:"
 	echo "   curl -s 127.0.0.1:9602/metrics 127.0.0.1:9612/metrics | grep '^headcount_cleaner_active'"

@@ -97,6 +97,13 @@ type HTTPAPI struct {
 	// ListingLockTTL is how long the other replicas wait for a replica that
 	// died while computing a listing; below ListingCacheTTL. Zero means 500ms.
 	ListingLockTTL time.Duration
+	// Dashboard serves the live dashboard (/dashboard) and the demo room
+	// (/demo). Off by default: their pages and their /dashboard/api and
+	// /demo/api handlers answer without a signature and show app data.
+	Dashboard bool
+	// DemoWS is the wsnode host:port the demo room's pusher-js connects to
+	// (an empty host means the page's own host). Only the demo page uses it.
+	DemoWS string
 }
 
 // Env is how configuration reads the environment (os.Getenv in main).
@@ -147,6 +154,7 @@ func DefaultHTTPAPI() HTTPAPI {
 		StaleAfter:      3 * time.Second,
 		ListingCacheTTL: time.Second,
 		ListingLockTTL:  500 * time.Millisecond,
+		DemoWS:          "127.0.0.1:6001",
 	}
 }
 
@@ -226,11 +234,13 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s.dur(&c.StaleAfter, "stale-after", "last-seen age from which a node counts as stale in X-Headcount-Stale-Nodes (match the cleaner's --dead-after)")
 	s.dur(&c.ListingCacheTTL, "listing-cache-ttl", "how long a full channel listing computed once across replicas is reused (a listing is at most this old; negative: off)")
 	s.dur(&c.ListingLockTTL, "listing-lock-ttl", "how long replicas wait for one that died computing a listing (below --listing-cache-ttl)")
+	s.boolean(&c.Dashboard, "dashboard", "serve the live dashboard at /dashboard and the demo room at /demo (unsigned: they show app data to anyone who reaches --addr)")
+	s.str(&c.DemoWS, "demo-ws", "wsnode host:port the demo room's browser connects to (empty host: the page's host)")
 	if err := s.parse(args); err != nil {
 		return c, err
 	}
 	errs := validateCommon(&c.Common, env)
-	errs = append(errs, checkAddr("--addr", c.Addr, false))
+	errs = append(errs, checkAddr("--addr", c.Addr, false), checkAddr("--demo-ws", c.DemoWS, false))
 	errs = append(errs, positive("--stale-after", c.StaleAfter), positive("--listing-lock-ttl", c.ListingLockTTL))
 	if c.ListingCacheTTL >= 0 && c.ListingLockTTL >= c.ListingCacheTTL {
 		errs = append(errs, fmt.Errorf("--listing-lock-ttl: %v must be below --listing-cache-ttl %v (the lock expires before the cache)", c.ListingLockTTL, c.ListingCacheTTL))
@@ -273,6 +283,18 @@ func (s *set) dur(p *time.Duration, name, usage string) {
 		}
 	}
 	s.fs.DurationVar(p, name, *p, usage+" (env "+EnvName(name)+")")
+}
+
+func (s *set) boolean(p *bool, name, usage string) {
+	if v, ok := s.lookup(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%s: %q is not a boolean (true or false)", EnvName(name), v))
+		} else {
+			*p = b
+		}
+	}
+	s.fs.BoolVar(p, name, *p, usage+" (env "+EnvName(name)+")")
 }
 
 func (s *set) lookup(name string) (string, bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,14 @@ type App struct {
 	admissionMetrics *admission.Metrics
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
+	// audits caches GET .../audit per app (dashboard_status.go).
+	audits auditCache
+	// dashboard serves /dashboard and /demo (dashboard.go); demoWS is the
+	// wsnode the demo page connects to.
+	dashboard bool
+	demoWS    string
+	// routes is the whole API; the dashboard's handlers call it in-process.
+	routes http.Handler
 
 	api   *run.Server
 	admin *run.Server // nil when --admin-addr is empty
@@ -95,10 +104,12 @@ func New(opts Options) (_ *App, err error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{
-		log:     log.Named("httpapi"),
-		apps:    opts.Config.Apps,
-		metrics: newMetrics(reg),
-		stop:    make(chan struct{}),
+		log:       log.Named("httpapi"),
+		apps:      opts.Config.Apps,
+		metrics:   newMetrics(reg),
+		stop:      make(chan struct{}),
+		dashboard: opts.Config.Dashboard,
+		demoWS:    opts.Config.DemoWS,
 	}
 	defer func() {
 		if err != nil {
@@ -121,7 +132,8 @@ func New(opts Options) (_ *App, err error) {
 	a.admissionMetrics = admission.NewMetrics(reg)
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
-	if a.api, err = run.Listen(opts.Config.Addr, a.handler()); err != nil {
+	a.routes = a.handler()
+	if a.api, err = run.Listen(opts.Config.Addr, a.routes); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.cleanups = append(a.cleanups, func() { release(a.api) })

@@ -39,6 +39,12 @@ func (a *App) handler() http.Handler {
 	mux.Handle("POST /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionCheck))
 	mux.Handle("DELETE /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionLeave))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/admission", a.signed(a.admissionState))
+	mux.Handle("GET /apps/{app_id}/status", a.signed(a.getStatus))
+	mux.Handle("GET /apps/{app_id}/admission", a.signed(a.getAdmissionLists))
+	mux.Handle("GET /apps/{app_id}/audit", a.signed(a.getAudit))
+	if a.dashboard {
+		a.dashboardRoutes(mux)
+	}
 	return a.instrument(mux)
 }
 

@@ -1,0 +1,92 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLists: every gated channel of the app (waiters, admitted users or an
+// override), longest list first, settled as GET .../admission settles;
+// other apps' channels and channels without a capacity stay out.
+func TestLists(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb)
+		const app = "app*[x]" // glob characters are matched literally
+		rules := map[string]Rule{
+			"presence-busy":  {Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
+			"presence-calm":  {Capacity: 2, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
+			"presence-brief": {Capacity: 1, Ticket: 300 * time.Millisecond, Grace: time.Hour, Dropout: time.Hour},
+		}
+		rule := func(ch string) Rule { return rules[ch] }
+		got, err := g.Lists(ctx, app, 10, rule)
+		require.NoError(t, err)
+		require.Empty(t, got)
+
+		check := func(app, ch, user string, r Rule) {
+			t.Helper()
+			_, err := g.Check(ctx, app, ch, user, r)
+			require.NoError(t, err)
+		}
+		for i := range 4 {
+			check(app, "presence-busy", fmt.Sprint("b", i), rules["presence-busy"])
+		}
+		check(app, "presence-calm", "c0", rules["presence-calm"])
+		check(app, "presence-brief", "t0", rules["presence-brief"])
+		check(app, "presence-brief", "t1", rules["presence-brief"])
+		check("appx", "presence-busy", "other", rules["presence-busy"]) // another app
+		_, _, err = g.SetCapacity(ctx, app, "presence-set", 5, Rule{})
+		require.NoError(t, err)
+		rules["presence-set"] = Rule{Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+
+		got, err = g.Lists(ctx, app, 10, rule)
+		require.NoError(t, err)
+		require.Equal(t, []ChannelState{
+			{Channel: "presence-busy", State: State{Capacity: 1, Occupancy: 1, Waiting: 3}, Changes: Changes{Promoted: []string{}, Dropped: []string{}, Freed: []string{}}},
+			{Channel: "presence-brief", State: State{Capacity: 1, Occupancy: 1, Waiting: 1}, Changes: Changes{Promoted: []string{}, Dropped: []string{}, Freed: []string{}}},
+			{Channel: "presence-calm", State: State{Capacity: 2, Occupancy: 1, Waiting: 0}, Changes: Changes{Promoted: []string{}, Dropped: []string{}, Freed: []string{}}},
+			{Channel: "presence-set", State: State{Capacity: 5, Occupancy: 0, Waiting: 0}, Changes: Changes{Promoted: []string{}, Dropped: []string{}, Freed: []string{}}},
+		}, got)
+
+		got, err = g.Lists(ctx, app, 2, rule)
+		require.NoError(t, err)
+		require.Len(t, got, 2, "the limit applies")
+		require.Equal(t, "presence-busy", got[0].Channel)
+
+		// t0's ticket runs out unused: the listing settles the gate like GET
+		// .../admission does and reports what it changed.
+		var brief ChannelState
+		deadline := time.Now().Add(10 * time.Second)
+		for brief.Freed == nil || len(brief.Freed) == 0 {
+			require.False(t, time.Now().After(deadline), "t0's ticket never expired: %+v", brief)
+			time.Sleep(50 * time.Millisecond)
+			got, err = g.Lists(ctx, app, 10, rule)
+			require.NoError(t, err)
+			for _, c := range got {
+				if c.Channel == "presence-brief" {
+					brief = c
+				}
+			}
+		}
+		require.Equal(t, []string{"t0"}, brief.Freed)
+		require.Equal(t, []string{"t1"}, brief.Promoted)
+		require.Equal(t, State{Capacity: 1, Occupancy: 1, Waiting: 0}, brief.State)
+
+		// A channel whose rule no longer limits it is left out.
+		_, _, err = g.ClearCapacity(ctx, app, "presence-set", Rule{})
+		require.NoError(t, err)
+		delete(rules, "presence-calm")
+		got, err = g.Lists(ctx, app, 10, rule)
+		require.NoError(t, err)
+		var names []string
+		for _, c := range got {
+			names = append(names, c.Channel)
+		}
+		require.Equal(t, "presence-busy,presence-brief", strings.Join(names, ","))
+	})
+}

@@ -1,0 +1,151 @@
+package httpapi
+
+// dashboard_demo.go: the demo room's server side (/demo, with --dashboard).
+// It plays the app server a real application would have: it asks the
+// signed admission API for a seat (join, leave) and signs the presence
+// subscription (auth), for the first app of the apps file and one channel
+// only, demoChannel. Unsigned by design, like the dashboard: anyone who
+// reaches --addr may join the demo room under any name.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+const (
+	// demoChannel is the room; `make run` gives presence-room- a capacity.
+	demoChannel = "presence-room-demo"
+	// maxDemoName bounds a visitor's display name (characters).
+	maxDemoName = 40
+	// maxDemoBody bounds a demo request body.
+	maxDemoBody = 4 << 10
+)
+
+// demoUserID is the form of the user ids the demo page makes up (name slug
+// and random suffix): plain, so they read well on the dashboard.
+var demoUserID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// demoApp is the app the demo room belongs to: the apps file's first.
+func (a *App) demoApp(w http.ResponseWriter, r *http.Request) (*apps.App, bool) {
+	all := a.apps.All()
+	if len(all) == 0 {
+		a.refuse(w, r, http.StatusNotFound, "No app is configured")
+		return nil, false
+	}
+	return all[0], true
+}
+
+// demoConfig serves GET /demo/api/config: what pusher-js needs to connect
+// (the key is public; the secret stays here).
+func (a *App) demoConfig(w http.ResponseWriter, r *http.Request) {
+	app, ok := a.demoApp(w, r)
+	if !ok {
+		return
+	}
+	host, port, _ := net.SplitHostPort(a.demoWS) // validated by config
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "" // listening everywhere: the page's own host reaches it
+	}
+	p, _ := strconv.Atoi(port)
+	a.writeJSON(w, map[string]any{
+		"app":      app.ID,
+		"key":      app.Key,
+		"ws_host":  host,
+		"ws_port":  p,
+		"channel":  demoChannel,
+		"capacity": admission.RuleFor(app, demoChannel).Capacity,
+	})
+}
+
+// demoRequest is the JSON body of the demo's POST handlers.
+type demoRequest struct {
+	UserID      string `json:"user_id"`
+	Name        string `json:"name"`
+	SocketID    string `json:"socket_id"`
+	ChannelName string `json:"channel_name"`
+}
+
+// readDemo decodes and checks a demo request body.
+func (a *App) readDemo(w http.ResponseWriter, r *http.Request) (demoRequest, bool) {
+	var req demoRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDemoBody))
+	if err := dec.Decode(&req); err != nil {
+		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("The body must be a JSON object: %v", err))
+		return req, false
+	}
+	if !demoUserID.MatchString(req.UserID) {
+		a.refuse(w, r, http.StatusBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return req, false
+	}
+	return req, true
+}
+
+// demoJoin serves POST /demo/api/join {"user_id"}: the admission check (or
+// check-in) for the visitor, answered as the API answers it.
+func (a *App) demoJoin(w http.ResponseWriter, r *http.Request) {
+	a.demoAdmission(w, r, http.MethodPost)
+}
+
+// demoLeave serves POST /demo/api/leave {"user_id"}: give up the seat or
+// the place on the list.
+func (a *App) demoLeave(w http.ResponseWriter, r *http.Request) {
+	a.demoAdmission(w, r, http.MethodDelete)
+}
+
+func (a *App) demoAdmission(w http.ResponseWriter, r *http.Request, method string) {
+	app, ok := a.demoApp(w, r)
+	if !ok {
+		return
+	}
+	req, ok := a.readDemo(w, r)
+	if !ok {
+		return
+	}
+	body, _ := json.Marshal(map[string]string{"user_id": req.UserID}) // strings always encode
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	a.relay(w, a.callAPI(ctx, app, method, "/apps/"+app.ID+"/channels/"+demoChannel+"/admission", nil, body))
+}
+
+// demoAuth serves POST /demo/api/auth {"socket_id", "channel_name",
+// "user_id", "name"}: pusher-js's channel authorization of the demo room,
+// with channel_data {"user_id", "user_info": {"name"}}. The wsnode still
+// refuses the subscription unless the user holds a seat.
+func (a *App) demoAuth(w http.ResponseWriter, r *http.Request) {
+	app, ok := a.demoApp(w, r)
+	if !ok {
+		return
+	}
+	req, ok := a.readDemo(w, r)
+	if !ok {
+		return
+	}
+	name := strings.TrimSpace(req.Name)
+	switch {
+	case req.ChannelName != demoChannel:
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("The demo signs %s only", demoChannel))
+		return
+	case !protocol.ValidSocketID(req.SocketID):
+		a.refuse(w, r, http.StatusBadRequest, "Malformed socket_id")
+		return
+	case name == "" || utf8.RuneCountInString(name) > maxDemoName || strings.IndexFunc(name, unicode.IsControl) >= 0:
+		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("name must be 1-%d printable characters", maxDemoName))
+		return
+	}
+	data, _ := json.Marshal(map[string]any{"user_id": req.UserID, "user_info": map[string]string{"name": name}})
+	sig := auth.Sign(app.Secret, auth.ChannelAuthString(req.SocketID, demoChannel, string(data)))
+	a.writeJSON(w, map[string]string{"auth": app.Key + ":" + sig, "channel_data": string(data)})
+}

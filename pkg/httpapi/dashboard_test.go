@@ -1,0 +1,261 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/cleaner"
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// dashboardStaleAfter is the tests' --stale-after: short, so a node that
+// stops heartbeating turns stale quickly.
+const dashboardStaleAfter = 300 * time.Millisecond
+
+// startDashboard runs an App with --dashboard (or without) and the audit
+// cached for auditEvery, until the test ends.
+func startDashboard(t *testing.T, common config.Common, dashboard bool, auditEvery time.Duration) *testServer {
+	t.Helper()
+	common.AdminAddr = "127.0.0.1:0"
+	common.Apps = testApps(t)
+	reg := prometheus.NewRegistry()
+	a, err := New(Options{Config: config.HTTPAPI{Common: common, Addr: "127.0.0.1:0", StaleAfter: dashboardStaleAfter,
+		Dashboard: dashboard, DemoWS: "127.0.0.1:6001"}, Logger: logging.TestLogger(t), Registry: reg})
+	require.NoError(t, err)
+	a.audits.every = auditEvery
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-errc)
+	})
+	return &testServer{app: a, base: "http://" + a.Addr(), reg: reg}
+}
+
+func dashboardBackends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, common config.Common)) {
+	t.Run("single", func(t *testing.T) {
+		srv := redistest.New(t)
+		f(t, srv.Client(t), config.Common{Redis: srv.URL()})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("cluster in -short")
+		}
+		c := redistest.NewCluster(t)
+		f(t, c.Client(t), config.Common{RedisCluster: c.Seeds()})
+	})
+}
+
+// TestStatusAdmissionAuditEndpoints walks the signed read-only endpoints
+// the dashboard needs: GET .../status, .../admission and .../audit.
+func TestStatusAdmissionAuditEndpoints(t *testing.T) {
+	dashboardBackends(t, func(t *testing.T, rdb redis.UniversalClient, common config.Common) {
+		ctx := context.Background()
+		s := startDashboard(t, common, false, 200*time.Millisecond)
+		base := "/apps/" + appID
+
+		// A node that stopped heartbeating and one that is alive.
+		dead := counts.NewRecorder(rdb, "node-dead", counts.RecorderOptions{Heartbeat: time.Hour})
+		dead.AddConnections(appID, 3)
+		dead.Add(appID, "public-x", 3)
+		require.NoError(t, dead.Flush(ctx))
+		live := newProducer(t, rdb, "node-live")
+		live.rec.AddConnections(appID, 1)
+		live.add(t, appID, map[string]int64{"public-x": 1}, map[string]int64{"public-x": 4})
+
+		held := lease.New(rdb, cleaner.LeaseKey, 3*time.Second)
+		ok, err := held.TryAcquire(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		var st statusJSON
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st = statusJSON{}
+			require.NoError(t, json.Unmarshal([]byte(decodeBody(t, s.get(t, base+"/status", nil))), &st))
+			if len(st.Nodes) == 2 && st.Nodes[0].Stale && !st.Nodes[1].Stale {
+				break
+			}
+			require.False(t, time.Now().After(deadline), "node-dead never turned stale alone: %+v", st)
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.Equal(t, "node-dead", st.Nodes[0].ID, "oldest heartbeat first")
+		require.EqualValues(t, 3, st.Nodes[0].Connections)
+		require.GreaterOrEqual(t, st.Nodes[0].AgeMs, dashboardStaleAfter.Milliseconds())
+		require.Equal(t, st.TimeMs-st.Nodes[0].LastSeenMs, st.Nodes[0].AgeMs)
+		require.Equal(t, "node-live", st.Nodes[1].ID)
+		require.EqualValues(t, 1, st.Nodes[1].Connections)
+		require.EqualValues(t, 4, st.Connections)
+		require.EqualValues(t, dashboardStaleAfter.Milliseconds(), st.StaleAfterMs)
+		require.True(t, st.Cleaner.Held)
+		require.Equal(t, held.Token()[:8], st.Cleaner.Holder)
+		require.Positive(t, st.Cleaner.ExpiresInMs)
+		require.NotContains(t, decodeBody(t, s.get(t, base+"/status", nil)), held.Token(), "only a short id of the token")
+
+		// Waiting lists: presence-room- has a capacity of 2 in testApps.
+		room := base + "/channels/presence-room-1/admission"
+		for _, u := range []string{"u1", "u2", "u3", "u4"} {
+			decode(t, s.send(t, http.MethodPost, room, `{"user_id":"`+u+`"}`))
+		}
+		require.Equal(t, `{"channels":[{"channel":"presence-room-1","capacity":2,"occupancy":2,"waiting":2}]}`+"\n",
+			decodeBody(t, s.get(t, base+"/admission", nil)))
+		decode(t, s.send(t, http.MethodDelete, room, `{"user_id":"u1"}`))
+		require.Equal(t, `{"channels":[{"channel":"presence-room-1","capacity":2,"occupancy":2,"waiting":1}]}`+"\n",
+			decodeBody(t, s.get(t, base+"/admission", url.Values{"limit": {"5"}})))
+		r := s.get(t, base+"/admission", url.Values{"limit": {"0"}})
+		require.Equal(t, http.StatusBadRequest, r.code, r.body)
+
+		// The audit: consistent, then cached while a count drifts, then
+		// the drift once the cache expired.
+		var au auditJSON
+		require.NoError(t, json.Unmarshal([]byte(decodeBody(t, s.get(t, base+"/audit", nil))), &au))
+		require.Equal(t, 0, au.Differences, "%+v", au)
+		require.Equal(t, 2, au.Nodes)
+		require.NoError(t, counts.CorruptChannel(ctx, rdb, appID, "public-x", 5))
+		deadline = time.Now().Add(10 * time.Second)
+		for au.Differences == 0 {
+			require.False(t, time.Now().After(deadline), "the drift never showed")
+			time.Sleep(20 * time.Millisecond)
+			au = auditJSON{}
+			require.NoError(t, json.Unmarshal([]byte(decodeBody(t, s.get(t, base+"/audit", nil))), &au))
+		}
+		require.Equal(t, []diffJSON{{Kind: "channel", Channel: "public-x", Want: 4, Have: 9, Present: true}}, au.Drift)
+
+		// Signed like every /apps/ route.
+		r = s.do(t, http.MethodGet, base+"/status", "", nil)
+		require.Equal(t, http.StatusUnauthorized, r.code, r.body)
+		r = s.do(t, http.MethodGet, base+"/audit", "auth_key=nope", nil)
+		require.Equal(t, http.StatusUnauthorized, r.code, r.body)
+	})
+}
+
+// decodeBody returns a 200 answer's body.
+func decodeBody(t testing.TB, r response) string {
+	t.Helper()
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	return r.body
+}
+
+// TestDashboardAndDemoHandlers: with --dashboard, the pages and their
+// unsigned handlers answer from the signed API and never show the secret;
+// without it, none of them exists.
+func TestDashboardAndDemoHandlers(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	off := startDashboard(t, config.Common{Redis: srv.URL()}, false, 0)
+	for _, p := range []string{"/dashboard", "/demo", "/dashboard/api/overview", "/demo/api/config", "/dashboard/assets/dashboard.js"} {
+		require.Equal(t, http.StatusNotFound, off.do(t, http.MethodGet, p, "", nil).code, p)
+	}
+	require.Equal(t, http.StatusNotFound, off.do(t, http.MethodPost, "/demo/api/join", "", []byte(`{"user_id":"a"}`)).code)
+
+	s := startDashboard(t, config.Common{Redis: srv.URL()}, true, 0)
+	var bodies []string
+	get := func(path string) string {
+		t.Helper()
+		r := s.do(t, http.MethodGet, path, "", nil)
+		require.Equal(t, http.StatusOK, r.code, "%s: %s", path, r.body)
+		bodies = append(bodies, r.body)
+		return r.body
+	}
+	post := func(path, body string, want int) map[string]any {
+		t.Helper()
+		r := s.do(t, http.MethodPost, path, "", []byte(body))
+		require.Equal(t, want, r.code, "%s %s: %s", path, body, r.body)
+		bodies = append(bodies, r.body)
+		var m map[string]any
+		if want == http.StatusOK {
+			require.NoError(t, json.Unmarshal([]byte(r.body), &m), r.body)
+		}
+		return m
+	}
+
+	page := s.do(t, http.MethodGet, "/dashboard", "", nil)
+	require.Equal(t, http.StatusOK, page.code)
+	require.Contains(t, page.header.Get("Content-Security-Policy"), "default-src 'self'")
+	require.Contains(t, page.body, "/dashboard/assets/dashboard.js")
+	require.Contains(t, get("/demo"), "/dashboard/assets/pusher.min.js")
+	js := get("/dashboard/assets/pusher.min.js")
+	require.True(t, strings.HasPrefix(js, "/* pusher-js 8.6.0"), "the vendored pusher-js says its version")
+	require.True(t, strings.Contains(js, `const r="8.6.0"`), "and it is that version")
+	require.Contains(t, get("/dashboard/assets/pusher.min.js.LICENSE.txt"), "Pusher JavaScript Library v8.6.0")
+
+	// Counts for the overview: a presence channel with two users.
+	p := newProducer(t, rdb, "node-a")
+	p.rec.AddConnections(appID, 3)
+	p.rec.AddMember(appID, "presence-room-1", "ada", json.RawMessage(`{"name":"Ada"}`), 1)
+	p.rec.AddMember(appID, "presence-room-1", "bob", nil, 1)
+	p.add(t, appID, map[string]int64{"presence-room-1": 2, "public-news": 1}, map[string]int64{"presence-room-1": 2, "public-news": 1})
+
+	var ov struct {
+		App      string            `json:"app"`
+		Apps     []string          `json:"apps"`
+		Status   statusJSON        `json:"status"`
+		Channels []overviewChannel `json:"channels"`
+		Audit    auditJSON         `json:"audit"`
+		Errors   map[string]string `json:"errors"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(get("/dashboard/api/overview")), &ov))
+	require.Empty(t, ov.Errors)
+	require.Equal(t, appID, ov.App, "the first app by default")
+	require.Equal(t, []string{appID, offID}, ov.Apps)
+	require.Len(t, ov.Status.Nodes, 1)
+	require.EqualValues(t, 3, ov.Status.Nodes[0].Connections)
+	two := int64(2)
+	require.Equal(t, []overviewChannel{{Name: "presence-room-1", SubscriptionCount: 2, UserCount: &two}, {Name: "public-news", SubscriptionCount: 1}}, ov.Channels)
+	require.Equal(t, 0, ov.Audit.Differences)
+	require.JSONEq(t, `{"users":[{"id":"ada"},{"id":"bob"}]}`, get("/dashboard/api/members?channel=presence-room-1"))
+
+	r := s.do(t, http.MethodGet, "/dashboard/api/overview", "app=nope", nil)
+	require.Equal(t, http.StatusNotFound, r.code)
+	// A disabled app's data is refused by the API itself, part by part.
+	require.NoError(t, json.Unmarshal([]byte(get("/dashboard/api/overview?app="+offID)), &ov))
+	require.Contains(t, ov.Errors["status"], "403")
+	r = s.do(t, http.MethodGet, "/dashboard/api/members", "channel=public-news", nil)
+	require.Equal(t, http.StatusBadRequest, r.code, "the API's own 400 is passed on")
+	require.Contains(t, r.body, "presence channels")
+	r = s.do(t, http.MethodGet, "/dashboard/api/members", "", nil)
+	require.Equal(t, http.StatusBadRequest, r.code, r.body)
+
+	// The demo room: presence-room-demo has capacity 2 by the prefix rule.
+	cfg := map[string]any{}
+	require.NoError(t, json.Unmarshal([]byte(get("/demo/api/config")), &cfg))
+	require.Equal(t, map[string]any{"app": appID, "key": appKey, "ws_host": "127.0.0.1", "ws_port": 6001.0, "channel": demoChannel, "capacity": 2.0}, cfg)
+	require.Equal(t, "admitted", post("/demo/api/join", `{"user_id":"ada-1"}`, http.StatusOK)["status"])
+	require.Equal(t, "admitted", post("/demo/api/join", `{"user_id":"bob-2"}`, http.StatusOK)["status"])
+	require.Equal(t, map[string]any{"status": "waiting", "position": 1.0, "waiting": 1.0, "capacity": 2.0, "occupancy": 2.0},
+		post("/demo/api/join", `{"user_id":"cy-3"}`, http.StatusOK))
+	require.Equal(t, map[string]any{}, post("/demo/api/leave", `{"user_id":"ada-1"}`, http.StatusOK))
+	require.Equal(t, "admitted", post("/demo/api/join", `{"user_id":"cy-3"}`, http.StatusOK)["status"], "the head of the list took the seat")
+	post("/demo/api/join", `{"user_id":"no spaces"}`, http.StatusBadRequest)
+	post("/demo/api/join", `not json`, http.StatusBadRequest)
+
+	a := post("/demo/api/auth", `{"socket_id":"123.456","channel_name":"presence-room-demo","user_id":"cy-3","name":"Cy <3"}`, http.StatusOK)
+	data, _ := a["channel_data"].(string)
+	require.JSONEq(t, `{"user_id":"cy-3","user_info":{"name":"Cy <3"}}`, data)
+	sig, _ := a["auth"].(string)
+	require.NoError(t, auth.CheckChannelAuth(s.app.apps.ByID(appID), "123.456", demoChannel, data, sig))
+	post("/demo/api/auth", `{"socket_id":"123.456","channel_name":"presence-other","user_id":"cy-3","name":"Cy"}`, http.StatusForbidden)
+	post("/demo/api/auth", `{"socket_id":"nope","channel_name":"presence-room-demo","user_id":"cy-3","name":"Cy"}`, http.StatusBadRequest)
+	post("/demo/api/auth", `{"socket_id":"123.456","channel_name":"presence-room-demo","user_id":"cy-3","name":""}`, http.StatusBadRequest)
+
+	for _, b := range bodies {
+		require.NotContains(t, b, appSecret, "the secret never reaches the browser")
+	}
+	_, metrics := adminGet(t, s.app, "/metrics")
+	require.True(t, strings.Contains(metrics, `route="GET /apps/{app_id}/status"`), "in-process calls go through the API's routes")
+}
