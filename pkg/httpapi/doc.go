@@ -133,6 +133,25 @@
 //     node's subscription reached Redis (a socket signed in a few
 //     milliseconds earlier) is missed; calling again is harmless.
 //
+// Admission (CONTRACT.md; pkg/admission does the atomic work): PUT/DELETE
+// /apps/{id}/channels/{name}/capacity, POST/DELETE/GET .../admission, for
+// presence channels only (400 otherwise). A call that admits or strikes
+// someone logs the admission webhooks the app asks for and tells the nodes
+// with connected waiters on protocol.AdmissionChannel.
+//
+// Webhooks: every replica runs a webhook.Deliverer; each (app, URL) is
+// delivered by one replica at a time (see pkg/webhook).
+//
+// Read-only status for the dashboard, signed like the rest: GET
+// /apps/{id}/status (nodes with last-seen and connections, the cleaner
+// lease), GET /apps/{id}/admission (every limited channel with a list; it
+// settles each gate as the per-channel GET does) and GET /apps/{id}/audit
+// (counts.Audit, at most every 5 s per process). With --dashboard the
+// unsigned pages /dashboard and /demo and their /dashboard/api and
+// /demo/api handlers are served too; they sign their API calls on the
+// server, so the secret never reaches a browser, but they show app data to
+// anyone who reaches --addr: off by default.
+//
 // Request bodies reach the handlers as the signature check read them
 // (apiRequest.body), so the cap (1 MiB, 413) applies before any byte is
 // parsed and the body is read once from the network; a client
