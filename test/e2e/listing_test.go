@@ -133,15 +133,18 @@ func storm(t *testing.T, procs []httpapiProc, n int, query url.Values) []apiResp
 func TestListingSingleFlight(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := redistest.New(t)
-		singleFlightScenario(t, srv.Client(t), "--redis", srv.URL())
+		singleFlightScenario(t, srv.Client(t), srv.Client(t), "--redis", srv.URL())
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := redistest.NewCluster(t)
-		singleFlightScenario(t, c.Client(t), "--redis-cluster", c.Seeds())
+		singleFlightScenario(t, c.Client(t), c.Client(t), "--redis-cluster", c.Seeds())
 	})
 }
 
-func singleFlightScenario(t *testing.T, rdb redis.UniversalClient, redisFlag, redisValue string) {
+// singleFlightScenario: deadConn is a client of its own for the replica
+// that dies holding a lock (closing it is the death: a holder renews its
+// lock while its process, and so its connection, lives).
+func singleFlightScenario(t *testing.T, rdb, deadConn redis.UniversalClient, redisFlag, redisValue string) {
 	const channels = 20000
 	seedCounts(t, rdb, "seed", "room-", channels)
 	// A long cache TTL, so "exactly once" cannot depend on how fast this
@@ -176,10 +179,11 @@ func singleFlightScenario(t *testing.T, rdb redis.UniversalClient, redisFlag, re
 	require.Equal(t, channels, len(got.Channels))
 
 	// A replica takes the lock of another listing (prefix room-1) and dies
-	// before publishing: here a participant in this process that never
-	// finishes, which leaves Redis exactly as a SIGKILLed replica would.
+	// before publishing: here a participant in this process whose Redis
+	// connection is closed once it holds the lock, which leaves Redis
+	// exactly as a SIGKILLed replica would (no renewals).
 	const holderLockTTL = time.Second
-	dead := counts.NewListings(rdb, counts.ListingOptions{CacheTTL: time.Minute, LockTTL: holderLockTTL})
+	dead := counts.NewListings(deadConn, counts.ListingOptions{CacheTTL: time.Minute, LockTTL: holderLockTTL})
 	holding := make(chan struct{})
 	hctx, kill := context.WithCancel(context.Background())
 	holderDone := make(chan struct{})
@@ -193,6 +197,7 @@ func singleFlightScenario(t *testing.T, rdb redis.UniversalClient, redisFlag, re
 	}()
 	defer func() { kill(); <-holderDone }()
 	<-holding
+	require.NoError(t, deadConn.Close())
 	before := sumMetric(t, procs, computedMetric)
 	start = time.Now()
 	answers = storm(t, procs, 30, url.Values{"filter_by_prefix": {"room-1"}})

@@ -4,7 +4,7 @@
 
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, Client, closeAll, uid, memberIds } = require('./lib');
+const { A, B, Client, closeAll, uid, memberIds, pollChannel } = require('./lib');
 
 const OK = 'pusher_internal:subscription_succeeded';
 
@@ -63,6 +63,9 @@ describe('user signin', { timeout: 30000 }, () => {
     const c = new Client('c', A, { user: { id, user_info: { name: 'S' } } });
     try {
       await obs.subscribe(channel);
+      // obs joined on node B; node A's list is the cluster's once B's count
+      // update reached Redis (within B's flush window).
+      await pollChannel(channel, 'user_count', (x) => x.user_count === 1, 5000, 'obs counted');
       await c.connected();
       c.signin();
       await c.waitFrame('pusher:signin_success');
