@@ -87,27 +87,6 @@ func (r *hookReceiver) waitFor(t *testing.T, timeout time.Duration, want ...stri
 	}
 }
 
-// familySum adds every series of one metric family on admin's /metrics.
-func familySum(admin, name string) float64 {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
 // TestWebhooks drives occupancy webhooks end to end on real processes: 2
 // wsnodes, a cleaner, 2 httpapi replicas, and a receiver that fails the
 // first 3 attempts at every event. Occupied/vacated and member
@@ -170,7 +149,7 @@ func TestWebhooks(t *testing.T) {
 	var holder httpapiProc
 	for holder.p == nil {
 		for _, h := range apis {
-			if familySum(h.admin, "headcount_webhook_delivering") == 1 && familySum(h.admin, "headcount_webhook_failed_total") > 0 {
+			if metricSum(h.admin, "headcount_webhook_delivering") == 1 && metricSum(h.admin, "headcount_webhook_failed_total") > 0 {
 				holder = h
 			}
 		}
