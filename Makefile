@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 20m
 FUZZTIME  ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: all help build test test-short lint fuzz run bench tidy clean deps chaos
+.PHONY: all help build test test-short lint fuzz run bench tidy clean deps chaos image k8s-validate k8s-validate-server
 
 all: lint test ## Lint, then run every test (what CI runs)
 
@@ -54,3 +54,20 @@ CLUSTER        ?=
 
 chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=, CLUSTER=1: Redis Cluster)
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) HC_CHAOS_CLUSTER=$(CLUSTER) HC_CHAOS=1 $(GO) test -count=1 -run TestChaos -timeout 15m -v ./test/e2e/
+
+IMAGE ?= headcount:dev
+
+image: ## Build the image IMAGE (headcount:dev) with the three binaries; needs Docker (not in make test)
+	@if ! command -v docker >/dev/null 2>&1; then \
+		echo "make image: docker is not installed on this machine; no image was built."; \
+		echo "  Where Docker is available: make image IMAGE=registry.example.com/headcount:TAG"; exit 1; \
+	elif ! docker info >/dev/null 2>&1; then \
+		echo "make image: the docker command is here but no Docker engine answers (docker info failed); no image was built."; exit 1; \
+	fi
+	docker build -t $(IMAGE) .
+
+k8s-validate: ## Render every deploy/k8s overlay, decode strictly with k8s.io/api, run the semantic checks and their tests (offline)
+	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. && $(GO) test -count=1 .
+
+k8s-validate-server: ## Build kube-apiserver and etcd once (.cache/k8s-server), then server-side dry-run every overlay on loopback
+	@GO="$(GO)" bash deploy/k8s/validate/server.sh

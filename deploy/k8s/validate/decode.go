@@ -1,0 +1,109 @@
+package validate
+
+import (
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// kinds maps apiVersion/kind to a constructor of its typed object: the
+// kinds deploy/k8s may hold. Anything else fails, so a typo in a kind or
+// an apiVersion never slips through as "unknown, skipped".
+var kinds = map[string]func() any{
+	"v1/Namespace":                            func() any { return &corev1.Namespace{} },
+	"v1/ServiceAccount":                       func() any { return &corev1.ServiceAccount{} },
+	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                               func() any { return &corev1.Secret{} },
+	"v1/Service":                              func() any { return &corev1.Service{} },
+	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
+	"apps/v1/StatefulSet":                     func() any { return &appsv1.StatefulSet{} },
+	"autoscaling/v2/HorizontalPodAutoscaler":  func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
+	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
+	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &ServiceMonitor{} },
+}
+
+// Object is one rendered object: its YAML as kustomize wrote it, and the
+// typed value it decoded to. Checks read Typed, which tests mutate.
+type Object struct {
+	APIVersion, Kind, Name string
+	// YAML is the rendered document (what the server dry run sends).
+	YAML []byte
+	// Typed is a pointer to the k8s.io/api type (or ServiceMonitor).
+	Typed any
+}
+
+// ID names the object in messages: Kind/name.
+func (o *Object) ID() string { return o.Kind + "/" + o.Name }
+
+// DecodeObject decodes one YAML document strictly: a field the type does
+// not have, a field given twice, a field in the wrong case and a value of
+// the wrong type all fail.
+func DecodeObject(doc []byte) (*Object, error) {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return nil, fmt.Errorf("yaml: %w", err)
+	}
+	var tm metav1.TypeMeta
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &tm); err != nil {
+		return nil, fmt.Errorf("apiVersion/kind: %w", err)
+	}
+	newT, ok := kinds[tm.APIVersion+"/"+tm.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%s %s: not a kind deploy/k8s may hold (decode.go lists them)", tm.APIVersion, tm.Kind)
+	}
+	typed := newT()
+	strict, err := kjson.UnmarshalStrict(j, typed, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if len(strict) > 0 {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, errors.Join(strict...))
+	}
+	meta, ok := typed.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: no metadata", tm.Kind)
+	}
+	if meta.GetName() == "" {
+		return nil, fmt.Errorf("%s: no metadata.name", tm.Kind)
+	}
+	return &Object{APIVersion: tm.APIVersion, Kind: tm.Kind, Name: meta.GetName(), YAML: doc, Typed: typed}, nil
+}
+
+// ServiceMonitor is the part of the Prometheus Operator's
+// monitoring.coreos.com/v1 ServiceMonitor that deploy/k8s uses. Its type
+// is not in k8s.io/api; decoding strictly into this subset still fails on
+// a misspelt or misplaced field.
+type ServiceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ServiceMonitorSpec `json:"spec"`
+}
+
+// ServiceMonitorSpec is the subset of the real spec we use.
+type ServiceMonitorSpec struct {
+	Selector          metav1.LabelSelector     `json:"selector"`
+	Endpoints         []ServiceMonitorEndpoint `json:"endpoints"`
+	NamespaceSelector *struct {
+		Any        bool     `json:"any,omitempty"`
+		MatchNames []string `json:"matchNames,omitempty"`
+	} `json:"namespaceSelector,omitempty"`
+	JobLabel string `json:"jobLabel,omitempty"`
+}
+
+// ServiceMonitorEndpoint is one scrape endpoint.
+type ServiceMonitorEndpoint struct {
+	Port          string `json:"port"`
+	Path          string `json:"path,omitempty"`
+	Interval      string `json:"interval,omitempty"`
+	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+	Scheme        string `json:"scheme,omitempty"`
+}

@@ -1,0 +1,223 @@
+package validate
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+func hasPolicyType(np *networkingv1.NetworkPolicy, t networkingv1.PolicyType) bool {
+	return slices.Contains(np.Spec.PolicyTypes, t)
+}
+
+func emptySelector(np *networkingv1.NetworkPolicy) bool {
+	return len(np.Spec.PodSelector.MatchLabels)+len(np.Spec.PodSelector.MatchExpressions) == 0
+}
+
+// openPeer says whether a rule's peers are everyone: no peers, or an
+// ipBlock of the whole address space.
+func openPeer(peers []networkingv1.NetworkPolicyPeer) bool {
+	if len(peers) == 0 {
+		return true
+	}
+	for _, p := range peers {
+		if p.IPBlock != nil && (p.IPBlock.CIDR == "0.0.0.0/0" || p.IPBlock.CIDR == "::/0") {
+			return true
+		}
+	}
+	return false
+}
+
+// binaryOf is the headcount binary a workload runs, or "".
+func binaryOf(w Workload) (string, *corev1.Container) {
+	for i := range w.Template.Spec.Containers {
+		if b := Binary(&w.Template.Spec.Containers[i]); b != "" {
+			return b, &w.Template.Spec.Containers[i]
+		}
+	}
+	return "", nil
+}
+
+// redisPorts are the ports a headcount container dials Redis on.
+func (s *Set) redisPorts(c *corev1.Container) []string {
+	if seeds, _ := s.Setting(c, "redis-cluster"); seeds != "" {
+		var out []string
+		for _, seed := range strings.Split(seeds, ",") {
+			if p, err := AddrPort(strings.TrimSpace(seed)); err == nil && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	raw, _ := s.Setting(c, "redis")
+	if u, err := url.Parse(raw); err == nil && raw != "" {
+		if p := u.Port(); p != "" {
+			return []string{p}
+		}
+		return []string{"6379"}
+	}
+	return nil
+}
+
+func checkNetworkPolicies(s *Set) []error {
+	var errs []error
+	deny, dns := false, false
+	policiesOf := map[string][]*networkingv1.NetworkPolicy{}
+	for _, np := range s.NetworkPolicies {
+		id := "NetworkPolicy/" + np.Name
+		if emptySelector(np) && hasPolicyType(np, networkingv1.PolicyTypeIngress) && hasPolicyType(np, networkingv1.PolicyTypeEgress) && len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0 {
+			deny = true
+		}
+		selected, err := s.Selected(&np.Spec.PodSelector)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: podSelector: %w", id, err))
+			continue
+		}
+		if len(selected) == 0 {
+			errs = append(errs, fmt.Errorf("%s: podSelector selects no pods of the render", id))
+		}
+		for _, w := range selected {
+			policiesOf[w.ID()] = append(policiesOf[w.ID()], np)
+		}
+		for i, rule := range np.Spec.Ingress {
+			errs = append(errs, s.peersSelect(id, "ingress", i, rule.From)...)
+			for _, p := range rule.Ports {
+				if p.Port == nil || p.Port.String() == "" {
+					continue
+				}
+				for _, w := range selected {
+					if cp, _ := ContainerPort(&w.Template.Spec, p.Port.String()); cp == nil {
+						errs = append(errs, fmt.Errorf("%s: ingress rule %d: port %s is no port of %s, so the rule allows nothing there", id, i, p.Port.String(), w.ID()))
+					}
+				}
+			}
+			if !openPeer(rule.From) {
+				continue
+			}
+			if len(rule.Ports) == 0 {
+				errs = append(errs, fmt.Errorf("%s: ingress rule %d opens every port to everyone", id, i))
+				continue
+			}
+			for _, w := range selected {
+				b, c := binaryOf(w)
+				if !publicBinaries[b] {
+					errs = append(errs, fmt.Errorf("%s: ingress rule %d lets anyone reach %s; only wsnode and httpapi take outside traffic", id, i, w.ID()))
+					continue
+				}
+				addr, _ := s.Setting(c, "addr")
+				public, _ := AddrPort(addr)
+				for _, p := range rule.Ports {
+					cp, _ := ContainerPort(&w.Template.Spec, p.Port.String())
+					if cp == nil || strconv.Itoa(int(cp.ContainerPort)) != public {
+						errs = append(errs, fmt.Errorf("%s: ingress rule %d opens port %s of %s to everyone; only its public port %s may be", id, i, p.Port.String(), w.ID(), public))
+					}
+				}
+			}
+		}
+		for i, rule := range np.Spec.Egress {
+			errs = append(errs, s.peersSelect(id, "egress", i, rule.To)...)
+			if emptySelector(np) {
+				for _, p := range rule.Ports {
+					if p.Port != nil && p.Port.String() == "53" && (p.Protocol == nil || *p.Protocol == corev1.ProtocolUDP) {
+						dns = true
+					}
+				}
+			}
+		}
+	}
+	if !deny {
+		errs = append(errs, fmt.Errorf("no default-deny policy (podSelector {}, Ingress and Egress, no rules): whatever no policy selects is open"))
+	}
+	if !dns {
+		errs = append(errs, fmt.Errorf("no policy lets every pod reach DNS (UDP 53): under default deny nothing resolves Redis"))
+	}
+	for _, w := range s.Workloads() {
+		b, c := binaryOf(w)
+		switch {
+		case b != "":
+			for _, port := range s.redisPorts(c) {
+				if !s.egressAllows(policiesOf[w.ID()], port) {
+					errs = append(errs, fmt.Errorf("%s: no policy lets it reach Redis on port %s", w.ID(), port))
+				}
+			}
+		case w.Template.Labels[nameLabel] == "redis":
+			errs = append(errs, s.redisOnlyFromHeadcount(w, policiesOf[w.ID()])...)
+		}
+	}
+	return errs
+}
+
+// peersSelect reports peers whose podSelector (in this namespace) selects
+// no pod: such a rule allows nothing, which is never what was meant.
+func (s *Set) peersSelect(id, dir string, i int, peers []networkingv1.NetworkPolicyPeer) []error {
+	var errs []error
+	for _, p := range peers {
+		if p.PodSelector == nil || p.NamespaceSelector != nil {
+			continue
+		}
+		if ws, err := s.Selected(p.PodSelector); err != nil || len(ws) == 0 {
+			errs = append(errs, fmt.Errorf("%s: %s rule %d: peer podSelector %v selects no pods of the render", id, dir, i, p.PodSelector.MatchLabels))
+		}
+	}
+	return errs
+}
+
+// egressAllows says whether any of the policies allows egress to port.
+func (s *Set) egressAllows(nps []*networkingv1.NetworkPolicy, port string) bool {
+	for _, np := range nps {
+		if !hasPolicyType(np, networkingv1.PolicyTypeEgress) {
+			continue
+		}
+		for _, rule := range np.Spec.Egress {
+			if len(rule.Ports) == 0 {
+				return true
+			}
+			for _, p := range rule.Ports {
+				if p.Port == nil || p.Port.String() == port {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// redisOnlyFromHeadcount checks that every ingress rule reaching an
+// in-cluster Redis comes only from headcount pods of this namespace.
+func (s *Set) redisOnlyFromHeadcount(w Workload, nps []*networkingv1.NetworkPolicy) []error {
+	var errs []error
+	guarded := false
+	for _, np := range nps {
+		if !hasPolicyType(np, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		guarded = true
+		for i, rule := range np.Spec.Ingress {
+			if len(rule.From) == 0 {
+				errs = append(errs, fmt.Errorf("NetworkPolicy/%s: ingress rule %d lets anyone reach %s; only headcount pods may", np.Name, i, w.ID()))
+				continue
+			}
+			for _, p := range rule.From {
+				if p.PodSelector == nil || p.NamespaceSelector != nil || p.IPBlock != nil {
+					errs = append(errs, fmt.Errorf("NetworkPolicy/%s: ingress rule %d lets other namespaces or addresses reach %s", np.Name, i, w.ID()))
+					continue
+				}
+				peers, _ := s.Selected(p.PodSelector)
+				for _, pw := range peers {
+					if b, _ := binaryOf(pw); b == "" {
+						errs = append(errs, fmt.Errorf("NetworkPolicy/%s: ingress rule %d lets %s reach %s; only headcount pods may", np.Name, i, pw.ID(), w.ID()))
+					}
+				}
+			}
+		}
+	}
+	if !guarded {
+		errs = append(errs, fmt.Errorf("%s: no ingress policy selects it", w.ID()))
+	}
+	return errs
+}
