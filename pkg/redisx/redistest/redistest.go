@@ -5,6 +5,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -72,6 +73,17 @@ func New(t testing.TB) *Server {
 
 func start(t testing.TB, port int, dir string, extra ...string) *Server {
 	t.Helper()
+	s, err := tryStart(t, port, dir, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryStart starts redis-server on port and waits for it to answer; the
+// server is killed when the test ends.
+func tryStart(t testing.TB, port int, dir string, extra ...string) (*Server, error) {
+	t.Helper()
 	args := append([]string{
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--save", "", "--appendonly", "no", "--dir", dir,
@@ -81,20 +93,18 @@ func start(t testing.TB, port int, dir string, extra ...string) *Server {
 	cmd.Dir = dir
 	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
 	t.Cleanup(func() { s.Kill(); _ = out.Close() })
-	waitPing(t, s.Addr, out.Name())
-	return s
+	return s, waitPing(s.Addr, out.Name())
 }
 
-func waitPing(t testing.TB, addr, logFile string) {
-	t.Helper()
+func waitPing(addr, logFile string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -103,11 +113,12 @@ func waitPing(t testing.TB, addr, logFile string) {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("redis-server on %s did not answer: %v\n%s", addr, err, log)
+		// A server that could not bind its ports has exited: say so now.
+		log, _ := os.ReadFile(logFile)
+		if time.Now().After(deadline) || bytes.Contains(log, []byte("aborting")) {
+			return fmt.Errorf("redis-server on %s did not answer: %v\n%s", addr, err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -140,10 +151,22 @@ func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	for range 3 {
-		dir := t.TempDir()
-		c.Nodes = append(c.Nodes, start(t, FreePort(t), dir,
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000"))
+		// A port found free can be taken before redis-server binds it (the
+		// bus port is in the ephemeral range): try again on another.
+		var node *Server
+		var err error
+		for try := 0; try < 3 && node == nil; try++ {
+			dir := t.TempDir()
+			if node, err = tryStart(t, clusterPort(t), dir,
+				"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-node-timeout", "2000"); err != nil {
+				node = nil
+			}
+		}
+		if node == nil {
+			t.Fatal(err)
+		}
+		c.Nodes = append(c.Nodes, node)
 	}
 	ctx := context.Background()
 	clients := make([]*redis.Client, len(c.Nodes))
@@ -206,6 +229,27 @@ func NewCluster(t testing.TB) *Cluster {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// clusterPort returns a free loopback port P whose cluster bus port
+// P+10000 is free too: a cluster node binds both, and with FreePort alone
+// another test's socket on P+10000 made its start fail now and then.
+func clusterPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		p := FreePort(t)
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
+	t.Fatal("no free loopback port P with P+10000 free for a cluster bus")
+	return 0
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
