@@ -227,6 +227,26 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 	return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
 }
 
+// QueueJoin queues Join in p (EVALSHA: the caller falls back to Join when
+// the script is not loaded yet, IsNoScript) and returns how to read it.
+func (g *Gate) QueueJoin(ctx context.Context, p redis.Pipeliner, app, channel, user string, r Rule) func() (ok, reentry bool, position, waiting int, err error) {
+	cmd := joinScript.EvalSha(ctx, p, channelKeys(app, channel), r.args(user)...)
+	return func() (bool, bool, int, int, error) {
+		v, err := cmd.Slice()
+		if err != nil {
+			return false, false, 0, 0, fmt.Errorf("admission join: %w", err)
+		}
+		if len(v) != 4 {
+			return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
+		}
+		return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
+	}
+}
+
+// IsNoScript reports whether err says a queued script was not loaded (a
+// new or restarted Redis): run the unqueued call, which loads it.
+func IsNoScript(err error) bool { return err != nil && strings.Contains(err.Error(), "NOSCRIPT") }
+
 // Left starts user's grace on channel: their last socket left it, cluster
 // wide. Without a call (a lost edge), the slot is freed at its expiry. It
 // reports whether the user held a slot, which then frees after r.Grace

@@ -146,9 +146,20 @@ func toInt(v any) (int64, error) {
 // Members returns the cluster-wide members of a presence channel: user id
 // to user_info (null when none was given).
 func (s *Store) Members(ctx context.Context, app, channel string) (map[string]json.RawMessage, error) {
+	return s.MembersWith(ctx, app, channel, nil)
+}
+
+// MembersWith is Members with also's commands queued first in the same
+// MULTI/EXEC (they must keep to the app's slot): one round trip for a
+// caller that needs another read of the channel at the same moment. Their
+// results are theirs to check; an error of theirs is returned too.
+func (s *Store) MembersWith(ctx context.Context, app, channel string, also func(redis.Pipeliner)) (map[string]json.RawMessage, error) {
 	var ids *redis.MapStringStringCmd
 	var infos *redis.MapStringStringCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		if also != nil {
+			also(p)
+		}
 		ids = p.HGetAll(ctx, membersKey(app, channel))
 		infos = p.HGetAll(ctx, infoKey(app, channel))
 		return nil

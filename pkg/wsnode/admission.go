@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -20,40 +22,65 @@ import (
 // at once when the bus says its list moved.
 const waiterTick = 250 * time.Millisecond
 
-// admitPresence is the WebSocket gate of a presence subscription (CONTRACT.md,
-// Admission): it reports whether s may join ch as user. A user already a
-// member through another socket on this node passes without Redis. A user
-// refused who is on the waiting list is registered as a waiter of ch: the
-// socket then gets its place as it changes (protocol.EventAdmission*).
-func (a *App) admitPresence(s *socket, sc *scratch, ch, user string) (bool, error) {
+// joinPresence is a new presence subscription of s to ch as p: the
+// admission gate (CONTRACT.md, Admission) and the cluster's member list,
+// read in one round trip (one MULTI/EXEC on the app's slot). A user already
+// a member through another socket on this node passes the gate without it.
+// A user refused who is on the waiting list is registered as a waiter of
+// ch: the socket then gets its place as it changes (EventAdmission*).
+func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error {
 	local := false
-	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, p presence) { local = local || p.user == user })
-	if local {
-		return true, nil
-	}
+	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, q presence) { local = local || q.user == p.user })
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
-	ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.ID, ch, user, admission.RuleFor(s.app, ch))
-	cancel()
-	switch {
-	case err != nil:
+	defer cancel()
+	rule := admission.RuleFor(s.app, ch)
+	var gate func(redis.Pipeliner)
+	var joined func() (bool, bool, int, int, error)
+	if !local {
+		gate = func(pl redis.Pipeliner) { joined = a.gate.QueueJoin(ctx, pl, s.app.ID, ch, p.user, rule) }
+	}
+	members, err := a.store.MembersWith(ctx, s.app.ID, ch, gate)
+	if admission.IsNoScript(err) {
+		// The gate's script is not loaded on this Redis yet: the plain
+		// calls load it (once per Redis start).
+		ok, reentry, position, waiting, jerr := a.gate.Join(ctx, s.app.ID, ch, p.user, rule)
+		joined = func() (bool, bool, int, int, error) { return ok, reentry, position, waiting, jerr }
+		members, err = a.store.Members(ctx, s.app.ID, ch)
+	}
+	if err != nil {
 		a.m.errors[errRedis].Inc()
-		a.log.Warn("cannot check admission", "app", s.app.ID, "channel", ch, "error", err)
-		return false, a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
-			Message: "admission cannot be checked right now; try again"})
-	case ok:
+		a.log.Warn("cannot read presence members or check admission", "app", s.app.ID, "channel", ch, "error", err)
+		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+			Message: "the member list or admission cannot be read right now; try again"})
+	}
+	if !local {
+		ok, reentry, position, waiting, err := joined()
+		if err != nil { // not expected once the transaction succeeded
+			a.m.errors[errRedis].Inc()
+			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+				Message: "admission cannot be checked right now; try again"})
+		}
+		if !ok {
+			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
+		}
 		if reentry {
 			a.admMetrics.Reentered(s.app.ID)
 		}
 		a.unwait(s, ch)
-		return true, nil
 	}
+	return a.presenceReply(s, sc, ch, p, true, members)
+}
+
+// refuseAdmission answers AdmissionRequired and, if the user is on the
+// waiting list (position > 0), registers s as a waiter of ch.
+func (a *App) refuseAdmission(s *socket, sc *scratch, ch, user string, position, waiting int) error {
 	msg := "the channel is at capacity and this user holds no slot: ask the app to admit you (POST .../admission)"
 	if position > 0 {
 		msg = "the channel is at capacity: you are number " + strconv.Itoa(position) + " of " + strconv.Itoa(waiting) +
 			" on the waiting list; stay connected for " + protocol.EventAdmissionWaiting + " and " + protocol.EventAdmissionAdmitted + " events on this channel"
 		a.wait(s, ch, user, position)
 	}
-	return false, a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionAdmissionRequired, Status: http.StatusForbidden, Message: msg})
+	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionAdmissionRequired, Status: http.StatusForbidden, Message: msg})
 }
 
 // waiterKey is one socket waiting for one channel.

@@ -70,10 +70,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 	if limit := kb(s.app.MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
 		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
-	if ok, err := a.admitPresence(s, sc, ch, m.UserID); !ok {
-		return err
-	}
-	return a.presenceSucceeded(s, sc, ch, presence{user: m.UserID, info: m.UserInfo}, true)
+	return a.joinPresence(s, sc, ch, presence{user: m.UserID, info: m.UserInfo})
 }
 
 func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
@@ -81,11 +78,9 @@ func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
 	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
 }
 
-// presenceSucceeded answers a presence subscription with the members of
-// the whole cluster: Redis's list merged with this node's members whose
-// join may not be flushed yet, and p itself. If join is set, it first
-// checks the member limit and records the subscription.
-func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence, join bool) error {
+// presenceSucceeded answers a repeated presence subscription with the
+// members of the whole cluster (see presenceReply).
+func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	members, err := a.store.Members(ctx, s.app.ID, ch)
 	cancel()
@@ -95,6 +90,14 @@ func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence, j
 		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list cannot be read right now; try again"})
 	}
+	return a.presenceReply(s, sc, ch, p, false, members)
+}
+
+// presenceReply answers a presence subscription with members, Redis's list,
+// merged with this node's members whose join may not be flushed yet, and p
+// itself. If join is set, it first checks the member limit and records the
+// subscription.
+func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join bool, members map[string]json.RawMessage) error {
 	if members == nil {
 		members = map[string]json.RawMessage{}
 	}

@@ -304,7 +304,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	// presence the member list is sent again (it may have changed).
 	if i := s.subIndex(ch); i >= 0 {
 		if protocol.ChannelKind(ch) == protocol.KindPresence {
-			return a.presenceSucceeded(s, sc, ch, s.subs[i].member, false)
+			return a.presenceSucceeded(s, sc, ch, s.subs[i].member)
 		}
 		sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
 		return a.reply(s, sc.out)
