@@ -248,7 +248,7 @@ func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, erro
 		for _, id := range nodes {
 			keys = append(keys, nodeKey(app, id))
 		}
-		keys = append(keys, scriptKeys(app, "", false, field)[3:]...) // conns, and members/info for a member
+		keys = append(keys, fieldKeys(app, field)...)
 		v, err := repairScript.Run(ctx, s.rdb, keys, appPrefix(app), field).Int64Slice()
 		if err != nil || len(v) == 0 || v[0] != statusUndeclared {
 			return v, err

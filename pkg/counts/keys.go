@@ -67,10 +67,18 @@ const appsKey = prefix + "apps"
 // migration (see lib.lua); a script that meets a field not declared here
 // writes nothing and names it, and the caller retries with it.
 func scriptKeys(app, node string, logEvents bool, fields ...string) []string {
-	keys := []string{nodesKey(app), nodeKey(app, node), globalKey(app), connsKey(app)}
+	keys := []string{nodesKey(app), nodeKey(app, node), globalKey(app)}
 	if logEvents {
 		keys = append(keys, EventLogKey(app))
 	}
+	return append(keys, fieldKeys(app, fields...)...)
+}
+
+// fieldKeys are the keys contribution fields touch beside the global
+// counts: the connection count, and the members and info hashes of each
+// presence channel among fields.
+func fieldKeys(app string, fields ...string) []string {
+	keys := []string{connsKey(app)}
 	seen := map[string]bool{}
 	for _, f := range fields {
 		rest, ok := strings.CutPrefix(f, "m:")
