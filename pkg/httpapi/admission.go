@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // admissionChannel validates the {channel_name} of an admission route:
@@ -84,7 +81,6 @@ func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiReq
 	}
 	direct := ""
 	if res.New {
-		a.admissionMetrics.AdmittedDirectly(req.app.ID)
 		direct = user
 	}
 	a.afterGate(req.app, ch, res.State, res.Changes, false, direct)
@@ -190,29 +186,10 @@ func (a *App) clearCapacity(w http.ResponseWriter, r *http.Request, req *apiRequ
 	a.writeJSON(w, struct{}{})
 }
 
-// afterGate records a gate call's changes (metrics, and the admission
-// webhooks: direct names a user this call admitted without waiting) and,
-// when a place or slot moved (or moved is set), tells the nodes holding
-// that channel's connected waiters (they then check where each stands).
-// The notice is best effort: nodes also check in periodically.
-func (a *App) afterGate(ap *apps.App, ch string, st admission.State, c admission.Changes, moved bool, direct string) {
-	app := ap.ID
+// afterGate reports a gate call (admission.Reporter.Report) within a
+// second of its own, whatever the request's context does.
+func (a *App) afterGate(ap *apps.App, ch string, st admission.State, c admission.Changes, notify bool, direct string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	admitted := c.Promoted
-	if direct != "" {
-		admitted = append(slices.Clone(admitted), direct)
-	}
-	if evs := webhook.AdmissionEvents(ap, ch, admitted, c.Dropped); len(evs) > 0 {
-		if err := webhook.Append(ctx, a.rdb, app, evs...); err != nil {
-			a.log.Warn("cannot log admission webhook events", "app_id", app, "channel", ch, "events", len(evs), "error", err)
-		}
-	}
-	a.admissionMetrics.Observe(app, ch, st, c)
-	if !moved && !c.Moved() {
-		return
-	}
-	if err := a.bus.Publish(ctx, app, fanout.Message{Channel: protocol.AdmissionChannel(ch), Event: "moved"}); err != nil {
-		a.log.Debug("cannot tell nodes the waiting list moved", "app_id", app, "channel", ch, "error", err)
-	}
+	a.admission.Report(ctx, ap, ch, st, c, direct, notify)
 }

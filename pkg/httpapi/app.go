@@ -58,8 +58,8 @@ type App struct {
 	// bus publishes events to the nodes; publish-only, so it needs no Run.
 	bus *fanout.Bus
 	// gate is the admission gate of capacity-limited channels.
-	gate             *admission.Gate
-	admissionMetrics *admission.Metrics
+	gate      *admission.Gate
+	admission *admission.Reporter
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
 	// audits caches GET .../audit per app (dashboard_status.go).
@@ -129,7 +129,7 @@ func New(opts Options) (_ *App, err error) {
 	})
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
 	a.gate = admission.New(a.rdb)
-	a.admissionMetrics = admission.NewMetrics(reg)
+	a.admission = admission.NewReporter(a.rdb, a.bus, reg, a.log)
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()

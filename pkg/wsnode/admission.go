@@ -11,10 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/admission"
-	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // waiterTick is how often the waiters loop looks for channels due a
@@ -64,7 +61,7 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
 		}
 		if reentry {
-			a.admMetrics.Reentered(s.app.ID)
+			a.admission.Metrics.Reentered(s.app.ID)
 		}
 		a.unwait(s, ch)
 	}
@@ -237,14 +234,11 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 		a.log.Warn("cannot check in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "error", err)
 		return
 	}
-	a.afterGate(ctx, ap, k.channel, st, changes)
+	// Tells other nodes when their waiters moved too.
+	rctx, rcancel := context.WithTimeout(ctx, a.tun.redisTimeout)
+	a.admission.Report(rctx, ap, k.channel, st, changes, "", false)
+	rcancel()
 	a.log.Debug("checked in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "waiting", st.Waiting, "occupancy", st.Occupancy, "promoted", len(changes.Promoted), "dropped", len(changes.Dropped), "freed", len(changes.Freed))
-	if changes.Moved() {
-		// Other nodes' waiters moved too.
-		pctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
-		_ = a.bus.Publish(pctx, k.app, fanout.Message{Channel: protocol.AdmissionChannel(k.channel), Event: "moved"})
-		cancel()
-	}
 	for i, s := range socks {
 		ws := states[of[i]]
 		now := ws.Position
@@ -271,16 +265,6 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 			event, data = protocol.EventAdmissionWaiting, `{"position":`+strconv.Itoa(ws.Position)+`,"waiting":`+strconv.Itoa(st.Waiting)+`}`
 		}
 		a.enqueue(s, protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(nil))
-	}
-}
-
-// afterGate records a gate call's changes: metrics and admission webhooks.
-func (a *App) afterGate(ctx context.Context, ap *apps.App, ch string, st admission.State, c admission.Changes) {
-	a.admMetrics.Observe(ap.ID, ch, st, c)
-	if evs := webhook.AdmissionEvents(ap, ch, c.Promoted, c.Dropped); len(evs) > 0 {
-		if err := webhook.Append(ctx, a.rdb, ap.ID, evs...); err != nil {
-			a.log.Warn("cannot log admission webhook events", "app", ap.ID, "channel", ch, "events", len(evs), "error", err)
-		}
 	}
 }
 
@@ -339,10 +323,7 @@ func (a *App) settleDue(ctx context.Context, now time.Time) {
 		cctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
 		st, changes, err := a.gate.State(cctx, k.app, k.channel, admission.RuleFor(ap, k.channel))
 		if err == nil {
-			a.afterGate(cctx, ap, k.channel, st, changes)
-			if changes.Moved() {
-				err = a.bus.Publish(cctx, k.app, fanout.Message{Channel: protocol.AdmissionChannel(k.channel), Event: "moved"})
-			}
+			a.admission.Report(cctx, ap, k.channel, st, changes, "", false)
 		}
 		cancel()
 		if err != nil {

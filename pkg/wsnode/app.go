@@ -104,11 +104,11 @@ type App struct {
 	index *index
 	send  *sender
 	ann   *announcer
-	// gate, admMetrics and waiters serve capacity-limited channels
+	// gate, admission and waiters serve capacity-limited channels
 	// (admission.go).
-	gate       *admission.Gate
-	admMetrics *admission.Metrics
-	waiters    *waiters
+	gate      *admission.Gate
+	admission *admission.Reporter
+	waiters   *waiters
 	// hooks appends client events to the apps' webhook logs.
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
@@ -168,7 +168,7 @@ func New(opts Options) (_ *App, err error) {
 	a.store = counts.NewStore(a.rdb)
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
-	a.gate, a.admMetrics, a.waiters = admission.New(a.rdb), admission.NewMetrics(a.reg), newWaiters()
+	a.gate, a.admission, a.waiters = admission.New(a.rdb), admission.NewReporter(a.rdb, a.bus, a.reg, a.log), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
 	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
 		Heartbeat:  cfg.Heartbeat,
