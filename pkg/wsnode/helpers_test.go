@@ -287,13 +287,21 @@ func dialRaw(t *testing.T, addr, path string) *rawConn {
 
 func dialRawWith(t *testing.T, d *net.Dialer, addr, path string) *rawConn {
 	t.Helper()
+	return dialRawSending(t, d, addr, path, nil)
+}
+
+// dialRawSending is dialRawWith whose handshake request carries early, a
+// client's first frames, in the same write.
+func dialRawSending(t *testing.T, d *net.Dialer, addr, path string, early []byte) *rawConn {
+	t.Helper()
 	c, err := d.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	key := make([]byte, 16)
 	_, _ = rand.Read(key)
-	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+	req := fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr, base64.StdEncoding.EncodeToString(key))
+	_, err = c.Write(append(req, early...))
 	require.NoError(t, err)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
@@ -305,14 +313,20 @@ func dialRawWith(t *testing.T, d *net.Dialer, addr, path string) *rawConn {
 // send writes one masked text frame (clients must mask).
 func (r *rawConn) send(t *testing.T, payload string) {
 	t.Helper()
+	_, err := r.Write(maskedFrame(t, payload))
+	require.NoError(t, err)
+}
+
+// maskedFrame is payload as a client's text frame.
+func maskedFrame(t *testing.T, payload string) []byte {
+	t.Helper()
 	require.Less(t, len(payload), 126)
 	mask := [4]byte{1, 2, 3, 4}
 	b := []byte{0x81, 0x80 | byte(len(payload)), mask[0], mask[1], mask[2], mask[3]}
 	for i := range len(payload) {
 		b = append(b, payload[i]^mask[i%4])
 	}
-	_, err := r.Write(b)
-	require.NoError(t, err)
+	return b
 }
 
 // read returns the payload of the next (unmasked, unfragmented) frame.

@@ -37,6 +37,19 @@ func TestHandshake(t *testing.T) {
 	require.NotEqual(t, d["socket_id"], other)
 }
 
+// A client may send frames before it has read the 101: they arrive in the
+// handshake's segment, read by net/http before the socket is handed over,
+// and must not be lost on the way.
+func TestFramesBehindHandshake(t *testing.T) {
+	n := startNode(t).run(t)
+	early := append(maskedFrame(t, `{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
+		maskedFrame(t, `{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
+	c := dialRawSending(t, &net.Dialer{}, n.Addr(), "/app/"+appKey+pusherJSQuery, early)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	require.Contains(t, c.read(t), `"channel":"early-1"`)
+	require.Contains(t, c.read(t), `"channel":"early-2"`)
+}
+
 func TestRefusedConnections(t *testing.T) {
 	n := startNode(t).run(t)
 	for _, tc := range []struct {
