@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"runtime"
 	"sync"
 	"time"
@@ -113,7 +112,7 @@ type App struct {
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
-	ws         *hrun.Server
+	ws         *front
 	admin      *hrun.Server // nil when --admin-addr is empty
 	hub        *hub
 	ids        *protocol.SocketIDs
@@ -179,9 +178,7 @@ func New(opts Options) (_ *App, err error) {
 		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(cfg.Apps.ByID(app)) },
 	})
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /app/{key}", a.serveWS)
-	if a.ws, err = hrun.Listen(cfg.Addr, mux); err != nil {
+	if a.ws, err = listenFront(cfg.Addr, a.serveWS, a.log.Named("front"), func(r string) { a.m.errors[r].Inc() }); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
@@ -195,12 +192,8 @@ func New(opts Options) (_ *App, err error) {
 	return a, nil
 }
 
-// closeUnserved releases the listener of a server that never served:
-// Serve after Shutdown closes its listener and returns at once.
-func closeUnserved(s *hrun.Server) {
-	s.Shutdown(0)
-	_ = s.Serve()
-}
+// closeUnserved releases the listener of a server that never served.
+func closeUnserved(s *front) { s.Shutdown(0) }
 
 // Addr is the WebSocket listener's address (host:port).
 func (a *App) Addr() string { return a.ws.Addr() }

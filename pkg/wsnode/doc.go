@@ -5,9 +5,15 @@
 // publishes them to Redis as this node's contribution, and exchanges events
 // with the other nodes through a fanout.Bus.
 //
+// The WebSocket port is served by a lean HTTP front (front.go), not
+// net/http's server: it reads each request head into a pooled buffer,
+// upgrades GET /app/{key} through websocket.Accept and answers anything
+// else with an HTTP error and a close. A client has 10 s to send its head
+// (one sweep, no timer per connection); heads over 16 KiB get 431.
+//
 // Concurrency: each socket is served by exactly one goroutine of its own,
-// started by the net/http handler that upgraded it (which then returns, so
-// net/http frees its per-request state); it reads frames and alone
+// started by the handshake's goroutine (which then returns, so the
+// request's state is freed); it reads frames and alone
 // owns the socket's subscriptions, signed-in user and rate limiter. Nothing
 // is written to a socket directly after the handshake: replies and
 // deliveries go through the socket's bounded send queue (at most 64 frames

@@ -13,6 +13,12 @@ func (a *App) SetIdleTimeout(idle, sweep time.Duration) {
 	a.tun.idleTimeout, a.tun.sweepEvery = idle, sweep
 }
 
+// SetHeadTimeout shortens the time a client has to send its request head,
+// and its sweep period; call it before Run.
+func (a *App) SetHeadTimeout(timeout, sweep time.Duration) {
+	a.ws.headTimeout, a.ws.sweepEvery = timeout, sweep
+}
+
 // Deliver hands m to the node as the event bus would: tests use it to flood
 // a channel without going through Redis.
 func (a *App) Deliver(app string, m fanout.Message) { a.deliver(app, m) }

@@ -39,6 +39,8 @@ const (
 	errRedis             = "redis"
 	errClientEvent       = "client_event_refused"
 	errPublish           = "publish"
+	errAccept            = "accept"
+	errHandshake         = "handshake_refused"
 )
 
 type metrics struct {
@@ -118,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"reason"})
 	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel,
 		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed,
-		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish} {
+		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake} {
 		m.errors[r] = errs.WithLabelValues(r)
 	}
 	return m

@@ -1,13 +1,10 @@
 package wsnode
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,7 +47,9 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 
 	// The id is set before the socket is shared with the sweeper and drain.
 	s := &socket{id: a.ids.Next()}
-	c, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
+	// w is front's: the connection comes with small buffers and the 101
+	// waits in the write buffer for connection_established.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Pusher accepts any origin: apps restrict access with channel
 		// auth, not origins.
 		InsecureSkipVerify: true,
@@ -61,9 +60,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		},
 	})
 	if err != nil {
-		// Accept has answered with an HTTP error already.
-		a.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "error", err)
-		return
+		return // Accept has answered with an HTTP error, which front logs
 	}
 	s.conn = c
 	c.SetReadLimit(a.tun.readLimit)
@@ -89,12 +86,12 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
-	// The socket's goroutine is a fresh one and this handler returns: net/http
-	// then drops its per-connection state (request, response and their
-	// buffers), and the new goroutine's stack grows only as deep as the read
-	// loop needs, not as deep as the handshake went. Measured on a wsnode
-	// process (BenchmarkIdleMemory), the two together with smallBuffers take
-	// an idle socket from 24 KiB to 15 KiB.
+	// The socket's goroutine is a fresh one and this handler returns: the
+	// request and the head's buffer are dropped, and the new goroutine's
+	// stack grows only as deep as the read loop needs, not as deep as the
+	// handshake went. Measured on a wsnode process (BenchmarkIdleMemory), the
+	// two together with small buffers took an idle socket from 24 KiB to
+	// 15 KiB.
 	a.hub.handOff()
 	go a.runSocket(s, true)
 }
@@ -130,50 +127,6 @@ func (a *App) runSocket(s *socket, first bool) {
 		handedOff = true
 		go a.runSocket(s, false)
 	}
-}
-
-// smallBuffers hands websocket.Accept a hijacked connection with 512-byte
-// read and write buffers instead of net/http's 4 KiB ones, which coder/
-// websocket would otherwise keep for the socket's whole life. Pusher frames
-// from clients are small; larger ones are read and written past the buffer.
-//
-// It also holds the 101 response back from net/http and leaves it in the
-// socket's write buffer, so that it leaves in one segment with the
-// connection_established frame written next: one write(2) fewer per socket,
-// and one read fewer for the client (BenchmarkLoad/storm).
-type smallBuffers struct{ http.ResponseWriter }
-
-const socketBufferSize = 512
-
-func (w smallBuffers) WriteHeader(code int) {
-	if code == http.StatusSwitchingProtocols {
-		return // written by Hijack
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	// A client may send its first frame right behind the handshake: it is
-	// carried over into the new reader's buffer, where websocket.Accept
-	// looks for it.
-	br := bufio.NewReaderSize(c, socketBufferSize)
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), c), max(n, socketBufferSize))
-		if _, err := br.Peek(n); err != nil {
-			_ = c.Close()
-			return nil, nil, err
-		}
-	}
-	bw := bufio.NewWriterSize(c, socketBufferSize)
-	_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	_ = w.Header().Write(bw)
-	_, _ = bw.WriteString("\r\n")
-	return c, bufio.NewReadWriter(br, bw), nil
 }
 
 // admit checks the app key and protocol version; on refusal it returns the

@@ -1,0 +1,409 @@
+package wsnode
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// front serves the WebSocket port without net/http's server: it accepts
+// connections, reads each request head into a pooled buffer, and hands an
+// upgrade of /app/{key} to the handler with a minimal http.Request and a
+// ResponseWriter whose Hijack gives websocket.Accept the connection with
+// 512-byte buffers. Anything else is answered with a short HTTP error and
+// the connection is closed: the port serves nothing but WebSockets.
+//
+// Why: in a connection storm net/http's server took about a third of a
+// node's CPU per new socket on what an upgrade does not use (a context and
+// response per connection, 12 KiB of buffers left to the GC at the hijack,
+// its routing, the remote address as a string, stack growth in its deep
+// serve loop): BenchmarkLoad/storm.
+//
+// A client has 10 s to send its request head, enforced by one sweep over
+// the connections still reading theirs instead of a timer each.
+type front struct {
+	ln      net.Listener
+	handler http.HandlerFunc
+	log     hclog.Logger
+	onError func(reason string) // counts a refused handshake or a failed accept
+
+	// headTimeout is how long a client has to send its request head,
+	// checked every sweepEvery (tests shorten both before Serve).
+	headTimeout, sweepEvery time.Duration
+
+	mu      sync.Mutex
+	reading map[net.Conn]int64 // connections reading their head -> start (unix ms)
+	closed  bool
+	active  sync.WaitGroup // handshakes in progress
+	done    chan struct{}  // closed by shutdown
+}
+
+const (
+	// maxHead bounds a request head; browsers send well under 2 KiB to a
+	// WebSocket endpoint, cookies included.
+	maxHead = 16 << 10
+	// headBufferSize is the pooled buffer a head is read into; a larger
+	// head grows a private copy up to maxHead.
+	headBufferSize = 2 << 10
+)
+
+var headPool = sync.Pool{New: func() any { b := make([]byte, headBufferSize); return &b }}
+
+func listenFront(addr string, handler http.HandlerFunc, log hclog.Logger, onError func(string)) (*front, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
+	return &front{ln: ln, handler: handler, log: log, onError: onError, headTimeout: 10 * time.Second,
+		sweepEvery: time.Second, reading: map[net.Conn]int64{}, done: make(chan struct{})}, nil
+}
+
+// Addr is the bound address.
+func (f *front) Addr() string { return f.ln.Addr().String() }
+
+// Serve accepts until shutdown, then returns nil. Accept failures (such as
+// running out of file descriptors) are logged and retried with backoff:
+// a node that stopped accepting while it looks healthy is the worst case.
+func (f *front) Serve() error {
+	go f.sweep()
+	var delay time.Duration
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if f.isClosed() {
+				return nil
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			f.onError(errAccept)
+			f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-f.done:
+				return nil
+			}
+			continue
+		}
+		delay = 0
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			_ = c.Close()
+			return nil
+		}
+		f.reading[c] = time.Now().UnixMilli()
+		f.active.Add(1)
+		f.mu.Unlock()
+		go f.handshake(c)
+	}
+}
+
+func (f *front) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// sweep closes connections that did not send their request head in time.
+func (f *front) sweep() {
+	t := time.NewTicker(f.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			return
+		case now := <-t.C:
+			limit := now.Add(-f.headTimeout).UnixMilli()
+			f.mu.Lock()
+			for c, start := range f.reading {
+				if start < limit {
+					_ = c.Close()
+					delete(f.reading, c)
+				}
+			}
+			f.mu.Unlock()
+		}
+	}
+}
+
+// Shutdown stops accepting, closes connections still reading their head,
+// and waits up to timeout for handshakes past that. Upgraded sockets are
+// not touched.
+func (f *front) Shutdown(timeout time.Duration) {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+		_ = f.ln.Close()
+		for c := range f.reading {
+			_ = c.Close()
+		}
+	}
+	f.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { f.active.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(timeout):
+		f.log.Warn("handshakes still in progress at shutdown", "waited", timeout)
+	}
+}
+
+// handshake reads c's request head and serves it.
+func (f *front) handshake(c net.Conn) {
+	defer f.active.Done()
+	bp := headPool.Get().(*[]byte)
+	defer headPool.Put(bp)
+	head, early, err := readHead(c, *bp)
+	f.mu.Lock()
+	_, inTime := f.reading[c] // else swept: closed already
+	delete(f.reading, c)
+	f.mu.Unlock()
+	w := &upgradeWriter{c: c}
+	var r *http.Request
+	switch {
+	case errors.Is(err, errHeadTooLarge):
+		w.fail(http.StatusRequestHeaderFieldsTooLarge, "request head over "+strconv.Itoa(maxHead)+" bytes")
+	case err != nil || !inTime:
+		_ = c.Close() // the client went away or was too slow: nothing to answer
+		return
+	default:
+		r, err = parseRequest(head)
+		if err != nil {
+			w.fail(http.StatusBadRequest, err.Error())
+		}
+	}
+	if r != nil {
+		if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); ok && key != "" && !strings.Contains(key, "/") {
+			r.SetPathValue("key", key)
+			// What the client sent behind its head is copied: the head's
+			// buffer goes back to the pool.
+			w.early = bytes.Clone(early)
+			f.handler(w, r)
+		} else {
+			w.fail(http.StatusNotFound, "404 page not found: WebSockets are served on /app/{key}")
+		}
+	}
+	if !w.hijacked {
+		if w.status >= 400 {
+			f.onError(errHandshake)
+			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
+				"error", strings.TrimSpace(string(w.body)))
+		}
+		w.finish()
+	}
+}
+
+var errHeadTooLarge = errors.New("request head too large")
+
+// readHead reads from c until the end of an HTTP request head (a blank
+// line), into buf and, past its size, a growing copy. It returns the head
+// and what was read past it.
+func readHead(c net.Conn, buf []byte) (head, rest []byte, err error) {
+	n := 0
+	for {
+		if n == len(buf) {
+			if n >= maxHead {
+				return nil, nil, errHeadTooLarge
+			}
+			buf = append(buf[:n], make([]byte, min(n, maxHead-n))...)
+		}
+		m, err := c.Read(buf[n:])
+		from := max(0, n-3)
+		n += m
+		if i := headEnd(buf[from:n]); i >= 0 {
+			return buf[:from+i], buf[from+i : n], nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// headEnd is the index just past the blank line ending a head in b
+// ("\n\n" or "\n\r\n": bare line feeds are tolerated as net/http does), or -1.
+func headEnd(b []byte) int {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		switch {
+		case i+1 < len(b) && b[i+1] == '\n':
+			return i + 2
+		case i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n':
+			return i + 3
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += 1 + j
+	}
+	return -1
+}
+
+// parseRequest parses a request head, keeping the headers a WebSocket
+// upgrade reads. It refuses what net/http's server would (no Host on
+// HTTP/1.1, folded or malformed header lines) and any request with a body.
+func parseRequest(head []byte) (*http.Request, error) {
+	line, head := cutLine(head)
+	method, rest, ok1 := strings.Cut(string(line), " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || method == "" || !strings.HasPrefix(target, "/") {
+		return nil, fmt.Errorf("malformed request line %q", clip(string(line)))
+	}
+	major, minor, ok := http.ParseHTTPVersion(proto)
+	if !ok {
+		return nil, fmt.Errorf("malformed HTTP version %q", clip(proto))
+	}
+	path, query, _ := strings.Cut(target, "?")
+	if strings.Contains(path, "%") {
+		p, err := url.PathUnescape(path)
+		if err != nil {
+			return nil, fmt.Errorf("malformed path %q", clip(path))
+		}
+		path = p
+	}
+	r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, RequestURI: target,
+		Proto: proto, ProtoMajor: major, ProtoMinor: minor, Header: make(http.Header, 4)}
+	hosts := 0
+	for len(head) > 0 {
+		line, head = cutLine(head)
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return nil, errors.New("folded header lines are not supported")
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("malformed header line %q", clip(string(line)))
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Host")):
+			hosts++
+			r.Host = string(value)
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if string(value) != "0" {
+				return nil, errors.New("a WebSocket handshake has no body")
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return nil, errors.New("a WebSocket handshake has no body")
+		default:
+			for _, k := range upgradeHeaders {
+				if bytes.EqualFold(name, []byte(k)) {
+					r.Header[k] = append(r.Header[k], string(value))
+					break
+				}
+			}
+		}
+	}
+	if hosts > 1 || hosts == 0 && r.ProtoAtLeast(1, 1) {
+		return nil, errors.New("an HTTP/1.1 request needs exactly one Host header")
+	}
+	return r, nil
+}
+
+// upgradeHeaders are the request headers websocket.Accept reads, in
+// canonical form (it looks them up with Header.Get). With compression off,
+// no subprotocols and any origin accepted, it reads no other.
+var upgradeHeaders = []string{"Connection", "Upgrade", "Sec-Websocket-Key", "Sec-Websocket-Version"}
+
+func cutLine(b []byte) (line, rest []byte) {
+	line, rest, _ = bytes.Cut(b, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), rest
+}
+
+// upgradeWriter is the http.ResponseWriter a handler gets from front. An
+// upgrade's 101 is not sent on its own: Hijack leaves it in the socket's
+// write buffer so that it leaves in one segment with the first frame (one
+// write(2) fewer per socket, and one read fewer for the client). Any other
+// response is collected and sent by finish, which closes the connection.
+type upgradeWriter struct {
+	c        net.Conn
+	early    []byte // what the client sent behind its request head
+	header   http.Header
+	status   int
+	body     []byte
+	hijacked bool
+}
+
+func (w *upgradeWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 4)
+	}
+	return w.header
+}
+
+func (w *upgradeWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *upgradeWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.body = append(w.body, b...)
+	return len(b), nil
+}
+
+// fail is http.Error for front's own refusals.
+func (w *upgradeWriter) fail(code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+// Hijack hands over the connection with 512-byte buffers: the reader
+// holds what the client sent behind its head, the writer the 101.
+func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.hijacked || w.status != http.StatusSwitchingProtocols {
+		return nil, nil, errors.New("hijack without a 101 response")
+	}
+	w.hijacked = true
+	br := bufio.NewReaderSize(w.c, socketBufferSize)
+	if n := len(w.early); n > 0 {
+		// websocket.Accept reads on from what the reader holds.
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(w.early), w.c), max(n, socketBufferSize))
+		if _, err := br.Peek(n); err != nil {
+			return nil, nil, err
+		}
+		w.early = nil
+	}
+	bw := bufio.NewWriterSize(w.c, socketBufferSize)
+	_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = w.header.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	return w.c, bufio.NewReadWriter(br, bw), nil
+}
+
+// socketBufferSize is a socket's read and write buffer: Pusher frames from
+// clients are small; larger ones are read and written past the buffer.
+const socketBufferSize = 512
+
+// finish sends a response that is not an upgrade and closes the
+// connection.
+func (w *upgradeWriter) finish() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", w.status, http.StatusText(w.status))
+	w.Header().Set("Content-Length", strconv.Itoa(len(w.body)))
+	w.Header().Set("Connection", "close")
+	_ = w.header.Write(&b)
+	b.WriteString("\r\n")
+	b.Write(w.body)
+	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = w.c.Write(b.Bytes())
+	_ = w.c.Close()
+}

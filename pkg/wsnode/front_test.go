@@ -1,0 +1,133 @@
+package wsnode_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// rawRequest sends head on a fresh connection to n and returns the
+// response; the front closes the connection after anything but a 101.
+func rawRequest(t *testing.T, n *testNode, head string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", n.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+	_, err = io.WriteString(c, head)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the body ends where Content-Length says")
+	return resp, string(body)
+}
+
+const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+
+// The WebSocket port answers everything but an upgrade of /app/{key} with
+// an HTTP error and closes, without touching counts or sockets.
+func TestFrontRefusals(t *testing.T) {
+	n := startNode(t).run(t)
+	path := "/app/" + appKey + pusherJSQuery
+	for _, tc := range []struct {
+		name, head string
+		status     int
+		body       string
+	}{
+		{"not an upgrade", "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusUpgradeRequired, "Upgrade"},
+		{"other path", "GET /metrics HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
+		{"nested path", "GET /app/" + appKey + "/x HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
+		{"no key", "GET /app/ HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
+		{"POST", "POST " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Content-Length: 0\r\n\r\n", http.StatusMethodNotAllowed, "GET"},
+		{"body", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Content-Length: 5\r\n\r\nhello", http.StatusBadRequest, "no body"},
+		{"chunked body", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", http.StatusBadRequest, "no body"},
+		{"no Host", "GET " + path + " HTTP/1.1\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "Host"},
+		{"two Hosts", "GET " + path + " HTTP/1.1\r\nHost: x\r\nHost: y\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "Host"},
+		{"HTTP/1.0", "GET " + path + " HTTP/1.0\r\n" + upgradeHeaders + "\r\n", http.StatusUpgradeRequired, "HTTP/1.1"},
+		{"bad version", "GET " + path + " HTTP/x\r\nHost: x\r\n\r\n", http.StatusBadRequest, "HTTP version"},
+		{"bad request line", "GET\r\nHost: x\r\n\r\n", http.StatusBadRequest, "request line"},
+		{"folded header", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + " folded\r\n\r\n", http.StatusBadRequest, "folded"},
+		{"header without colon", "GET " + path + " HTTP/1.1\r\nHost: x\r\nnonsense\r\n\r\n", http.StatusBadRequest, "header line"},
+		{"bad escape", "GET /app/%zz HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "path"},
+		{"old WebSocket version", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + strings.Replace(upgradeHeaders, "13", "8", 1) + "\r\n", http.StatusBadRequest, "13"},
+		{"head too large", "GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge, "16384"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := rawRequest(t, n, tc.head)
+			require.Equal(t, tc.status, resp.StatusCode, body)
+			require.Contains(t, body, tc.body)
+			require.True(t, resp.Close, "Connection: close")
+		})
+	}
+	require.Equal(t, 17.0, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
+	n.requireCounts(t, map[string]int64{})
+}
+
+// Header names are case-insensitive, bare line feeds end lines as net/http
+// allows, and a key is unescaped as net/http's router did.
+func TestFrontLenientHeads(t *testing.T) {
+	n := startNode(t).run(t)
+	for _, head := range []string{
+		"GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\r\nhost: x\r\nupgrade: WebSocket\r\nCONNECTION: keep-alive, Upgrade\r\n" +
+			"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
+		"GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\nHost: x\n" + strings.ReplaceAll(upgradeHeaders, "\r\n", "\n") + "\n",
+		"GET /app/" + strings.ReplaceAll(appKey, "-", "%2D") + pusherJSQuery + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n",
+	} {
+		c, err := net.Dial("tcp", n.Addr())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, head)
+		require.NoError(t, err)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode, "%q", head)
+		// RFC 6455's example key.
+		require.Equal(t, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", resp.Header.Get("Sec-WebSocket-Accept"))
+		r := &rawConn{Conn: c, br: br}
+		require.Contains(t, r.read(t), "pusher:connection_established")
+	}
+}
+
+// A connection that does not finish its request head in time is closed by
+// the sweep, and so are those still reading theirs when the node stops;
+// neither leaves a goroutine behind (leaktest checks at exit).
+func TestFrontHeadTimeout(t *testing.T) {
+	n := startNode(t)
+	n.SetHeadTimeout(300*time.Millisecond, 50*time.Millisecond)
+	n.run(t)
+	slow, err := net.Dial("tcp", n.Addr())
+	require.NoError(t, err)
+	defer slow.Close()
+	_, err = io.WriteString(slow, "GET /app/"+appKey+" HTTP/1.1\r\nHost: x\r\n")
+	require.NoError(t, err)
+	require.NoError(t, slow.SetReadDeadline(time.Now().Add(wait)))
+	start := time.Now()
+	_, err = slow.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "closed without an answer")
+	require.Less(t, time.Since(start), wait/2)
+
+	// Stopping the node closes a connection that sent nothing yet.
+	silent, err := net.Dial("tcp", n.Addr())
+	require.NoError(t, err)
+	defer silent.Close()
+	n.SetHeadTimeout(time.Hour, time.Hour) // only the stop can close it now
+	// A socket served after it proves the silent connection was accepted
+	// before the stop. It is closed first so the drain need not wait for it.
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	_ = c.read(t)
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool { return metric(t, n.reg, "headcount_wsnode_connections_open", "") == 0 }, wait, tick)
+	n.Stop()
+	n.waitRun(t)
+	require.NoError(t, silent.SetReadDeadline(time.Now().Add(wait)))
+	_, err = silent.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+}
