@@ -41,10 +41,12 @@ if mode == 'delta' then
   if not redis.call('ZSCORE', nodes, id) then
     return {-1}
   end
-  -- Check every change before writing any: a script cannot roll back.
+  -- Check every decrement before writing any: a script cannot roll back.
+  -- (An increment cannot take a count below zero: storms of subscribes
+  -- skip the read.)
   for i = first, last, 2 do
-    local have = tonumber(redis.call('HGET', node, ARGV[i]) or '0')
-    if have + tonumber(ARGV[i + 1]) < 0 then
+    local n = tonumber(ARGV[i + 1])
+    if n < 0 and tonumber(redis.call('HGET', node, ARGV[i]) or '0') + n < 0 then
       return {-2}
     end
   end
