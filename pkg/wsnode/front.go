@@ -160,9 +160,39 @@ func (f *front) Shutdown(timeout time.Duration) {
 	}
 }
 
-// handshake reads c's request head and serves it.
+// handshake reads c's request head and serves it. The handler may go on
+// serving the upgraded socket: the handshake counts as done for Shutdown
+// once the connection is hijacked.
 func (f *front) handshake(c net.Conn) {
-	defer f.active.Done()
+	w := &upgradeWriter{c: c, hijacked: f.active.Done}
+	r, status, err := f.readRequest(c, w)
+	switch {
+	case r != nil:
+		f.handler(w, r)
+	case status != 0:
+		w.fail(status, err.Error())
+	default:
+		_ = c.Close() // the client went away or was too slow: nothing to answer
+	}
+	if w.hijacked != nil {
+		if w.status >= 400 {
+			f.onError(errHandshake)
+			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
+				"error", strings.TrimSpace(string(w.body)))
+		}
+		if r != nil || status != 0 {
+			w.finish()
+		}
+		f.active.Done()
+	}
+}
+
+// readRequest reads and parses c's request head into a pooled buffer,
+// which it returns to the pool: what outlives it is copied (the request's
+// strings, and into w what the client sent behind the head). It returns
+// the request for /app/{key}, or the status to refuse it with, or neither
+// when there is nobody to answer.
+func (f *front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, error) {
 	bp := headPool.Get().(*[]byte)
 	defer headPool.Put(bp)
 	head, early, err := readHead(c, *bp)
@@ -170,39 +200,21 @@ func (f *front) handshake(c net.Conn) {
 	_, inTime := f.reading[c] // else swept: closed already
 	delete(f.reading, c)
 	f.mu.Unlock()
-	w := &upgradeWriter{c: c}
-	var r *http.Request
 	switch {
 	case errors.Is(err, errHeadTooLarge):
-		w.fail(http.StatusRequestHeaderFieldsTooLarge, "request head over "+strconv.Itoa(maxHead)+" bytes")
+		return nil, http.StatusRequestHeaderFieldsTooLarge, fmt.Errorf("request head over %d bytes", maxHead)
 	case err != nil || !inTime:
-		_ = c.Close() // the client went away or was too slow: nothing to answer
-		return
-	default:
-		r, err = parseRequest(head)
-		if err != nil {
-			w.fail(http.StatusBadRequest, err.Error())
-		}
+		return nil, 0, nil
 	}
-	if r != nil {
-		if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); ok && key != "" && !strings.Contains(key, "/") {
-			r.SetPathValue("key", key)
-			// What the client sent behind its head is copied: the head's
-			// buffer goes back to the pool.
-			w.early = bytes.Clone(early)
-			f.handler(w, r)
-		} else {
-			w.fail(http.StatusNotFound, "404 page not found: WebSockets are served on /app/{key}")
-		}
+	r, err := parseRequest(head)
+	if err != nil {
+		return nil, http.StatusBadRequest, err
 	}
-	if !w.hijacked {
-		if w.status >= 400 {
-			f.onError(errHandshake)
-			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
-				"error", strings.TrimSpace(string(w.body)))
-		}
-		w.finish()
+	if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); !ok || key == "" || strings.Contains(key, "/") {
+		return nil, http.StatusNotFound, errors.New("404 page not found: WebSockets are served on /app/{key}")
 	}
+	w.early = bytes.Clone(early)
+	return r, 0, nil
 }
 
 var errHeadTooLarge = errors.New("request head too large")
@@ -329,12 +341,13 @@ func cutLine(b []byte) (line, rest []byte) {
 // write(2) fewer per socket, and one read fewer for the client). Any other
 // response is collected and sent by finish, which closes the connection.
 type upgradeWriter struct {
-	c        net.Conn
-	early    []byte // what the client sent behind its request head
-	header   http.Header
-	status   int
-	body     []byte
-	hijacked bool
+	c      net.Conn
+	early  []byte // what the client sent behind its request head
+	header http.Header
+	status int
+	body   []byte
+	// hijacked is called by Hijack, then set to nil.
+	hijacked func()
 }
 
 func (w *upgradeWriter) Header() http.Header {
@@ -366,10 +379,11 @@ func (w *upgradeWriter) fail(code int, msg string) {
 // Hijack hands over the connection with 512-byte buffers: the reader
 // holds what the client sent behind its head, the writer the 101.
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if w.hijacked || w.status != http.StatusSwitchingProtocols {
+	if w.hijacked == nil || w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack without a 101 response")
 	}
-	w.hijacked = true
+	w.hijacked()
+	w.hijacked = nil
 	br := bufio.NewReaderSize(w.c, socketBufferSize)
 	if n := len(w.early); n > 0 {
 		// websocket.Accept reads on from what the reader holds.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,14 +87,11 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
-	// The socket's goroutine is a fresh one and this handler returns: the
-	// request and the head's buffer are dropped, and the new goroutine's
-	// stack grows only as deep as the read loop needs, not as deep as the
-	// handshake went. Measured on a wsnode process (BenchmarkIdleMemory), the
-	// two together with small buffers took an idle socket from 24 KiB to
-	// 15 KiB.
+	// The handshake's goroutine serves the first frame (its stack has grown
+	// already), then hands the socket to a fresh goroutine whose stack grows
+	// only as deep as the read loop needs (see runSocket).
 	a.hub.handOff()
-	go a.runSocket(s, true)
+	a.runSocket(s, true)
 }
 
 // runSocket serves one frame of s (first: the connection_established
@@ -132,7 +130,7 @@ func (a *App) runSocket(s *socket, first bool) {
 // admit checks the app key and protocol version; on refusal it returns the
 // error to send (its code is also the close code) and the metric reason.
 func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, string) {
-	key := r.PathValue("key")
+	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
 	app := a.cfg.Apps.ByKey(key)
 	switch {
 	case app == nil:
@@ -140,7 +138,7 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, string) {
 	case !app.Enabled:
 		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, errAppDisabled
 	}
-	v := r.URL.Query().Get("protocol")
+	v := queryValue(r.URL.RawQuery, "protocol")
 	if v == "" {
 		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, errBadProtocol
 	}
@@ -148,6 +146,21 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, string) {
 		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, errBadProtocol
 	}
 	return app, nil, ""
+}
+
+// queryValue is url.Values.Get for one name without building the map.
+func queryValue(rawQuery, name string) string {
+	for rawQuery != "" {
+		var kv string
+		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			if u, err := url.QueryUnescape(v); err == nil {
+				return u
+			}
+			return v
+		}
+	}
+	return ""
 }
 
 // checkConnectionLimit refuses a socket when the app's open sockets
