@@ -245,9 +245,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		ramp.Go(func() {
-			defer func() { <-slots }()
-			r.open(ctx, &bg, i)
+		// One goroutine per socket: it opens the socket, frees its dial
+		// slot, then reads the socket until it closes.
+		ramp.Add(1)
+		bg.Go(func() {
+			s := r.open(i)
+			<-slots
+			ramp.Done()
+			if s != nil {
+				r.read(ctx, s)
+			}
 		})
 	}
 	ramp.Wait()
@@ -311,19 +318,20 @@ func (r *run) channelOf(i int) (ch string, presence bool) {
 	}
 }
 
-// open dials socket i, subscribes it, and leaves its read loop running.
-func (r *run) open(ctx context.Context, bg *sync.WaitGroup, i int) {
+// open dials socket i, subscribes it and registers it; the caller reads it.
+// It returns nil if the socket failed (counted).
+func (r *run) open(i int) *sock {
 	t0 := time.Now()
 	c, err := wstest.DialWith(r.dialers[i%len(r.dialers)], r.cfg.WS[i%len(r.cfg.WS)], "/app/"+r.cfg.Key+"?protocol=7&client=hcload&version=1")
 	if err != nil {
 		r.connErr.Add(1)
-		return
+		return nil
 	}
 	f, err := c.Read(10 * time.Second)
 	if err != nil || !strings.Contains(f, "pusher:connection_established") {
 		r.connErr.Add(1)
 		c.Close()
-		return
+		return nil
 	}
 	connected := time.Since(t0)
 	socketID := field(f, "socket_id")
@@ -332,12 +340,12 @@ func (r *run) open(ctx context.Context, bg *sync.WaitGroup, i int) {
 	if err := c.Send(r.subscribeFrame(socketID, ch, presence, i)); err != nil {
 		r.subErr.Add(1)
 		c.Close()
-		return
+		return nil
 	}
 	if f, err = c.Read(10 * time.Second); err != nil || !strings.Contains(f, "subscription_succeeded") {
 		r.subErr.Add(1)
 		c.Close()
-		return
+		return nil
 	}
 	r.subscribed.Add(1)
 	r.mu.Lock()
@@ -357,7 +365,7 @@ func (r *run) open(ctx context.Context, bg *sync.WaitGroup, i int) {
 	r.socksMu.Lock()
 	r.socks = append(r.socks, s)
 	r.socksMu.Unlock()
-	bg.Go(func() { r.read(ctx, s) })
+	return s
 }
 
 func (r *run) subscribeFrame(socketID, ch string, presence bool, i int) string {
@@ -448,7 +456,11 @@ func (r *run) churn(ctx context.Context, bg *sync.WaitGroup) {
 		r.churned.Add(1)
 		i := next
 		next++
-		bg.Go(func() { r.open(ctx, bg, i) })
+		bg.Go(func() {
+			if s := r.open(i); s != nil {
+				r.read(ctx, s)
+			}
+		})
 	}
 }
 

@@ -6,13 +6,13 @@ package wstest
 
 import (
 	"bufio"
-	"crypto/rand"
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
-	"net/http"
 	"time"
 )
 
@@ -28,34 +28,54 @@ func Dial(addr, path string) (*Conn, error) {
 }
 
 // DialWith is Dial through d (a load tool sets d.LocalAddr to spread its
-// sockets over source addresses).
+// sockets over source addresses). The handshake is written and its answer
+// read by hand, without net/http: a load tool's cost per socket should be
+// the server's, not the client library's.
 func DialWith(d *net.Dialer, addr, path string) (*Conn, error) {
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
+	var key [16]byte
+	binary.LittleEndian.PutUint64(key[:], rand.Uint64())
+	binary.LittleEndian.PutUint64(key[8:], rand.Uint64())
+	req := make([]byte, 0, 192+len(path)+len(addr))
+	req = append(append(append(req, "GET "...), path...), " HTTP/1.1\r\nHost: "...)
+	req = append(append(req, addr...), "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "...)
+	req = base64.StdEncoding.AppendEncode(req, key[:])
+	req = append(req, "\r\nSec-WebSocket-Version: 13\r\n\r\n"...)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr, base64.StdEncoding.EncodeToString(key))
-	if err != nil {
+	if _, err := c.Write(req); err != nil {
 		c.Close()
 		return nil, err
 	}
 	br := bufio.NewReaderSize(c, 512)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
+	if err := readUpgrade(br); err != nil {
 		c.Close()
 		return nil, err
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		c.Close()
-		return nil, fmt.Errorf("upgrade answered %s", resp.Status)
-	}
 	_ = c.SetDeadline(time.Time{})
 	return &Conn{Conn: c, br: br}, nil
+}
+
+// readUpgrade reads a response head and requires a 101.
+func readUpgrade(br *bufio.Reader) error {
+	status, err := br.ReadSlice('\n')
+	if err != nil {
+		return fmt.Errorf("reading the upgrade answer: %w", err)
+	}
+	if !bytes.HasPrefix(status, []byte("HTTP/1.1 101 ")) {
+		return fmt.Errorf("upgrade answered %q", bytes.TrimSpace(status))
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return fmt.Errorf("reading the upgrade answer: %w", err)
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return nil
+		}
+	}
 }
 
 // Send writes one masked text frame (clients must mask).
