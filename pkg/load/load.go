@@ -206,6 +206,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		d := &net.Dialer{Timeout: 10 * time.Second}
 		if cfg.SourceIPs > 1 {
 			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/250), byte(1+i%250))}
+			d.Control = bindNoPort
 		}
 		r.dialers = append(r.dialers, d)
 	}
