@@ -203,7 +203,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	r := &run{cfg: cfg, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		probes: make(chan probe, 4096)}
 	for i := range cfg.SourceIPs {
-		d := &net.Dialer{Timeout: 10 * time.Second}
+		// No TCP keepalive: the sockets ping as pusher-js does.
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: -1}
 		if cfg.SourceIPs > 1 {
 			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/250), byte(1+i%250))}
 			d.Control = bindNoPort

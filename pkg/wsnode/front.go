@@ -3,6 +3,7 @@ package wsnode
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +62,11 @@ const (
 var headPool = sync.Pool{New: func() any { b := make([]byte, headBufferSize); return &b }}
 
 func listenFront(addr string, handler http.HandlerFunc, log hclog.Logger, onError func(string)) (*front, error) {
-	ln, err := net.Listen("tcp", addr)
+	// No TCP keepalive: the sweeper closes sockets silent past the idle
+	// timeout (pusher-js pings every 120 s), and the kernel's probes would
+	// cost four setsockopt(2) calls per accepted socket.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
