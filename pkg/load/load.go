@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/headcount/headcount/pkg/auth"
@@ -167,6 +168,9 @@ type Summary struct {
 	// RampCPUPerSocketMs their sum per socket accepted.
 	RampCPUSeconds     map[string]float64 `json:"ramp_cpu_seconds,omitempty"`
 	RampCPUPerSocketMs float64            `json:"ramp_cpu_per_socket_ms,omitempty"`
+	// ToolCPUPerSocketMs is this process's own CPU time during the ramp per
+	// socket accepted: on a shared machine, what the load cost the servers.
+	ToolCPUPerSocketMs float64 `json:"tool_cpu_per_socket_ms,omitempty"`
 }
 
 type run struct {
@@ -223,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer stopProgress()
 
 	// Ramp.
-	cpuBefore := r.cpu(ctx)
+	cpuBefore, toolBefore := r.cpu(ctx), processCPU()
 	start := time.Now()
 	var ramp sync.WaitGroup
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -263,6 +267,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	rampTook := time.Since(start)
 	sum := Summary{Sockets: cfg.Sockets, RampSeconds: rampTook.Seconds()}
 	sum.AcceptedPerSecond = float64(r.subscribed.Load()) / rampTook.Seconds()
+	if n := r.subscribed.Load(); n > 0 {
+		sum.ToolCPUPerSocketMs = (processCPU() - toolBefore).Seconds() * 1000 / float64(n)
+	}
 	if len(cfg.Admin) > 0 {
 		after, total := r.cpu(ctx), 0.0
 		sum.RampCPUSeconds = map[string]float64{}
@@ -625,6 +632,15 @@ func (r *run) progress(ctx context.Context) (stop func()) {
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// processCPU is this process's CPU time so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

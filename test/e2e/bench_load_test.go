@@ -16,8 +16,8 @@ import (
 // cmd/hcload does) against real processes, the tool on the same cores:
 //   - storm: 15,000 sockets from 30 source addresses into one wsnode as fast
 //     as 512 concurrent dials go: sockets accepted and subscribed per
-//     second, the time until the HTTP API counts them all, and the wsnode's
-//     own CPU per socket (which does not depend on how fast the tool is).
+//     second, the time until the HTTP API counts them all, and the CPU per
+//     socket of the wsnode and of the tool (this process) during the ramp.
 //   - delivery/subs=N: N sockets on one channel over two wsnodes, 5 events a
 //     second for 4 s through the HTTP API: publish-to-delivery p50/p99.
 //
@@ -35,6 +35,7 @@ func BenchmarkLoad(b *testing.B) {
 		b.ReportMetric(sum.AcceptedPerSecond, "accepted/s")
 		b.ReportMetric(sum.CountedAllSeconds, "s-to-all-counted")
 		b.ReportMetric(sum.RampCPUPerSocketMs*1000, "wsnode-cpu-us/socket")
+		b.ReportMetric(sum.ToolCPUPerSocketMs*1000, "load-tool-cpu-us/socket")
 		b.ReportMetric(sum.Connect.P99, "connect-p99-ms")
 		b.ReportMetric(sum.Counted.P99, "counted-p99-ms")
 	})
