@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -14,7 +16,8 @@ import (
 
 // BenchmarkLoad runs load scenarios with the load tool (pkg/load, as
 // cmd/hcload does) against real processes, the tool on the same cores:
-//   - storm: 15,000 sockets from 30 source addresses into one wsnode as fast
+//   - storm: three rounds and their median (by rate) of 15,000 sockets
+//     from 30 source addresses into one wsnode as fast
 //     as 512 concurrent dials go: sockets accepted and subscribed per
 //     second, the time until the HTTP API counts them all, and the CPU per
 //     socket of the wsnode and of the tool (this process) during the ramp.
@@ -25,19 +28,28 @@ import (
 // plotted there. Run: go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
 func BenchmarkLoad(b *testing.B) {
 	b.Run("storm", func(b *testing.B) {
+		// Three rounds on fresh processes, then their median: single
+		// storms on this kind of shared VM vary by a quarter.
 		n := raiseFileLimit(b, 15000)
-		srv := redistest.New(b)
-		ws := startWSNode(b, "ws-storm", "--redis", srv.URL())
-		api := startHTTPAPIs(b, 1, "--redis", srv.URL())[0]
-		waitReady(b, ws.p, ws.admin)
-		sum := runLoad(b, load.Config{WS: []string{ws.addr}, API: api.addr, Admin: []string{ws.admin},
-			Sockets: n, SourceIPs: 30, Concurrency: 512, ProbeEvery: 100})
-		b.ReportMetric(sum.AcceptedPerSecond, "accepted/s")
-		b.ReportMetric(sum.CountedAllSeconds, "s-to-all-counted")
-		b.ReportMetric(sum.RampCPUPerSocketMs*1000, "wsnode-cpu-us/socket")
-		b.ReportMetric(sum.ToolCPUPerSocketMs*1000, "load-tool-cpu-us/socket")
-		b.ReportMetric(sum.Connect.P99, "connect-p99-ms")
-		b.ReportMetric(sum.Counted.P99, "counted-p99-ms")
+		var rounds []load.Summary
+		for i := range 3 {
+			b.Run("round="+strconv.Itoa(i+1), func(b *testing.B) {
+				srv := redistest.New(b)
+				ws := startWSNode(b, "ws-storm", "--redis", srv.URL())
+				api := startHTTPAPIs(b, 1, "--redis", srv.URL())[0]
+				waitReady(b, ws.p, ws.admin)
+				sum := runLoad(b, load.Config{WS: []string{ws.addr}, API: api.addr, Admin: []string{ws.admin},
+					Sockets: n, SourceIPs: 30, Concurrency: 512, ProbeEvery: 100})
+				reportStorm(b, sum)
+				rounds = append(rounds, sum)
+			})
+		}
+		if len(rounds) == 3 {
+			b.Run("median", func(b *testing.B) {
+				slices.SortFunc(rounds, func(x, y load.Summary) int { return cmp.Compare(x.AcceptedPerSecond, y.AcceptedPerSecond) })
+				reportStorm(b, rounds[1])
+			})
+		}
 	})
 
 	var p50, p99 series
@@ -68,6 +80,15 @@ func BenchmarkLoad(b *testing.B) {
 			b.Error(err)
 		}
 	}
+}
+
+func reportStorm(b *testing.B, sum load.Summary) {
+	b.ReportMetric(sum.AcceptedPerSecond, "accepted/s")
+	b.ReportMetric(sum.CountedAllSeconds, "s-to-all-counted")
+	b.ReportMetric(sum.RampCPUPerSocketMs*1000, "wsnode-cpu-us/socket")
+	b.ReportMetric(sum.ToolCPUPerSocketMs*1000, "load-tool-cpu-us/socket")
+	b.ReportMetric(sum.Connect.P99, "connect-p99-ms")
+	b.ReportMetric(sum.Counted.P99, "counted-p99-ms")
 }
 
 // runLoad runs one scenario of the e2e app, bounded by 3 minutes.
