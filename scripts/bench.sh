@@ -114,6 +114,11 @@ redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; 
 		echo '```'
 		echo
 	done
+	# Hand-written: what the profiles showed (kept next to the plots).
+	if [ -f docs/bench/profiles.md ]; then
+		cat docs/bench/profiles.md
+		echo
+	fi
 	echo "## Plots"
 	echo
 	for png in docs/bench/*.png; do
