@@ -114,20 +114,23 @@ func TestFrontHeadTimeout(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF, "closed without an answer")
 	require.Less(t, time.Since(start), wait/2)
 
-	// Stopping the node closes a connection that sent nothing yet.
+	// Stopping a node closes a connection that sent nothing yet, long
+	// before its head timeout (the default 10 s) would.
+	n = startNode(t).run(t)
 	silent, err := net.Dial("tcp", n.Addr())
 	require.NoError(t, err)
 	defer silent.Close()
-	n.SetHeadTimeout(time.Hour, time.Hour) // only the stop can close it now
 	// A socket served after it proves the silent connection was accepted
 	// before the stop. It is closed first so the drain need not wait for it.
 	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	_ = c.read(t)
 	require.NoError(t, c.Close())
 	require.Eventually(t, func() bool { return metric(t, n.reg, "headcount_wsnode_connections_open", "") == 0 }, wait, tick)
+	stopped := time.Now()
 	n.Stop()
 	n.waitRun(t)
 	require.NoError(t, silent.SetReadDeadline(time.Now().Add(wait)))
 	_, err = silent.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)
+	require.Less(t, time.Since(stopped), 5*time.Second, "closed by the stop, not the head timeout")
 }
