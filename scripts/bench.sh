@@ -34,6 +34,7 @@ runs=(
 	"./test/e2e/ IdleMemory|PublishLatency|LoopbackFloor 1x"
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 	"./test/e2e/ Load 1x"
+	"./test/e2e/ Recovery 1x"
 )
 # The process-level benchmarks draw their plots here (BENCHMARKS.md links them).
 export HC_BENCH_PLOTS="$PWD/docs/bench"

@@ -3,7 +3,8 @@
 // 127.0.0.x source addresses, subscribes them over a channel distribution
 // (a few hot channels, many cold ones, a presence share), churns them,
 // publishes through the HTTP API, and measures connect time,
-// subscribe-to-counted time (until the HTTP API shows a probe socket),
+// subscribe-to-counted time (until the HTTP API shows a probe socket, to
+// within 5 ms),
 // publish-to-delivery latency and errors.
 //
 // Guarantees: it targets loopback only (every address must be in
