@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -27,30 +26,15 @@ import (
 // With HC_BENCH_PLOTS set, delivery latency against subscribers is
 // plotted there. Run: go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
 func BenchmarkLoad(b *testing.B) {
-	b.Run("storm", func(b *testing.B) {
-		// Three rounds on fresh processes, then their median: single
-		// storms on this kind of shared VM vary by a quarter.
-		n := raiseFileLimit(b, 15000)
-		var rounds []load.Summary
-		for i := range 3 {
-			b.Run("round="+strconv.Itoa(i+1), func(b *testing.B) {
-				srv := redistest.New(b)
-				ws := startWSNode(b, "ws-storm", "--redis", srv.URL())
-				api := startHTTPAPIs(b, 1, "--redis", srv.URL())[0]
-				waitReady(b, ws.p, ws.admin)
-				sum := runLoad(b, load.Config{WS: []string{ws.addr}, API: api.addr, Admin: []string{ws.admin},
-					Sockets: n, SourceIPs: 30, Concurrency: 512, ProbeEvery: 100})
-				reportStorm(b, sum)
-				rounds = append(rounds, sum)
-			})
-		}
-		if len(rounds) == 3 {
-			b.Run("median", func(b *testing.B) {
-				slices.SortFunc(rounds, func(x, y load.Summary) int { return cmp.Compare(x.AcceptedPerSecond, y.AcceptedPerSecond) })
-				reportStorm(b, rounds[1])
-			})
-		}
-	})
+	n := raiseFileLimit(b, 15000)
+	rounds(b, "storm", func(b *testing.B) load.Summary {
+		srv := redistest.New(b)
+		ws := startWSNode(b, "ws-storm", "--redis", srv.URL())
+		api := startHTTPAPIs(b, 1, "--redis", srv.URL())[0]
+		waitReady(b, ws.p, ws.admin)
+		return runLoad(b, load.Config{WS: []string{ws.addr}, API: api.addr, Admin: []string{ws.admin},
+			Sockets: n, SourceIPs: 30, Concurrency: 512, ProbeEvery: 100})
+	}, func(x, y load.Summary) int { return cmp.Compare(x.AcceptedPerSecond, y.AcceptedPerSecond) }, reportStorm)
 
 	var p50, p99 series
 	for _, subs := range []int{1, 100, 10000} {
