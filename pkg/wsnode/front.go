@@ -175,7 +175,7 @@ func (f *front) handshake(c net.Conn) {
 	case r != nil:
 		f.handler(w, r)
 	case status != 0:
-		w.fail(status, err.Error())
+		http.Error(w, err.Error(), status)
 	default:
 		_ = c.Close() // the client went away or was too slow: nothing to answer
 	}
@@ -372,13 +372,6 @@ func (w *upgradeWriter) Write(b []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.body = append(w.body, b...)
 	return len(b), nil
-}
-
-// fail is http.Error for front's own refusals.
-func (w *upgradeWriter) fail(code int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(msg + "\n"))
 }
 
 // Hijack hands over the connection with 512-byte buffers: the reader
