@@ -28,6 +28,7 @@ import (
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wsnode"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 const (
@@ -313,20 +314,8 @@ func dialRawSending(t *testing.T, d *net.Dialer, addr, path string, early []byte
 // send writes one masked text frame (clients must mask).
 func (r *rawConn) send(t *testing.T, payload string) {
 	t.Helper()
-	_, err := r.Write(maskedFrame(t, payload))
+	_, err := r.Write(wstest.TextFrame(payload))
 	require.NoError(t, err)
-}
-
-// maskedFrame is payload as a client's text frame.
-func maskedFrame(t *testing.T, payload string) []byte {
-	t.Helper()
-	require.Less(t, len(payload), 126)
-	mask := [4]byte{1, 2, 3, 4}
-	b := []byte{0x81, 0x80 | byte(len(payload)), mask[0], mask[1], mask[2], mask[3]}
-	for i := range len(payload) {
-		b = append(b, payload[i]^mask[i%4])
-	}
-	return b
 }
 
 // read returns the payload of the next (unmasked, unfragmented) frame.

@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsnode"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 func TestHandshake(t *testing.T) {
@@ -42,8 +43,8 @@ func TestHandshake(t *testing.T) {
 // and must not be lost on the way.
 func TestFramesBehindHandshake(t *testing.T) {
 	n := startNode(t).run(t)
-	early := append(maskedFrame(t, `{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
-		maskedFrame(t, `{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
+	early := append(wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
+		wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
 	c := dialRawSending(t, &net.Dialer{}, n.Addr(), "/app/"+appKey+pusherJSQuery, early)
 	require.Contains(t, c.read(t), "pusher:connection_established")
 	require.Contains(t, c.read(t), `"channel":"early-1"`)

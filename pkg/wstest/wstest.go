@@ -80,6 +80,12 @@ func readUpgrade(br *bufio.Reader) error {
 
 // Send writes one masked text frame (clients must mask).
 func (c *Conn) Send(payload string) error {
+	_, err := c.Write(TextFrame(payload))
+	return err
+}
+
+// TextFrame is payload as a client's masked text frame.
+func TextFrame(payload string) []byte {
 	mask := [4]byte{1, 2, 3, 4}
 	b := make([]byte, 0, 14+len(payload))
 	b = append(b, 0x81)
@@ -96,8 +102,7 @@ func (c *Conn) Send(payload string) error {
 	for i := range len(payload) {
 		b = append(b, payload[i]^mask[i%4])
 	}
-	_, err := c.Write(b)
-	return err
+	return b
 }
 
 // Read returns the payload of the next unfragmented frame, waiting at most
