@@ -286,8 +286,7 @@ func (a *App) terminate(s *socket) {
 		return // being closed already
 	}
 	s.mu.Lock()
-	s.dead = true
-	s.queue, s.queued = nil, 0
+	s.kill()
 	s.mu.Unlock()
 	a.m.terminated.Inc()
 	perr := &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}

@@ -16,14 +16,19 @@
 // request's state is freed); it reads frames and alone
 // owns the socket's subscriptions, signed-in user and rate limiter. Nothing
 // is written to a socket directly after the handshake: replies and
-// deliveries go through the socket's bounded send queue (at most 64 frames
-// and 256 KiB), in the order they were queued, and a FIXED pool of writer
-// goroutines drains the sockets that have frames. Queueing never blocks, so
-// the bus goroutine and other sockets never wait for one client: a socket
-// whose queue is full is a slow consumer and is disconnected (close 4100 so
+// deliveries go through the socket's bounded send queue, in the order they
+// were queued, and a FIXED pool of writer goroutines drains the sockets
+// that have frames. Deliveries and replies each have a budget of 64 frames
+// and 256 KiB in the queue. Queueing a delivery never blocks, so the bus
+// goroutine and other sockets never wait for one client: a socket whose
+// deliveries overflow is a slow consumer and is disconnected (close 4100 so
 // pusher-js backs off a second, or cut at once if a write to it is stuck),
-// counted in headcount_wsnode_slow_consumers_total. A delivered message is
-// encoded once and the same bytes are queued on every local subscriber.
+// counted in headcount_wsnode_slow_consumers_total. Replies to the socket's
+// own frames never cut it: its handler waits for room instead, so a burst
+// of subscribes (pusher-js sends them all at once on connect) only slows
+// the socket's reads, and a client that reads none of its replies is cut by
+// the write timeout. A delivered message is encoded once and the same bytes
+// are queued on every local subscriber.
 //
 // There are no per-socket timers: one sweeper goroutine advances a coarse
 // clock and closes sockets silent past the idle timeout (close 4201) or

@@ -27,3 +27,9 @@ func (a *App) Deliver(app string, m fanout.Message) { a.deliver(app, m) }
 func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
 	return a.bus.Publish(ctx, app, m)
 }
+
+// SetWriteTimeout shortens the write timeout and the sweep period; call it
+// before Run.
+func (a *App) SetWriteTimeout(write, sweep time.Duration) {
+	a.tun.writeTimeout, a.tun.sweepEvery = write, sweep
+}

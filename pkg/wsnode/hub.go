@@ -46,6 +46,13 @@ type socket struct {
 	// queue holds frames waiting for a writer; queued is their total size.
 	queue  [][]byte
 	queued int
+	// replies and replyBytes are the part of the queue that answers the
+	// socket's own frames (sender.go: they have a budget of their own).
+	replies    int
+	replyBytes int
+	// room, made by a handler waiting for its replies to fit, is closed
+	// when a writer takes the queue or the socket dies.
+	room chan struct{}
 	// scheduled is true while the socket is on the sender's ready list or
 	// a writer is flushing it.
 	scheduled bool

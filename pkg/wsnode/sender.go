@@ -10,9 +10,16 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-// Send queue limits per socket. A socket whose queue would grow past either
-// is a slow consumer and is disconnected: holding more would let one client
-// that does not read pin unbounded memory.
+// Send queue limits per socket, for each of the queue's two kinds of
+// frames. Deliveries (events the socket subscribed to) never wait: a
+// socket whose deliveries would pass either limit is a slow consumer and
+// is disconnected, since holding more would let one client that does not
+// read pin unbounded memory. Replies to the socket's own frames
+// (subscription_succeeded, errors, pongs) have the same budget of their
+// own, and the socket's handler waits for room instead: a client's own
+// burst (pusher-js sends every subscribe at once on connect) slows its
+// reads down and never cuts it. A client that stops reading its replies
+// blocks its writer, and the sweeper's write timeout cuts it.
 const (
 	maxQueueFrames = 64
 	maxQueueBytes  = 256 << 10
@@ -93,26 +100,23 @@ func (q *sender) stop() {
 	q.wg.Wait()
 }
 
-// enqueue queues frame for s without blocking. frame is shared between
-// sockets and must not be modified afterwards. It reports false if s is
-// gone or was just found to be a slow consumer (then it is being closed).
+// enqueue queues a delivery for s without blocking. frame is shared
+// between sockets and must not be modified afterwards. It reports false if
+// s is gone or was just found to be a slow consumer (then it is being
+// closed).
 func (a *App) enqueue(s *socket, frame []byte) bool {
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue) >= maxQueueFrames || s.queued+len(frame) > maxQueueBytes {
-		s.dead = true
-		s.queue, s.queued = nil, 0
+	if len(s.queue)-s.replies >= maxQueueFrames || s.queued-s.replyBytes+len(frame) > maxQueueBytes {
+		s.kill()
 		s.mu.Unlock()
 		a.slowConsumer(s)
 		return false
 	}
-	s.queue = append(s.queue, frame)
-	s.queued += len(frame)
-	wake := !s.scheduled
-	s.scheduled = true
+	wake := s.push(frame)
 	s.mu.Unlock()
 	if wake {
 		a.send.push(s)
@@ -120,14 +124,68 @@ func (a *App) enqueue(s *socket, frame []byte) bool {
 	return true
 }
 
+// queueReply queues a reply to s's own frame, waiting while s's replies
+// fill their budget (see maxQueueFrames). Only s's handler calls it, so
+// the wait holds back nothing but s's next read. frame is not copied.
+func (a *App) queueReply(s *socket, frame []byte) error {
+	s.mu.Lock()
+	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(frame) > maxQueueBytes) {
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.mu.Unlock()
+		<-room
+		s.mu.Lock()
+	}
+	if s.dead {
+		s.mu.Unlock()
+		return errSocketGone
+	}
+	s.replies++
+	s.replyBytes += len(frame)
+	wake := s.push(frame)
+	s.mu.Unlock()
+	if wake {
+		a.send.push(s)
+	}
+	return nil
+}
+
+// push appends frame to the queue (s.mu held) and reports whether s must
+// be put on the sender's ready list.
+func (s *socket) push(frame []byte) bool {
+	s.queue = append(s.queue, frame)
+	s.queued += len(frame)
+	wake := !s.scheduled
+	s.scheduled = true
+	return wake
+}
+
+// take empties the queue for a writer (s.mu held), making room for a
+// waiting handler.
+func (s *socket) take() [][]byte {
+	batch := s.queue
+	s.queue, s.queued, s.replies, s.replyBytes = nil, 0, 0, 0
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+	return batch
+}
+
+// kill marks s dead and drops its queue (s.mu held): nothing more is
+// queued or written, and a handler waiting for room returns.
+func (s *socket) kill() {
+	s.dead = true
+	s.take()
+}
+
 // reply queues a frame built in a scratch buffer: it is copied, because
 // the buffer is reused as soon as the handler returns. Replies share the
 // queue with deliveries so the client sees them in the order they happened.
 func (a *App) reply(s *socket, b []byte) error {
-	if !a.enqueue(s, append([]byte(nil), b...)) {
-		return errSocketGone
-	}
-	return nil
+	return a.queueReply(s, append([]byte(nil), b...))
 }
 
 // errSocketGone ends a handler whose socket was closed by a writer.
@@ -137,16 +195,15 @@ var errSocketGone = fmt.Errorf("socket closed: %w", context.Canceled)
 // either hands s back to the ready list or marks it idle.
 func (a *App) flushSocket(s *socket) {
 	s.mu.Lock()
-	batch, dead := s.queue, s.dead
-	s.queue, s.queued = nil, 0
+	dead := s.dead
+	batch := s.take()
 	s.mu.Unlock()
 	if !dead && len(batch) > 0 {
 		a.m.batch.Observe(float64(len(batch)))
 		for i, f := range batch {
 			if err := a.write(s, f); err != nil {
 				s.mu.Lock()
-				s.dead = true
-				s.queue, s.queued = nil, 0
+				s.kill()
 				s.mu.Unlock()
 				// Wakes the handler's read, which then cleans up.
 				_ = s.conn.CloseNow()

@@ -241,7 +241,7 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 	switch f.Event {
 	case protocol.EventPing:
 		a.m.received[framePing].Inc()
-		return a.queueShared(s, protocol.Pong)
+		return a.queueReply(s, protocol.Pong)
 	case protocol.EventPong:
 		a.m.received[framePong].Inc()
 		return nil
@@ -262,14 +262,6 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 	a.m.errors[errUnsupportedEvent].Inc()
 	a.m.received[frameOther].Inc()
 	return a.sendError(s, sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
-}
-
-// queueShared queues a pre-encoded, shared frame (no copy).
-func (a *App) queueShared(s *socket, frame []byte) error {
-	if !a.enqueue(s, frame) {
-		return errSocketGone
-	}
-	return nil
 }
 
 func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
@@ -437,8 +429,7 @@ func (a *App) closed(s *socket, err error) {
 	}
 	a.rec.AddConnections(s.app.ID, -1)
 	s.mu.Lock()
-	s.dead = true
-	s.queue, s.queued = nil, 0
+	s.kill()
 	s.mu.Unlock()
 	a.m.open.Dec()
 	a.hub.remove(s)

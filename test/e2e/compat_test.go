@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -40,20 +41,23 @@ func TestPusherJSCompat(t *testing.T) {
 	}
 
 	// app-id has client events on and a capacity of 1 on presence-cap-
-	// channels (08-admission.test.js); app2 has client events off.
+	// channels (08-admission.test.js); app2 has client events off; app3
+	// sends subscription_count (09-many-channels.test.js).
 	type appEntry struct {
-		ID                   string           `json:"id"`
-		Key                  string           `json:"key"`
-		Secret               string           `json:"secret"`
-		EnableClientMessages bool             `json:"enableClientMessages"`
-		Capacities           []map[string]any `json:"capacities,omitempty"`
-		Admission            map[string]int   `json:"admission,omitempty"`
+		ID                      string           `json:"id"`
+		Key                     string           `json:"key"`
+		Secret                  string           `json:"secret"`
+		EnableClientMessages    bool             `json:"enableClientMessages"`
+		EnableSubscriptionCount bool             `json:"enableSubscriptionCount,omitempty"`
+		Capacities              []map[string]any `json:"capacities,omitempty"`
+		Admission               map[string]int   `json:"admission,omitempty"`
 	}
 	apps := []appEntry{
 		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
 			Capacities: []map[string]any{{"prefix": "presence-cap-", "capacity": 1}},
 			Admission:  map[string]int{"dropoutSeconds": 30, "graceSeconds": 1, "ticketSeconds": 30}},
 		{ID: "app2-id", Key: "app2-key", Secret: "app2-secret", EnableClientMessages: false},
+		{ID: "app3-id", Key: "app3-key", Secret: "app3-secret", EnableSubscriptionCount: true},
 	}
 	appsJSON, err := json.Marshal(apps)
 	if err != nil {
@@ -76,12 +80,18 @@ func TestPusherJSCompat(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "--test", "--test-concurrency=1", "--test-reporter=spec", "suite/")
+	// HC_COMPAT_FILES narrows the run to some suite files while working on them.
+	files := strings.Fields(os.Getenv("HC_COMPAT_FILES"))
+	if len(files) == 0 {
+		files = []string{"suite/"}
+	}
+	cmd := exec.CommandContext(ctx, nodeBin, append([]string{"--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)...)
 	cmd.Dir = compatDir
 	cmd.Env = append(os.Environ(),
 		"HC_WS_HOSTS="+a.addr+","+b.addr,
 		"HC_APP_ID="+apps[0].ID, "HC_APP_KEY="+apps[0].Key, "HC_APP_SECRET="+apps[0].Secret,
 		"HC_APP2_ID="+apps[1].ID, "HC_APP2_KEY="+apps[1].Key, "HC_APP2_SECRET="+apps[1].Secret,
+		"HC_APP3_ID="+apps[2].ID, "HC_APP3_KEY="+apps[2].Key, "HC_APP3_SECRET="+apps[2].Secret,
 		"HC_API="+api.addr,
 		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),
 		"HC_DEAD_AFTER_MS="+strconv.FormatInt(deadAfter.Milliseconds(), 10),

@@ -10,6 +10,8 @@
 //                        the app (client events enabled)
 //   HC_APP2_ID, HC_APP2_KEY, HC_APP2_SECRET
 //                        optional second app with client events disabled
+//   HC_APP3_ID, HC_APP3_KEY, HC_APP3_SECRET
+//                        optional third app with subscription_count enabled
 //   HC_API               httpapi host:port
 //   HC_KILL_PID_B        pid of wsnode B (99-sigkill.test.js SIGKILLs it)
 //   HC_DEAD_AFTER_MS, HC_SCAN_INTERVAL_MS
@@ -69,6 +71,9 @@ function serverSDK(app, secret) {
 const app = { id: env('HC_APP_ID'), key: env('HC_APP_KEY'), secret: env('HC_APP_SECRET') };
 const app2 = process.env.HC_APP2_KEY
   ? { id: env('HC_APP2_ID'), key: env('HC_APP2_KEY'), secret: env('HC_APP2_SECRET') }
+  : null;
+const app3 = process.env.HC_APP3_KEY
+  ? { id: env('HC_APP3_ID'), key: env('HC_APP3_KEY'), secret: env('HC_APP3_SECRET') }
   : null;
 const server = serverSDK(app);
 // Same app id and key, wrong secret: signatures it makes must be refused.
@@ -385,6 +390,7 @@ module.exports = {
   hosts,
   app,
   app2,
+  app3,
   server,
   wrongServer,
   deadAfterMs,

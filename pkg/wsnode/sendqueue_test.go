@@ -1,0 +1,93 @@
+package wsnode_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/wstest"
+)
+
+// smallReceiveBuffer makes the server's writes to a client that does not
+// read back up after a few KiB instead of a few MiB.
+var smallReceiveBuffer = &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+}}
+
+// TestOwnBurstIsNotASlowConsumer: a client sends its whole channel limit
+// of subscribes in one burst before reading anything, as pusher-js does on
+// connect. Its replies outgrow the send queue many times over; the node
+// waits for the client to read them instead of cutting it.
+func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
+	n := startNode(t).run(t)
+	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+
+	const channels = 1000
+	var burst bytes.Buffer
+	want := map[string]int64{}
+	for i := range channels {
+		// Long names (200 is the limit) make the replies outgrow the
+		// kernel's buffers, so the node's writer has to wait for the reader.
+		ch := fmt.Sprintf("burst-%04d-%s", i, strings.Repeat("x", 189))
+		burst.Write(wstest.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"` + ch + `"}}`))
+		want[ch] = 1
+	}
+	// The whole burst is sent before anything is read (the node may stop
+	// reading it once the replies back up, so from another goroutine).
+	written := make(chan error, 1)
+	go func() { _, err := c.Write(burst.Bytes()); written <- err }()
+	select {
+	case err := <-written:
+		require.NoError(t, err)
+	case <-time.After(wait):
+		t.Fatal("the burst was not read")
+	}
+	for i := range channels {
+		require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded", "reply %d", i)
+	}
+	n.requireCounts(t, want)
+	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+}
+
+// TestRepliesNobodyReadsEndInTheWriteTimeout: a client that keeps sending
+// pings and never reads a pong makes its handler wait for room; the write
+// timeout then cuts it, so the wait is bounded and nothing leaks.
+func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
+	n := startNode(t)
+	n.SetWriteTimeout(300*time.Millisecond, 50*time.Millisecond)
+	n.run(t)
+	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"pings"}}`)
+	n.requireCounts(t, map[string]int64{"pings": 1})
+
+	ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
+	pings := bytes.Repeat(ping, 1000)
+	deadline := time.Now().Add(wait)
+	var err error
+	for time.Now().Before(deadline) {
+		require.NoError(t, c.SetWriteDeadline(time.Now().Add(wait)))
+		if _, err = c.Write(pings); err != nil {
+			break
+		}
+	}
+	require.Error(t, err, "the node never cut a client that does not read its pongs")
+	require.False(t, errors.Is(err, net.ErrClosed))
+	require.True(t, strings.Contains(err.Error(), "reset") || strings.Contains(err.Error(), "broken pipe"), "write error %v", err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+	}, wait, tick)
+	n.requireCounts(t, map[string]int64{})
+	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "write_timeout"))
+}
