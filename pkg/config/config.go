@@ -66,6 +66,10 @@ type WSNode struct {
 	Heartbeat time.Duration
 	// Drain is the window over which SIGTERM closes sockets.
 	Drain time.Duration
+	// UserAuthTimeout is how long a socket of an app with
+	// enableUserAuthentication may stay without signing in (or holding a
+	// private or presence subscription) before it is closed with 4009.
+	UserAuthTimeout time.Duration
 }
 
 // Cleaner is the configuration of cmd/cleaner.
@@ -133,6 +137,8 @@ func DefaultWSNode() WSNode {
 		NodeID:    NewNodeID(),
 		Heartbeat: time.Second,
 		Drain:     10 * time.Second,
+		// soketi's userAuthenticationTimeout.
+		UserAuthTimeout: 30 * time.Second,
 	}
 }
 
@@ -188,6 +194,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.str(&c.NodeID, "node-id", "this node's name in Redis (default: unique per start)")
 	s.dur(&c.Heartbeat, "heartbeat", "how often to refresh this node's last-seen time")
 	s.dur(&c.Drain, "drain", "window over which SIGTERM closes sockets with code 4200")
+	s.dur(&c.UserAuthTimeout, "user-auth-timeout", "for apps with enableUserAuthentication: how long a socket may stay without pusher:signin (or a private or presence subscription) before it is closed with 4009")
 	if err := s.parse(args); err != nil {
 		return c, err
 	}
@@ -197,7 +204,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	if c.NodeID == "" || len(c.NodeID) > 128 || strings.IndexFunc(c.NodeID, func(r rune) bool { return !nodeIDChar(r) }) >= 0 {
 		errs = append(errs, fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 - _ .", c.NodeID))
 	}
-	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain))
+	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain), positive("--user-auth-timeout", c.UserAuthTimeout))
 	return c, errors.Join(errs...)
 }
 

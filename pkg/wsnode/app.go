@@ -296,11 +296,17 @@ func (a *App) Run(ctx context.Context) error {
 
 	g.Add(func() error {
 		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason string) {
-			if s.closing.Load() && reason == errIdle {
+			if s.closing.Load() && reason != errWriteTimeout {
 				return // closed already, waiting for its handler
 			}
 			a.m.errors[reason].Inc()
 			a.log.Debug("closing socket", "reason", reason, "socket_id", s.id)
+			if reason == errNotAuthorized {
+				// pusher-js does not reconnect from 4009 (refused).
+				a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized,
+					Message: "Connection not authorized within " + a.cfg.UserAuthTimeout.String() + ": this app requires pusher:signin (or a private or presence subscription)"})
+				return
+			}
 			if reason == errIdle {
 				// 4201: pusher-js reconnects at once, which is right for a
 				// client whose network silently dropped.

@@ -156,6 +156,7 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 		a.watchTerminate(s, m.UserID)
 	}
 	s.user = &m
+	s.authBy.Store(0)
 	sc.out = protocol.AppendSigninSuccess(sc.out[:0], si.UserData)
 	return a.reply(s, sc.out)
 }
@@ -282,14 +283,21 @@ func (a *App) unwatchTerminate(s *socket) {
 // close handshake run on a short-lived goroutine bounded by closeSlots, as
 // closeAsync's do; frames still queued for s are dropped.
 func (a *App) terminate(s *socket) {
+	if a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}) {
+		a.m.terminated.Inc()
+	}
+}
+
+// refuseNow closes s as refuse does, from any goroutine: pusher:error with perr's code,
+// then that close code, dropping what is still queued for s. It reports
+// false if s was being closed already.
+func (a *App) refuseNow(s *socket, perr *protocol.Error) bool {
 	if !s.closing.CompareAndSwap(false, true) {
-		return // being closed already
+		return false // being closed already
 	}
 	s.mu.Lock()
 	s.kill()
 	s.mu.Unlock()
-	a.m.terminated.Inc()
-	perr := &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}
 	select {
 	case a.closeSlots <- struct{}{}:
 		go func() {
@@ -297,11 +305,12 @@ func (a *App) terminate(s *socket) {
 			// coder/websocket serializes concurrent writes, so a writer
 			// finishing an earlier frame cannot interleave with this one.
 			if a.write(s, perr.AppendTo(nil)) == nil {
-				_ = s.conn.Close(websocket.StatusCode(perr.Code), "terminated")
+				_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
 			}
 			_ = s.conn.CloseNow()
 		}()
 	default:
 		_ = s.conn.CloseNow()
 	}
+	return true
 }

@@ -31,8 +31,11 @@
 // are queued on every local subscriber.
 //
 // There are no per-socket timers: one sweeper goroutine advances a coarse
-// clock and closes sockets silent past the idle timeout (close 4201) or
-// stuck in a write past the write timeout. The client-event rate limit (10
+// clock and closes sockets silent past the idle timeout (close 4201), stuck
+// in a write past the write timeout, or, for apps with
+// enableUserAuthentication, not authorized (signed in, or subscribed to a
+// private or presence channel) within --user-auth-timeout (pusher:error and
+// close 4009, which pusher-js does not reconnect from). The client-event rate limit (10
 // per second per socket, pusher:error 4301 beyond) is a token bucket on the
 // same clock. The socket registry and the channel index (channel ->
 // local subscribers) are sharded, each shard under its own lock. App

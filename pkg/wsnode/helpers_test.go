@@ -64,6 +64,8 @@ const (
 	limitKey    = "key-limit"
 	admAppID    = "app-adm"
 	admKey      = "key-adm"
+	authAppID   = "app-auth"
+	authKey     = "key-auth"
 	secret      = "secret-1"
 )
 
@@ -79,6 +81,7 @@ func testApps(t *testing.T) *apps.Registry {
 		{ID: admAppID, Key: admKey, Secret: secret, Enabled: true,
 			Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 1}},
 			Admission:  apps.Admission{DropoutSeconds: 3, GraceSeconds: 1, TicketSeconds: 30}},
+		{ID: authAppID, Key: authKey, Secret: secret, Enabled: true, EnableUserAuthentication: true},
 	})
 	require.NoError(t, err)
 	return reg

@@ -40,6 +40,10 @@ type socket struct {
 	writeSince atomic.Int64
 	// closing is set once the node started closing the socket.
 	closing atomic.Bool
+	// authBy is the hub clock by which a socket of an app that requires
+	// user authentication must be authorized (signed in, or subscribed to
+	// a private or presence channel), or 0 once it is or need not be.
+	authBy atomic.Int64
 
 	// mu guards the send queue.
 	mu sync.Mutex
@@ -199,6 +203,8 @@ func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Durat
 						victims, reasons = append(victims, s), append(reasons, errWriteTimeout)
 					} else if ms-s.lastSeen.Load() > idle.Milliseconds() {
 						victims, reasons = append(victims, s), append(reasons, errIdle)
+					} else if by := s.authBy.Load(); by != 0 && ms >= by {
+						victims, reasons = append(victims, s), append(reasons, errNotAuthorized)
 					}
 				}
 				sh.mu.RUnlock()

@@ -41,6 +41,7 @@ const (
 	errPublish           = "publish"
 	errAccept            = "accept"
 	errHandshake         = "handshake_refused"
+	errNotAuthorized     = "user_auth_timeout"
 )
 
 type metrics struct {
@@ -120,7 +121,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"reason"})
 	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel,
 		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed,
-		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake} {
+		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake, errNotAuthorized} {
 		m.errors[r] = errs.WithLabelValues(r)
 	}
 	return m

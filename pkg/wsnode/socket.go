@@ -84,6 +84,9 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.app = app
+	if app.EnableUserAuthentication {
+		s.authBy.Store(a.hub.now.Load() + a.cfg.UserAuthTimeout.Milliseconds())
+	}
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
@@ -197,6 +200,7 @@ var closeReasons = map[protocol.Code]string{
 	protocol.CodeNoProtocol:          "no protocol version",
 	protocol.CodeUnsupportedProtocol: "unsupported protocol version",
 	protocol.CodeOverConnectionQuota: "over connection quota",
+	protocol.CodeUnauthorized:        "unauthorized",
 }
 
 // refuse sends pusher:error with perr's code, then closes with that code,
@@ -315,7 +319,14 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 // app lists or asks counts for (Pusher does not show them either).
 func (a *App) join(s *socket, ch string, p presence) {
 	s.subs = append(s.subs, sub{channel: ch, member: p})
-	if protocol.ChannelKind(ch) != protocol.KindUser {
+	switch protocol.ChannelKind(ch) {
+	case protocol.KindUser:
+	case protocol.KindPrivate, protocol.KindEncrypted, protocol.KindPresence:
+		// An authorized subscription authorizes the connection, as
+		// Pusher's authorized connections allow.
+		s.authBy.Store(0)
+		fallthrough
+	default:
 		a.rec.Add(s.app.ID, ch, 1)
 	}
 	if p.user != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,9 @@ import (
 // compatTimeout bounds the whole Node suite; it ends by itself in well under
 // 90 s when the cluster behaves.
 const compatTimeout = 3 * time.Minute
+
+// userAuthTimeout is the wsnodes' --user-auth-timeout in the suite.
+const userAuthTimeout = 2 * time.Second
 
 // TestPusherJSCompat runs the Node compatibility suite (test/compat/suite,
 // node --test) against a real cluster: redis, two wsnodes, two cleaners and
@@ -42,13 +46,15 @@ func TestPusherJSCompat(t *testing.T) {
 
 	// app-id has client events on and a capacity of 1 on presence-cap-
 	// channels (08-admission.test.js); app2 has client events off; app3
-	// sends subscription_count (09-many-channels.test.js).
+	// sends subscription_count (09-many-channels.test.js); app4 requires
+	// user authentication (10-user-auth.test.js).
 	type appEntry struct {
 		ID                      string           `json:"id"`
 		Key                     string           `json:"key"`
 		Secret                  string           `json:"secret"`
 		EnableClientMessages    bool             `json:"enableClientMessages"`
 		EnableSubscriptionCount bool             `json:"enableSubscriptionCount,omitempty"`
+		EnableUserAuth          bool             `json:"enableUserAuthentication,omitempty"`
 		Capacities              []map[string]any `json:"capacities,omitempty"`
 		Admission               map[string]int   `json:"admission,omitempty"`
 	}
@@ -58,6 +64,7 @@ func TestPusherJSCompat(t *testing.T) {
 			Admission:  map[string]int{"dropoutSeconds": 30, "graceSeconds": 1, "ticketSeconds": 30}},
 		{ID: "app2-id", Key: "app2-key", Secret: "app2-secret", EnableClientMessages: false},
 		{ID: "app3-id", Key: "app3-key", Secret: "app3-secret", EnableSubscriptionCount: true},
+		{ID: "app4-id", Key: "app4-key", Secret: "app4-secret", EnableUserAuth: true},
 	}
 	appsJSON, err := json.Marshal(apps)
 	if err != nil {
@@ -70,7 +77,8 @@ func TestPusherJSCompat(t *testing.T) {
 
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
-	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	wsArgs := append(slices.Clone(common), "--user-auth-timeout", userAuthTimeout.String())
+	a, b := startWSNode(t, "ws-a", wsArgs...), startWSNode(t, "ws-b", wsArgs...)
 	cl1, cl2 := startCleaner(t, "cleaner-1", common...), startCleaner(t, "cleaner-2", common...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin)...)
@@ -92,6 +100,8 @@ func TestPusherJSCompat(t *testing.T) {
 		"HC_APP_ID="+apps[0].ID, "HC_APP_KEY="+apps[0].Key, "HC_APP_SECRET="+apps[0].Secret,
 		"HC_APP2_ID="+apps[1].ID, "HC_APP2_KEY="+apps[1].Key, "HC_APP2_SECRET="+apps[1].Secret,
 		"HC_APP3_ID="+apps[2].ID, "HC_APP3_KEY="+apps[2].Key, "HC_APP3_SECRET="+apps[2].Secret,
+		"HC_APP4_ID="+apps[3].ID, "HC_APP4_KEY="+apps[3].Key, "HC_APP4_SECRET="+apps[3].Secret,
+		"HC_USER_AUTH_TIMEOUT_MS="+strconv.FormatInt(userAuthTimeout.Milliseconds(), 10),
 		"HC_API="+api.addr,
 		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),
 		"HC_DEAD_AFTER_MS="+strconv.FormatInt(deadAfter.Milliseconds(), 10),

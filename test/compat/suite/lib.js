@@ -12,6 +12,10 @@
 //                        optional second app with client events disabled
 //   HC_APP3_ID, HC_APP3_KEY, HC_APP3_SECRET
 //                        optional third app with subscription_count enabled
+//   HC_APP4_ID, HC_APP4_KEY, HC_APP4_SECRET
+//                        optional fourth app with enableUserAuthentication
+//   HC_USER_AUTH_TIMEOUT_MS
+//                        the wsnodes' --user-auth-timeout (default 30000)
 //   HC_API               httpapi host:port
 //   HC_KILL_PID_B        pid of wsnode B (99-sigkill.test.js SIGKILLs it)
 //   HC_DEAD_AFTER_MS, HC_SCAN_INTERVAL_MS
@@ -75,6 +79,10 @@ const app2 = process.env.HC_APP2_KEY
 const app3 = process.env.HC_APP3_KEY
   ? { id: env('HC_APP3_ID'), key: env('HC_APP3_KEY'), secret: env('HC_APP3_SECRET') }
   : null;
+const app4 = process.env.HC_APP4_KEY
+  ? { id: env('HC_APP4_ID'), key: env('HC_APP4_KEY'), secret: env('HC_APP4_SECRET') }
+  : null;
+const userAuthTimeoutMs = Number(env('HC_USER_AUTH_TIMEOUT_MS', '30000'));
 const server = serverSDK(app);
 // Same app id and key, wrong secret: signatures it makes must be refused.
 const wrongServer = serverSDK(app, app.secret + '-wrong');
@@ -391,6 +399,8 @@ module.exports = {
   app,
   app2,
   app3,
+  app4,
+  userAuthTimeoutMs,
   server,
   wrongServer,
   deadAfterMs,
