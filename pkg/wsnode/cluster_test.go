@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -351,11 +349,7 @@ func TestConnectionLimit(t *testing.T) {
 // message in order, and delivery never blocks.
 func TestSlowConsumerIsDisconnected(t *testing.T) {
 	n := startNode(t).run(t)
-	// A small receive buffer so the server's writes back up soon.
-	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	slow := dialRawWith(t, d, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	slow := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	require.Contains(t, slow.read(t), "pusher:connection_established")
 	slow.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"flood"}}`)
 	require.Contains(t, slow.read(t), "subscription_succeeded")
