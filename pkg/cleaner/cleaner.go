@@ -153,7 +153,7 @@ func New(opts Options) (*App, error) {
 		a.auditEvery = DefaultAuditInterval
 	}
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready)); err != nil {
+		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready), hcrun.AdminTimeouts); err != nil {
 			_ = rdb.Close()
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}

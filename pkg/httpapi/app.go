@@ -133,12 +133,12 @@ func New(opts Options) (_ *App, err error) {
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
-	if a.api, err = run.Listen(opts.Config.Addr, a.routes); err != nil {
+	if a.api, err = run.Listen(opts.Config.Addr, a.routes, run.Timeouts{}); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.cleanups = append(a.cleanups, func() { release(a.api) })
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready)); err != nil {
+		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready), run.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)
 		}
 		a.cleanups = append(a.cleanups, func() { release(a.admin) })

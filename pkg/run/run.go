@@ -1,6 +1,7 @@
 // Package run holds what every binary's lifecycle shares: the admin HTTP
 // server (/metrics, /healthz, /readyz) and a helper to serve an http.Server
-// inside an oklog/run group. It installs no signal handlers; mains do.
+// inside an oklog/run group with a deadline on every phase of a connection
+// (Timeouts). It installs no signal handlers; mains do.
 package run
 
 import (
@@ -50,6 +51,58 @@ func AdminMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 	return mux
 }
 
+// Timeouts bound how long one connection may hold a server's goroutine and
+// file descriptor in each phase of its life, so idle and slow clients are
+// cut instead of piling up. A zero field takes AdminTimeouts' value: a
+// server never waits forever.
+type Timeouts struct {
+	// Header bounds reading a request's headers, from its first byte;
+	// never more than Read.
+	Header time.Duration
+	// Read bounds reading a whole request, headers and body, from its
+	// first byte.
+	Read time.Duration
+	// Write bounds everything after the headers: reading the body, the
+	// handler and writing the response. It must exceed the slowest handler.
+	Write time.Duration
+	// Idle bounds how long a keep-alive connection may wait for its next
+	// request.
+	Idle time.Duration
+}
+
+// AdminTimeouts are the admin servers' (/metrics, /healthz, /readyz,
+// /debug/pprof/). Their requests have no body, so reading one takes
+// milliseconds. Write leaves a minute for the largest answer, a full
+// goroutine dump (?debug=2) of a wsnode with a goroutine per socket;
+// /debug/pprof/profile and /trace move their own deadline out by the
+// ?seconds= they run for, so the default 30 s profile is not cut. Idle
+// outlasts a Prometheus scrape interval of up to a minute, so a scraper
+// keeps its connection.
+var AdminTimeouts = Timeouts{
+	Header: 10 * time.Second,
+	Read:   10 * time.Second,
+	Write:  60 * time.Second,
+	Idle:   120 * time.Second,
+}
+
+// withDefaults fills zero fields from AdminTimeouts and keeps Header within Read.
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Header <= 0 {
+		t.Header = AdminTimeouts.Header
+	}
+	if t.Read <= 0 {
+		t.Read = AdminTimeouts.Read
+	}
+	if t.Write <= 0 {
+		t.Write = AdminTimeouts.Write
+	}
+	if t.Idle <= 0 {
+		t.Idle = AdminTimeouts.Idle
+	}
+	t.Header = min(t.Header, t.Read)
+	return t
+}
+
 // Server is an http.Server bound before Run, so Addr is known at once
 // (tests bind 127.0.0.1:0).
 type Server struct {
@@ -57,13 +110,21 @@ type Server struct {
 	ln  net.Listener
 }
 
-// Listen binds addr and returns a server for h.
-func Listen(addr string, h http.Handler) (*Server, error) {
+// Listen binds addr and returns a server for h whose connections are
+// bounded by t (see Timeouts).
+func Listen(addr string, h http.Handler, t Timeouts) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
+	t = t.withDefaults()
+	return &Server{ln: ln, srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.Header,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+	}}, nil
 }
 
 // Addr is the bound address.

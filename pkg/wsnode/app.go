@@ -185,7 +185,7 @@ func New(opts Options) (_ *App, err error) {
 
 	if cfg.AdminAddr != "" {
 		admin := hrun.AdminMux(a.reg, a.Ready)
-		if a.admin, err = hrun.Listen(cfg.AdminAddr, admin); err != nil {
+		if a.admin, err = hrun.Listen(cfg.AdminAddr, admin, hrun.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
 	}
