@@ -108,7 +108,34 @@ type HTTPAPI struct {
 	// DemoWS is the wsnode host:port the demo room's pusher-js connects to
 	// (an empty host means the page's own host). Only the demo page uses it.
 	DemoWS string
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before the server closes it; zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte; zero means DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds everything after a request's headers: reading its
+	// body, the handler and writing the answer; above ReadTimeout. Zero
+	// means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
+
+// The httpapi's connection timeouts. Idle is above the keep-alive pools of
+// the clients that call the API (Go's http.Transport, pusher-http-go's
+// default, keeps idle connections 90 s; Node.js's agent 5 s) and of load
+// balancers in front of it (60 s on AWS ALB and nginx), so the client side
+// closes an idle connection first and never sends a request on one the
+// server is closing: a POST lost that way cannot be retried safely. Read
+// is ample for Pusher's largest request (a batch of 10 events of 10 KB,
+// ~100 KB) and lets even a 1 MiB body arrive at 35 KB/s. Write covers a
+// body read to the end of Read, the slowest handler (5 s of Redis work,
+// listing waits included) and sending a listing of 100,000 channels (a
+// few MB) to a slow client.
+const (
+	DefaultIdleTimeout  = 120 * time.Second
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 60 * time.Second
+)
 
 // Env is how configuration reads the environment (os.Getenv in main).
 type Env func(string) string
@@ -161,6 +188,9 @@ func DefaultHTTPAPI() HTTPAPI {
 		ListingCacheTTL: time.Second,
 		ListingLockTTL:  500 * time.Millisecond,
 		DemoWS:          "127.0.0.1:6001",
+		IdleTimeout:     DefaultIdleTimeout,
+		ReadTimeout:     DefaultReadTimeout,
+		WriteTimeout:    DefaultWriteTimeout,
 	}
 }
 
@@ -243,6 +273,9 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s.dur(&c.ListingLockTTL, "listing-lock-ttl", "how long replicas wait for one that died computing a listing (below --listing-cache-ttl)")
 	s.boolean(&c.Dashboard, "dashboard", "serve the live dashboard at /dashboard and the demo room at /demo (unsigned: they show app data to anyone who reaches --addr)")
 	s.str(&c.DemoWS, "demo-ws", "wsnode host:port the demo room's browser connects to (empty host: the page's host)")
+	s.dur(&c.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
+	s.dur(&c.ReadTimeout, "read-timeout", "how long reading a whole request, headers and body, may take")
+	s.dur(&c.WriteTimeout, "write-timeout", "how long a request may take from the end of its headers to the end of its answer (above --read-timeout)")
 	if err := s.parse(args); err != nil {
 		return c, err
 	}
@@ -251,6 +284,10 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	errs = append(errs, positive("--stale-after", c.StaleAfter), positive("--listing-lock-ttl", c.ListingLockTTL))
 	if c.ListingCacheTTL >= 0 && c.ListingLockTTL >= c.ListingCacheTTL {
 		errs = append(errs, fmt.Errorf("--listing-lock-ttl: %v must be below --listing-cache-ttl %v (the lock expires before the cache)", c.ListingLockTTL, c.ListingCacheTTL))
+	}
+	errs = append(errs, positive("--idle-timeout", c.IdleTimeout), positive("--read-timeout", c.ReadTimeout), positive("--write-timeout", c.WriteTimeout))
+	if c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.WriteTimeout <= c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("--write-timeout: %v must be above --read-timeout %v (it starts when a request's headers are in, so it covers reading the body too)", c.WriteTimeout, c.ReadTimeout))
 	}
 	return c, errors.Join(errs...)
 }

@@ -136,3 +136,37 @@ func TestCleanerLeaseTTLZeroTurnsTheLeaseOff(t *testing.T) {
 		require.ErrorContains(t, err, "--lease-ttl", v)
 	}
 }
+
+// TestHTTPAPITimeouts: the connection timeouts have finite defaults, come
+// from env then flags, and a timeout that is zero, negative or a write
+// timeout not above the read timeout is refused by name.
+func TestHTTPAPITimeouts(t *testing.T) {
+	c, err := ParseHTTPAPI(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 120*time.Second, c.IdleTimeout)
+	require.Equal(t, 30*time.Second, c.ReadTimeout)
+	require.Equal(t, 60*time.Second, c.WriteTimeout)
+
+	e := env(map[string]string{"HEADCOUNT_IDLE_TIMEOUT": "1m", "HEADCOUNT_READ_TIMEOUT": "5s", "HEADCOUNT_WRITE_TIMEOUT": "10s"})
+	c, err = ParseHTTPAPI([]string{"--read-timeout", "2s"}, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.IdleTimeout)
+	require.Equal(t, 2*time.Second, c.ReadTimeout, "flags win over env")
+	require.Equal(t, 10*time.Second, c.WriteTimeout)
+
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{[]string{"--idle-timeout", "0s"}, nil, []string{"--idle-timeout: 0s must be positive"}},
+		{[]string{"--read-timeout", "-1s", "--write-timeout", "0s"}, nil, []string{"--read-timeout: -1s must be positive", "--write-timeout: 0s must be positive"}},
+		{[]string{"--read-timeout", "1m"}, nil, []string{"--write-timeout: 1m0s must be above --read-timeout 1m0s"}},
+		{nil, map[string]string{"HEADCOUNT_WRITE_TIMEOUT": "forever"}, []string{"HEADCOUNT_WRITE_TIMEOUT"}},
+	} {
+		_, err := ParseHTTPAPI(tc.args, env(tc.env), io.Discard)
+		for _, w := range tc.want {
+			require.ErrorContains(t, err, w, tc.args)
+		}
+	}
+}

@@ -32,6 +32,9 @@ const (
 	// shutdownTimeout bounds how long requests in flight may finish on stop.
 	// API requests are single Redis reads, so a few seconds is plenty.
 	shutdownTimeout = 5 * time.Second
+	// headerTimeout bounds reading a request's headers (never more than
+	// --read-timeout).
+	headerTimeout = 10 * time.Second
 )
 
 // Options configures an App.
@@ -133,7 +136,7 @@ func New(opts Options) (_ *App, err error) {
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
-	if a.api, err = run.Listen(opts.Config.Addr, a.routes, run.Timeouts{}); err != nil {
+	if a.api, err = run.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.cleanups = append(a.cleanups, func() { release(a.api) })
@@ -144,6 +147,23 @@ func New(opts Options) (_ *App, err error) {
 		a.cleanups = append(a.cleanups, func() { release(a.admin) })
 	}
 	return a, nil
+}
+
+// apiTimeouts are the API port's connection timeouts, config's defaults
+// for the ones c leaves zero.
+func apiTimeouts(c config.HTTPAPI) run.Timeouts {
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	return run.Timeouts{
+		Header: headerTimeout,
+		Read:   or(c.ReadTimeout, config.DefaultReadTimeout),
+		Write:  or(c.WriteTimeout, config.DefaultWriteTimeout),
+		Idle:   or(c.IdleTimeout, config.DefaultIdleTimeout),
+	}
 }
 
 // replicaName names this process among the webhook deliverers: unique per
