@@ -133,53 +133,98 @@ func SignRequest(method, path string, query url.Values, body []byte, key, secret
 // VerifyRequest checks a signed Pusher HTTP API request for app: path is
 // the request path as the client signed it (no mount prefix), query its
 // decoded parameters (see ParseQuery), body the raw body. It returns nil or
-// an *Error saying why the request is refused.
+// an *Error saying why the request is refused. It is VerifyQuery followed
+// by SignedQuery.CheckBody.
 //
 // A parameter given twice, even in different case, is refused: the server
 // would otherwise act on a value other than the one that was signed.
 func VerifyRequest(method, path string, query url.Values, body []byte, app *apps.App, now time.Time) error {
+	sq, err := VerifyQuery(method, path, query, app, now)
+	if err != nil {
+		return err
+	}
+	return sq.CheckBody(body)
+}
+
+// SignedQuery is a request whose query signature holds: only its body is
+// left to check, against the body_md5 the signature covers.
+type SignedQuery struct {
+	bodyMD5 string
+	hasMD5  bool
+}
+
+// VerifyQuery checks everything VerifyRequest checks except the body:
+// parameters, key, version, timestamp and the signature over method, path
+// and query. body_md5 is one of the signed parameters, so a server can
+// refuse a forged or stale request before reading a byte of its body, and
+// read only the bodies of callers who hold the secret.
+func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.Time) (SignedQuery, error) {
 	params := make(map[string]string, len(query))
 	for k, vs := range query {
 		lk := strings.ToLower(k)
 		if _, dup := params[lk]; dup || len(vs) != 1 {
-			return failf("Duplicate query parameter %s: each parameter may appear only once", strconv.Quote(lk))
+			return SignedQuery{}, failf("Duplicate query parameter %s: each parameter may appear only once", strconv.Quote(lk))
 		}
 		params[lk] = vs[0]
 	}
 	for _, name := range []string{"auth_key", "auth_timestamp", "auth_version", "auth_signature"} {
 		if _, ok := params[name]; !ok {
-			return failf("Missing %s: signed requests carry auth_key, auth_timestamp, auth_version and auth_signature", name)
+			return SignedQuery{}, failf("Missing %s: signed requests carry auth_key, auth_timestamp, auth_version and auth_signature", name)
 		}
 	}
 	if key := params["auth_key"]; !equal(key, app.Key) {
-		return failf("Invalid auth_key: %s is not the key of app %s", strconv.Quote(key), strconv.Quote(app.ID))
+		return SignedQuery{}, failf("Invalid auth_key: %s is not the key of app %s", strconv.Quote(key), strconv.Quote(app.ID))
 	}
 	if v := params["auth_version"]; v != Version {
-		return failf("Invalid auth_version: %s is not supported (use %s)", strconv.Quote(v), Version)
+		return SignedQuery{}, failf("Invalid auth_version: %s is not supported (use %s)", strconv.Quote(v), Version)
 	}
 	ts, err := strconv.ParseInt(params["auth_timestamp"], 10, 64)
 	if err != nil {
-		return failf("Invalid auth_timestamp: %s is not Unix time in seconds", strconv.Quote(params["auth_timestamp"]))
+		return SignedQuery{}, failf("Invalid auth_timestamp: %s is not Unix time in seconds", strconv.Quote(params["auth_timestamp"]))
 	}
 	// Compare in seconds without converting ts to a time.Time, which would
 	// overflow for absurd values.
 	if skew := now.Unix() - ts; skew > int64(MaxSkew/time.Second) || skew < -int64(MaxSkew/time.Second) {
-		return failf("Timestamp expired: Given timestamp (%d) not within %ds of server time (%d)", ts, int64(MaxSkew/time.Second), now.Unix())
+		return SignedQuery{}, failf("Timestamp expired: Given timestamp (%d) not within %ds of server time (%d)", ts, int64(MaxSkew/time.Second), now.Unix())
 	}
 	toSign := StringToSign(method, path, params)
 	if sig := params["auth_signature"]; !equal(Sign(app.Secret, toSign), sig) {
-		return failf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(toSign), strconv.Quote(sig))
+		return SignedQuery{}, failf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(toSign), strconv.Quote(sig))
 	}
-	// body_md5 is checked after the signature: once the signature holds,
-	// body_md5 is the client's, and a mismatch means the body was altered.
-	given, has := params["body_md5"]
+	md5, has := params["body_md5"]
+	return SignedQuery{bodyMD5: md5, hasMD5: has}, nil
+}
+
+// ExpectsBody reports whether the signature covers a body (body_md5 was
+// signed). A request that does not may still have an empty body.
+func (s SignedQuery) ExpectsBody() bool { return s.hasMD5 }
+
+// CheckBody checks the request's body against the signed body_md5. It is
+// checked after the signature: once the signature holds, body_md5 is the
+// client's, and a mismatch means the body was altered. A body without a
+// signed body_md5 is refused: it would be unsigned.
+func (s SignedQuery) CheckBody(body []byte) error {
 	switch {
-	case !has && len(body) > 0:
-		return failf("Missing body_md5: required when the request has a body")
-	case has && !equal(BodyMD5(body), given):
-		return failf("Invalid body_md5: Expected %s (MD5 hex digest of the %d-byte body), but got %s", BodyMD5(body), len(body), strconv.Quote(given))
+	case !s.hasMD5 && len(body) > 0:
+		return missingBodyMD5()
+	case s.hasMD5 && !equal(BodyMD5(body), s.bodyMD5):
+		return failf("Invalid body_md5: Expected %s (MD5 hex digest of the %d-byte body), but got %s", BodyMD5(body), len(body), strconv.Quote(s.bodyMD5))
 	}
 	return nil
+}
+
+// CheckLength refuses, before its body is read, a request announcing a
+// body of n bytes (its Content-Length; -1 when unknown) that the signature
+// does not cover. CheckBody still has the last word.
+func (s SignedQuery) CheckLength(n int64) error {
+	if !s.hasMD5 && n > 0 {
+		return missingBodyMD5()
+	}
+	return nil
+}
+
+func missingBodyMD5() *Error {
+	return failf("Missing body_md5: required when the request has a body")
 }
 
 // ChannelAuthString returns what a channel auth value signs: for presence

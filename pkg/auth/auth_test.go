@@ -135,6 +135,32 @@ func TestVerifyRequestBodyWithoutMD5(t *testing.T) {
 	require.EqualError(t, err, "Missing body_md5: required when the request has a body")
 }
 
+// TestVerifyQueryBeforeTheBody: the query's signature is checked without
+// the body, and what it signed about the body is checked once it is read.
+func TestVerifyQueryBeforeTheBody(t *testing.T) {
+	now := time.Unix(docTimestamp, 0)
+	sq, err := VerifyQuery("POST", "/apps/3/events", docQuery(), docApp, now)
+	require.NoError(t, err)
+	require.True(t, sq.ExpectsBody())
+	require.NoError(t, sq.CheckLength(int64(len(docBody))))
+	require.NoError(t, sq.CheckBody([]byte(docBody)))
+	require.ErrorContains(t, sq.CheckBody([]byte("{}")), "Invalid body_md5")
+
+	q := docQuery()
+	q.Set("auth_signature", strings.Repeat("0", 64))
+	_, err = VerifyQuery("POST", "/apps/3/events", q, docApp, now)
+	require.ErrorContains(t, err, "Invalid signature")
+
+	q = SignRequest("POST", "/apps/3/events", nil, nil, docApp.Key, docApp.Secret, now)
+	sq, err = VerifyQuery("POST", "/apps/3/events", q, docApp, now)
+	require.NoError(t, err)
+	require.False(t, sq.ExpectsBody())
+	require.NoError(t, sq.CheckLength(0))
+	require.NoError(t, sq.CheckLength(-1), "an unknown length is checked with the body")
+	require.EqualError(t, sq.CheckLength(10), "Missing body_md5: required when the request has a body")
+	require.NoError(t, sq.CheckBody(nil))
+}
+
 func TestSignRequestRoundTrip(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	q := SignRequest("GET", "/apps/3/channels", url.Values{"filter_by_prefix": {"presence-a;b"}, "info": {"user_count"}}, nil, docApp.Key, docApp.Secret, now)

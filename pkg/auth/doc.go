@@ -10,6 +10,10 @@
 // messages may echo the string to sign (it holds no secret) and the given
 // signature, but never the secret.
 //
+// body_md5 is a signed parameter, so VerifyQuery checks a request before
+// its body is read and SignedQuery.CheckBody checks the body afterwards:
+// a server need read a body only for a caller who holds the secret.
+//
 // The package does no I/O, keeps no state and is safe for concurrent use.
 // Its parsers never panic, whatever the input (see FuzzVerifyRequest).
 package auth

@@ -4,12 +4,19 @@
 // (/metrics, /healthz, /readyz).
 //
 // Guarantees:
-//   - Every /apps/ request is checked before anything is read from Redis:
-//     404 for an unknown app id, 401 (with the reason) for a bad or stale
-//     signature, a tampered query or a tampered body, then 403 for a
-//     disabled app. The body is size-capped (413) before it is read and
-//     hashed. Wrong methods get 405, bad channel names and bad info
-//     attributes 400. Error bodies are plain text, as Pusher's are.
+//   - Every /apps/ request is checked before anything is read from Redis,
+//     and its body is read only once its head has passed: 404 for an
+//     unknown app id, 413 for a Content-Length over the cap, 401 (with the
+//     reason) for a bad or stale signature or a tampered query (body_md5 is
+//     in the signed query, so this needs no body), 403 for a disabled app;
+//     then the body is read under the cap (413) and --read-timeout (408)
+//     and checked against body_md5 (401). A request refused from its head
+//     closes its connection. Wrong methods get 405, bad channel names and
+//     bad info attributes 400. Error bodies are plain text, as Pusher's are.
+//   - No connection is held longer than its timeouts: --idle-timeout
+//     between requests (default 120 s), --read-timeout for a whole request
+//     (30 s), --write-timeout from the end of its headers to the end of its
+//     answer (60 s); headers alone get 10 s.
 //   - Counts are exact as of the Redis read: a listing holds only occupied
 //     channels and GET /apps/{id}/channels/{name} says occupied:false for a
 //     vacant one. A Redis failure is a 503 and never a made-up answer. The
@@ -154,8 +161,10 @@
 //
 // Request bodies reach the handlers as the signature check read them
 // (apiRequest.body), so the cap (1 MiB, 413) applies before any byte is
-// parsed and the body is read once from the network; a client
-// sending 100 MB is answered 413 and disconnected after about the cap.
+// parsed and the body is read once from the network; a client announcing
+// 100 MB is answered 413 without a byte of it read, and one sending a
+// longer body than it announced is cut after about the cap. Someone
+// without the app's secret cannot make the server wait for a body at all.
 //
 // An App is safe for concurrent use; Run is called once, Stop any number of
 // times from any goroutine.

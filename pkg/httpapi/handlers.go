@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ const (
 	maxBodyBytes = 1 << 20
 	// requestTimeout bounds the Redis work of one request.
 	requestTimeout = 5 * time.Second
+	// drainGrace bounds reading the unread body of a refused request
+	// (refuseUnread): a body already sent arrives within it.
+	drainGrace = time.Second
 )
 
 // handler returns the API's routes wrapped in metrics and panic recovery.
@@ -61,36 +65,56 @@ type apiRequest struct {
 }
 
 // signed checks an /apps/{app_id}/ request before h sees it: known app
-// (404), body within maxBodyBytes (413), well-formed query (400), valid
-// signature over method, path, query and body (401), enabled app (403).
+// (404), announced body within maxBodyBytes (413), well-formed query
+// (400), valid signature over method, path and query (401), enabled app
+// (403); then it reads the body under the cap (413) and --read-timeout
+// (408) and checks it against the signed body_md5 (401). Only a caller
+// holding the app's secret gets its body read: anyone else is answered
+// from the head alone and the connection closed, so a body that never
+// arrives holds nothing.
 func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("app_id")
 		app := a.apps.ByID(id)
 		if app == nil {
-			a.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
+			a.refuseUnread(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-		if err != nil {
-			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-				a.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over the limit of %d bytes", maxBodyBytes))
-				return
-			}
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Could not read the request body: %v", err))
+		if r.ContentLength > maxBodyBytes {
+			a.refuseUnread(w, r, http.StatusRequestEntityTooLarge, bodyTooLarge)
 			return
 		}
 		query, err := auth.ParseQuery(r.URL.RawQuery)
 		if err != nil {
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Malformed query string: %v", err))
+			a.refuseUnread(w, r, http.StatusBadRequest, fmt.Sprintf("Malformed query string: %v", err))
 			return
 		}
-		if err := auth.VerifyRequest(r.Method, r.URL.Path, query, body, app, time.Now()); err != nil {
-			a.refuse(w, r, http.StatusUnauthorized, err.Error())
+		sq, err := auth.VerifyQuery(r.Method, r.URL.Path, query, app, time.Now())
+		if err == nil {
+			err = sq.CheckLength(r.ContentLength)
+		}
+		if err != nil {
+			a.refuseUnread(w, r, http.StatusUnauthorized, err.Error())
 			return
 		}
 		if !app.Enabled {
-			a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("App %s is disabled", strconv.Quote(app.ID)))
+			a.refuseUnread(w, r, http.StatusForbidden, fmt.Sprintf("App %s is disabled", strconv.Quote(app.ID)))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		if err != nil {
+			switch tooBig := (*http.MaxBytesError)(nil); {
+			case errors.As(err, &tooBig):
+				a.refuse(w, r, http.StatusRequestEntityTooLarge, bodyTooLarge)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				a.refuse(w, r, http.StatusRequestTimeout, "The request body did not arrive within the server's read timeout")
+			default:
+				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Could not read the request body: %v", err))
+			}
+			return
+		}
+		if err := sq.CheckBody(body); err != nil {
+			a.refuse(w, r, http.StatusUnauthorized, err.Error())
 			return
 		}
 		lower := make(url.Values, len(query))
@@ -99,6 +123,24 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 		}
 		h(w, r, &apiRequest{app: app, query: lower, body: body})
 	})
+}
+
+// bodyTooLarge is the 413 of a body over maxBodyBytes.
+var bodyTooLarge = fmt.Sprintf("Request body is over the limit of %d bytes", maxBodyBytes)
+
+// refuseUnread refuses a request whose body was not read. If it may have
+// one, the connection is closed after the answer instead of kept, and
+// net/http's drain of what is left of the body (up to 256 KiB, read so the
+// close does not reset the connection under an answer in flight) gets
+// drainGrace instead of the rest of --read-timeout: a client that sent its
+// body reads its answer, one that holds the body back holds nothing for
+// long.
+func (a *App) refuseUnread(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainGrace)) // not supported in-process: nothing to drain there
+	}
+	a.refuse(w, r, code, msg)
 }
 
 // infoAttrs splits an info parameter ("user_count,subscription_count").

@@ -38,11 +38,14 @@ func startConfigured(t *testing.T, cfg config.HTTPAPI) *testServer {
 }
 
 // TestSlowClientsAreCut: keep-alive connections left idle after a request
-// and requests whose body stops after 4 of 1,000,000 announced bytes are
-// closed by the server within --idle-timeout and --read-timeout, while a
-// Pusher client is served; their goroutines are released.
+// are closed within --idle-timeout; requests whose body stops after 4 of
+// 1,000,000 announced bytes are answered 408 and closed within
+// --read-timeout when signed, and refused from the head when not (the
+// body unread but for a drain of drainGrace);
+// meanwhile a Pusher client is served, and at the end the goroutines the
+// connections held are released.
 func TestSlowClientsAreCut(t *testing.T) {
-	const idle, read, write = time.Second, time.Second, 3 * time.Second
+	const idle, read, write = time.Second, 5 * time.Second, 7 * time.Second
 	const slack = 3 * time.Second // a loaded CI machine under -race
 	srv := redistest.New(t)
 	s := startConfigured(t, config.HTTPAPI{Common: config.Common{Redis: srv.URL()}, IdleTimeout: idle, ReadTimeout: read, WriteTimeout: write})
@@ -61,22 +64,31 @@ func TestSlowClientsAreCut(t *testing.T) {
 
 	// An unsigned GET: any app id will do.
 	idlers := runtest.Idle(t, addr, "GET /apps/"+appID+"/channels HTTP/1.1\r\nHost: x\r\n\r\n", 100)
-	// A body announced at 1,000,000 bytes; 4 arrive. Signed, so the server
-	// reads the body; and with no credentials at all.
-	body := bytes.Repeat([]byte("x"), 1_000_000)
+	// Bodies announced at 1,000,000 bytes (and 1,000, which the server
+	// would otherwise drain before reusing the connection); 4 arrive.
 	path := "/apps/" + appID + "/events"
-	head := func(query string) string {
-		return fmt.Sprintf("POST %s?%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, query, len(body))
+	head := func(query string, size int) string {
+		return fmt.Sprintf("POST %s?%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, query, size)
 	}
-	slowSigned := runtest.SlowBody(t, addr, head(signed(http.MethodPost, path, nil, body, appKey, appSecret, time.Now())), "xxxx", 100)
-	slowUnsigned := runtest.SlowBody(t, addr, head("auth_key="+appKey), "xxxx", 100)
+	body := bytes.Repeat([]byte("x"), 1_000_000)
+	slowSigned := runtest.SlowBody(t, addr, head(signed(http.MethodPost, path, nil, body, appKey, appSecret, time.Now()), len(body)), "xxxx", 100)
+	var unsigned []*runtest.Conn
+	for _, q := range []string{"", "auth_key=" + appKey, signed(http.MethodPost, path, nil, body, appKey, "wrong", time.Now())} {
+		for _, size := range []int{len(body), 1000} {
+			unsigned = append(unsigned, runtest.SlowBody(t, addr, head(q, size), "xxxx", 20)...)
+		}
+	}
 
 	served()
-	for _, c := range runtest.RequireCut(t, idlers, idle, idle+slack) {
-		require.Zero(t, c, "nothing more is sent on an idle connection")
+	for _, code := range runtest.RequireCut(t, unsigned, 0, drainGrace+time.Second) {
+		require.Equal(t, http.StatusUnauthorized, code, "refused from the head, without waiting for the body")
 	}
-	runtest.RequireCut(t, slowSigned, read, read+slack)
-	runtest.RequireCut(t, slowUnsigned, read, read+slack)
+	for _, code := range runtest.RequireCut(t, idlers, idle, idle+slack) {
+		require.Zero(t, code, "nothing more is sent on an idle connection")
+	}
+	for _, code := range runtest.RequireCut(t, slowSigned, read, read+slack) {
+		require.Equal(t, http.StatusRequestTimeout, code)
+	}
 	served()
 	legit.HTTPClient.Transport.(*http.Transport).CloseIdleConnections()
 	var n int
