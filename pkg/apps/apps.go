@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -89,6 +90,24 @@ func (r *Registry) ByKey(key string) *App {
 
 // All returns every app in file order. The slice must not be modified.
 func (r *Registry) All() []*App { return r.list }
+
+// publicSecrets are secrets anyone can read in headcount's own sources:
+// DefaultSecret and the placeholder of the example apps files in deploy/.
+var publicSecrets = []string{DefaultSecret, "replace-this-secret"}
+
+// WithPublicSecret returns the ids of the apps whose secret is one that
+// ships with headcount (DefaultSecret or an example file's placeholder):
+// whoever reaches a server holding such an app can sign its API requests
+// and channel subscriptions.
+func (r *Registry) WithPublicSecret() []string {
+	var ids []string
+	for _, a := range r.list {
+		if slices.Contains(publicSecrets, a.Secret) {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
 
 // New builds a registry from apps, checking that each is complete and that
 // ids and keys are unique.

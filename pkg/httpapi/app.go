@@ -140,6 +140,7 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.cleanups = append(a.cleanups, func() { release(a.api) })
+	run.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready), run.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)

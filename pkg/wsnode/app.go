@@ -182,6 +182,7 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
+	hrun.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
 
 	if cfg.AdminAddr != "" {
 		admin := hrun.AdminMux(a.reg, a.Ready)
