@@ -108,6 +108,12 @@ type HTTPAPI struct {
 	// DemoWS is the wsnode host:port the demo room's pusher-js connects to
 	// (an empty host means the page's own host). Only the demo page uses it.
 	DemoWS string
+	// DashboardHosts lists, comma-separated, more host names the dashboard
+	// and demo pages answer to (the Host header, port aside). Loopback
+	// names, IP addresses and the host of Addr always are; any other Host
+	// is refused, so a hostile page cannot reach them by DNS rebinding.
+	// Empty means none more.
+	DashboardHosts string
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request before the server closes it; zero means DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -136,6 +142,17 @@ const (
 	DefaultReadTimeout  = 30 * time.Second
 	DefaultWriteTimeout = 60 * time.Second
 )
+
+// DashboardHostList returns DashboardHosts' names, lowercased.
+func (c HTTPAPI) DashboardHostList() []string {
+	var hosts []string
+	for _, h := range strings.Split(c.DashboardHosts, ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
 
 // Env is how configuration reads the environment (os.Getenv in main).
 type Env func(string) string
@@ -273,6 +290,7 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s.dur(&c.ListingLockTTL, "listing-lock-ttl", "how long replicas wait for one that died computing a listing (below --listing-cache-ttl)")
 	s.boolean(&c.Dashboard, "dashboard", "serve the live dashboard at /dashboard and the demo room at /demo (unsigned: they show app data to anyone who reaches --addr)")
 	s.str(&c.DemoWS, "demo-ws", "wsnode host:port the demo room's browser connects to (empty host: the page's host)")
+	s.str(&c.DashboardHosts, "dashboard-hosts", "comma-separated host names the dashboard and demo answer to besides loopback names, IP addresses and --addr's host (DNS rebinding guard)")
 	s.dur(&c.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
 	s.dur(&c.ReadTimeout, "read-timeout", "how long reading a whole request, headers and body, may take")
 	s.dur(&c.WriteTimeout, "write-timeout", "how long a request may take from the end of its headers to the end of its answer (above --read-timeout)")
@@ -284,6 +302,11 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	errs = append(errs, positive("--stale-after", c.StaleAfter), positive("--listing-lock-ttl", c.ListingLockTTL))
 	if c.ListingCacheTTL >= 0 && c.ListingLockTTL >= c.ListingCacheTTL {
 		errs = append(errs, fmt.Errorf("--listing-lock-ttl: %v must be below --listing-cache-ttl %v (the lock expires before the cache)", c.ListingLockTTL, c.ListingCacheTTL))
+	}
+	for _, h := range c.DashboardHostList() {
+		if !hostName.MatchString(h) {
+			errs = append(errs, fmt.Errorf("--dashboard-hosts: %q is not a host name (give names only, without scheme, port or path)", h))
+		}
 	}
 	errs = append(errs, positive("--idle-timeout", c.IdleTimeout), positive("--read-timeout", c.ReadTimeout), positive("--write-timeout", c.WriteTimeout))
 	if c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.WriteTimeout <= c.ReadTimeout {
@@ -397,6 +420,10 @@ func validateCommon(c *Common, env Env) []error {
 }
 
 var portPattern = regexp.MustCompile(`^[0-9]{1,5}$`)
+
+// hostName is a DNS name: dot-separated labels of letters, digits and
+// hyphens.
+var hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?$`)
 
 func checkAddr(setting, addr string, needHost bool) error {
 	host, port, err := net.SplitHostPort(addr)

@@ -71,6 +71,9 @@ type App struct {
 	// wsnode the demo page connects to.
 	dashboard bool
 	demoWS    string
+	// dashHosts are the host names the dashboard answers to besides
+	// loopback names and IP addresses (dashboard_guard.go).
+	dashHosts map[string]bool
 	// routes is the whole API; the dashboard's handlers call it in-process.
 	routes http.Handler
 
@@ -113,6 +116,7 @@ func New(opts Options) (_ *App, err error) {
 		stop:      make(chan struct{}),
 		dashboard: opts.Config.Dashboard,
 		demoWS:    opts.Config.DemoWS,
+		dashHosts: dashboardHosts(opts.Config),
 	}
 	defer func() {
 		if err != nil {

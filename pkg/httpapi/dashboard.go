@@ -45,17 +45,19 @@ const dashboardTopChannels = 50
 const pageSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
 // dashboardRoutes registers the dashboard's and the demo room's pages and
-// unsigned handlers (dashboard_demo.go has the demo's).
+// unsigned handlers (dashboard_demo.go has the demo's), each behind
+// guardDashboard (dashboard_guard.go).
 func (a *App) dashboardRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /dashboard", a.servePage("dashboard.html"))
-	mux.Handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/assets/", noCache(http.FileServerFS(dashboardAssets))))
-	mux.HandleFunc("GET /dashboard/api/overview", a.dashboardOverview)
-	mux.HandleFunc("GET /dashboard/api/members", a.dashboardMembers)
-	mux.HandleFunc("GET /demo", a.servePage("demo.html"))
-	mux.HandleFunc("GET /demo/api/config", a.demoConfig)
-	mux.HandleFunc("POST /demo/api/join", a.demoJoin)
-	mux.HandleFunc("POST /demo/api/leave", a.demoLeave)
-	mux.HandleFunc("POST /demo/api/auth", a.demoAuth)
+	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, a.guardDashboard(h)) }
+	handle("GET /dashboard", a.servePage("dashboard.html"))
+	handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/assets/", noCache(http.FileServerFS(dashboardAssets))))
+	handle("GET /dashboard/api/overview", http.HandlerFunc(a.dashboardOverview))
+	handle("GET /dashboard/api/members", http.HandlerFunc(a.dashboardMembers))
+	handle("GET /demo", a.servePage("demo.html"))
+	handle("GET /demo/api/config", http.HandlerFunc(a.demoConfig))
+	handle("POST /demo/api/join", http.HandlerFunc(a.demoJoin))
+	handle("POST /demo/api/leave", http.HandlerFunc(a.demoLeave))
+	handle("POST /demo/api/auth", http.HandlerFunc(a.demoAuth))
 }
 
 // noCache makes browsers revalidate the assets, so a new build shows at once.

@@ -174,7 +174,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	}
 	post := func(path, body string, want int) map[string]any {
 		t.Helper()
-		r := s.do(t, http.MethodPost, path, "", []byte(body))
+		r := s.doHeader(t, http.MethodPost, path, "", http.Header{"Content-Type": {"application/json"}}, []byte(body))
 		require.Equal(t, want, r.code, "%s %s: %s", path, body, r.body)
 		bodies = append(bodies, r.body)
 		var m map[string]any
@@ -258,4 +258,97 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	}
 	_, metrics := adminGet(t, s.app, "/metrics")
 	require.True(t, strings.Contains(metrics, `route="GET /apps/{app_id}/status"`), "in-process calls go through the API's routes")
+}
+
+// TestDashboardGuard: every dashboard and demo route answers only to the
+// host names the server is known by (DNS rebinding), refuses a request
+// whose Origin is another site, and the demo's POSTs take JSON only.
+func TestDashboardGuard(t *testing.T) {
+	srv := redistest.New(t)
+	s := startConfigured(t, config.HTTPAPI{Common: config.Common{Redis: srv.URL()}, Dashboard: true, DemoWS: "127.0.0.1:6001",
+		DashboardHosts: "dash.example.com"})
+	own := strings.TrimPrefix(s.base, "http://")
+	json := http.Header{"Content-Type": {"application/json"}}
+	with := func(h http.Header, kv ...string) http.Header {
+		c := h.Clone()
+		if c == nil {
+			c = http.Header{}
+		}
+		for i := 0; i < len(kv); i += 2 {
+			c.Set(kv[i], kv[i+1])
+		}
+		return c
+	}
+	join := []byte(`{"user_id":"ada-1"}`)
+	routes := []struct {
+		method, path string
+		header       http.Header
+		body         []byte
+	}{
+		{"GET", "/dashboard", nil, nil},
+		{"GET", "/dashboard/assets/dashboard.js", nil, nil},
+		{"GET", "/dashboard/api/overview", nil, nil},
+		{"GET", "/dashboard/api/members?channel=presence-room-1", nil, nil},
+		{"GET", "/demo", nil, nil},
+		{"GET", "/demo/api/config", nil, nil},
+		{"POST", "/demo/api/join", json, join},
+		{"POST", "/demo/api/leave", json, join},
+		{"POST", "/demo/api/auth", json, []byte(`{"socket_id":"1.2","channel_name":"presence-room-demo","user_id":"ada-1","name":"Ada"}`)},
+	}
+	call := func(method, path string, h http.Header, body []byte) response {
+		t.Helper()
+		p, q, _ := strings.Cut(path, "?")
+		return s.doHeader(t, method, p, q, h, body)
+	}
+	for _, rt := range routes {
+		// Served on the address itself, as the browser test and make run use it.
+		r := call(rt.method, rt.path, rt.header, rt.body)
+		require.Equal(t, http.StatusOK, r.code, "%s %s: %s", rt.method, rt.path, r.body)
+		// DNS rebinding: a hostile name resolving to this server.
+		for _, host := range []string{"evil.example", "evil.example:" + strings.Split(own, ":")[1], "dash.example.com.evil.example", "localhost.evil.example"} {
+			r = call(rt.method, rt.path, with(rt.header, "Host", host), rt.body)
+			require.Equal(t, http.StatusForbidden, r.code, "%s %s Host %s", rt.method, rt.path, host)
+			require.Contains(t, r.body, "is not one the dashboard answers to")
+			require.Contains(t, r.body, "--dashboard-hosts")
+		}
+		// Another site's page.
+		for _, origin := range []string{"http://evil.example", "null", "http://" + own + ".evil.example"} {
+			r = call(rt.method, rt.path, with(rt.header, "Origin", origin), rt.body)
+			require.Equal(t, http.StatusForbidden, r.code, "%s %s Origin %s", rt.method, rt.path, origin)
+			require.Contains(t, r.body, "Cross-origin request refused")
+		}
+		r = call(rt.method, rt.path, with(rt.header, "Origin", "http://"+own), rt.body)
+		require.Equal(t, http.StatusOK, r.code, "same origin: %s", r.body)
+	}
+
+	// The names the dashboard answers to: --dashboard-hosts, IP addresses,
+	// localhost and its subdomains (port and case aside).
+	for _, host := range []string{"dash.example.com", "DASH.example.com:8080", "dash.example.com.", "localhost:1", "app.localhost", "10.1.2.3:8080", "[::1]:8080"} {
+		r := call("GET", "/demo/api/config", http.Header{"Host": {host}}, nil)
+		require.Equal(t, http.StatusOK, r.code, "Host %s: %s", host, r.body)
+		r = call("POST", "/demo/api/join", with(json, "Host", host, "Origin", "http://"+host), join)
+		require.Equal(t, http.StatusOK, r.code, "Host %s: %s", host, r.body)
+	}
+	// Default ports are left out of Origin, and of Host by some proxies.
+	for _, hosts := range [][2]string{{"dash.example.com:443", "https://dash.example.com"}, {"dash.example.com", "http://dash.example.com:80"}, {"[::1]:80", "http://[::1]"}} {
+		r := call("POST", "/demo/api/join", with(json, "Host", hosts[0], "Origin", hosts[1]), join)
+		require.Equal(t, http.StatusOK, r.code, "Host %s Origin %s: %s", hosts[0], hosts[1], r.body)
+	}
+
+	// The POSTs take JSON only: a form or text/plain is what another site
+	// can send without asking.
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"} {
+		r := call("POST", "/demo/api/join", http.Header{"Content-Type": {ct}}, join)
+		require.Equal(t, http.StatusUnsupportedMediaType, r.code, "Content-Type %q: %s", ct, r.body)
+		require.Contains(t, r.body, "Content-Type must be application/json")
+	}
+	r := call("POST", "/demo/api/join", http.Header{"Content-Type": {"application/json; charset=utf-8"}}, join)
+	require.Equal(t, http.StatusOK, r.code, r.body)
+}
+
+// TestDashboardHostsIncludeAddr: the host of --addr is one of the names.
+func TestDashboardHostsIncludeAddr(t *testing.T) {
+	require.Equal(t, map[string]bool{"dash.example.com": true, "ops.example": true},
+		dashboardHosts(config.HTTPAPI{Addr: "Ops.Example:8080", DashboardHosts: "dash.example.com."}))
+	require.Empty(t, dashboardHosts(config.HTTPAPI{Addr: ":8080"}))
 }

@@ -100,12 +100,25 @@ type response struct {
 // do sends method path?rawQuery with body and returns the response.
 func (s *testServer) do(t testing.TB, method, path, rawQuery string, body []byte) response {
 	t.Helper()
+	return s.doHeader(t, method, path, rawQuery, nil, body)
+}
+
+// doHeader is do with request headers; a "Host" entry sets the Host.
+func (s *testServer) doHeader(t testing.TB, method, path, rawQuery string, header http.Header, body []byte) response {
+	t.Helper()
 	u := s.base + path
 	if rawQuery != "" {
 		u += "?" + rawQuery
 	}
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	require.NoError(t, err)
+	for k, vs := range header {
+		if k == "Host" {
+			req.Host = vs[0]
+			continue
+		}
+		req.Header[k] = vs
+	}
 	resp, err := httpClient(t).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
