@@ -103,7 +103,8 @@ type HTTPAPI struct {
 	ListingLockTTL time.Duration
 	// Dashboard serves the live dashboard (/dashboard) and the demo room
 	// (/demo). Off by default: their pages and their /dashboard/api and
-	// /demo/api handlers answer without a signature and show app data.
+	// /demo/api handlers answer without a signature and show app data
+	// (browsers only under DashboardHosts' names, from the same origin).
 	Dashboard bool
 	// DemoWS is the wsnode host:port the demo room's pusher-js connects to
 	// (an empty host means the page's own host). Only the demo page uses it.

@@ -157,7 +157,14 @@
 // unsigned pages /dashboard and /demo and their /dashboard/api and
 // /demo/api handlers are served too; they sign their API calls on the
 // server, so the secret never reaches a browser, but they show app data to
-// anyone who reaches --addr: off by default.
+// anyone who reaches --addr: off by default. Against other sites' pages in
+// a browser, every one of those routes answers only to a Host that is an
+// IP address, localhost, --addr's host or in --dashboard-hosts (403: DNS
+// rebinding), refuses an Origin other than the request's own host (403),
+// and the demo's POSTs take application/json only (415).
+//
+// At start, New logs a WARN when --addr is reachable from other hosts and
+// an app's secret is one published with headcount (run.WarnPublicSecrets).
 //
 // Request bodies reach the handlers as the signature check read them
 // (apiRequest.body), so the cap (1 MiB, 413) applies before any byte is

@@ -63,6 +63,9 @@
 // node's bus subscription to the channel reached Redis, or during a Redis
 // outage, is lost for that node's sockets; counts are never lost.
 //
+// At start, New logs a WARN when --addr is reachable from other hosts and
+// an app's secret is one published with headcount (run.WarnPublicSecrets).
+//
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
 // closes, sockets are closed with code 4200 spread over the drain window,
 // the drained sockets' changes are flushed and their presence leaves
