@@ -33,3 +33,7 @@ func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
 func (a *App) SetWriteTimeout(write, sweep time.Duration) {
 	a.tun.writeTimeout, a.tun.sweepEvery = write, sweep
 }
+
+// RealHeads are request heads captured from real clients, keyed by client;
+// their path is /app/app-key.
+var RealHeads = realHeads

@@ -212,7 +212,10 @@ func (f *front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 		return nil, 0, nil
 	}
 	r, err := parseRequest(head)
-	if err != nil {
+	switch {
+	case errors.Is(err, errHTTPVersion):
+		return nil, http.StatusHTTPVersionNotSupported, err
+	case err != nil:
 		return nil, http.StatusBadRequest, err
 	}
 	if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); !ok || key == "" || strings.Contains(key, "/") {
@@ -268,8 +271,13 @@ func headEnd(b []byte) int {
 }
 
 // parseRequest parses a request head, keeping the headers a WebSocket
-// upgrade reads. It refuses what net/http's server would (no Host on
-// HTTP/1.1, folded or malformed header lines) and any request with a body.
+// upgrade reads. It refuses what net/http's server refuses (a method that is
+// not a token, control bytes in the target, a version other than HTTP/1.x,
+// header names that are not tokens, control bytes in header values, a
+// missing, repeated or malformed Host) and, stricter, folded header lines,
+// an empty Host on HTTP/1.1, targets not starting with "/" and any request
+// with a body. FuzzFrontHead checks that net/http's server accepts whatever
+// it accepts.
 func parseRequest(head []byte) (*http.Request, error) {
 	line, head := cutLine(head)
 	method, rest, ok1 := strings.Cut(string(line), " ")
@@ -277,9 +285,18 @@ func parseRequest(head []byte) (*http.Request, error) {
 	if !ok1 || !ok2 || method == "" || !strings.HasPrefix(target, "/") {
 		return nil, fmt.Errorf("malformed request line %q", clip(string(line)))
 	}
+	if !isToken(method) {
+		return nil, fmt.Errorf("invalid method %q", clip(method))
+	}
+	if strings.IndexFunc(target, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return nil, fmt.Errorf("control byte in the request target %q", clip(target))
+	}
 	major, minor, ok := http.ParseHTTPVersion(proto)
 	if !ok {
 		return nil, fmt.Errorf("malformed HTTP version %q", clip(proto))
+	}
+	if major != 1 {
+		return nil, fmt.Errorf("%w: %q (this port speaks HTTP/1.1)", errHTTPVersion, proto)
 	}
 	path, query, _ := strings.Cut(target, "?")
 	if strings.Contains(path, "%") {
@@ -301,10 +318,16 @@ func parseRequest(head []byte) (*http.Request, error) {
 			return nil, errors.New("folded header lines are not supported")
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+		if !ok {
 			return nil, fmt.Errorf("malformed header line %q", clip(string(line)))
 		}
-		value = bytes.TrimSpace(value)
+		if !isToken(name) {
+			return nil, fmt.Errorf("invalid header name %q", clip(string(name)))
+		}
+		if !validValue(value) {
+			return nil, fmt.Errorf("invalid header value in %q: control bytes are not allowed", clip(string(name)))
+		}
+		value = bytes.Trim(value, " \t")
 		switch {
 		case bytes.EqualFold(name, []byte("Host")):
 			hosts++
@@ -324,10 +347,63 @@ func parseRequest(head []byte) (*http.Request, error) {
 			}
 		}
 	}
-	if hosts > 1 || hosts == 0 && r.ProtoAtLeast(1, 1) {
+	switch {
+	case hosts > 1 || hosts == 0 && r.ProtoAtLeast(1, 1):
 		return nil, errors.New("an HTTP/1.1 request needs exactly one Host header")
+	case r.Host == "" && r.ProtoAtLeast(1, 1):
+		return nil, errors.New("empty Host header")
+	case !validHost(r.Host):
+		return nil, fmt.Errorf("malformed Host header %q", clip(r.Host))
 	}
 	return r, nil
+}
+
+// errHTTPVersion refuses a request whose version is not HTTP/1.x, with 505
+// as net/http's server does.
+var errHTTPVersion = errors.New("unsupported HTTP version")
+
+// tokenBytes and hostBytes are the bytes of an RFC 7230 token and of a Host
+// header as net/http's server allows them (httpguts.ValidHeaderFieldName,
+// ValidHostHeader).
+var tokenBytes, hostBytes = byteSet("!#$%&'*+-.^_`|~" + alnum), byteSet("!$%&'()*+,-.:;=[]_~" + alnum)
+
+const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func byteSet(s string) *[256]bool {
+	var set [256]bool
+	for i := range len(s) {
+		set[s[i]] = true
+	}
+	return &set
+}
+
+func isToken[T string | []byte](s T) bool {
+	for i := range len(s) {
+		if !tokenBytes[s[i]] {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+// validValue reports whether a header value has no control bytes other
+// than tab (httpguts.ValidHeaderFieldValue); bytes past ASCII are allowed.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func validHost(h string) bool {
+	for i := range len(h) {
+		if !hostBytes[h[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // upgradeHeaders are the request headers websocket.Accept reads, in

@@ -3,13 +3,18 @@ package wsnode_test
 import (
 	"bufio"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/wsnode"
 )
 
 // rawRequest sends head on a fresh connection to n and returns the
@@ -58,6 +63,20 @@ func TestFrontRefusals(t *testing.T) {
 		{"bad escape", "GET /app/%zz HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "path"},
 		{"old WebSocket version", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + strings.Replace(upgradeHeaders, "13", "8", 1) + "\r\n", http.StatusBadRequest, "13"},
 		{"head too large", "GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge, "16384"},
+		// What net/http's server refuses as well (with the same status).
+		{"NUL in a header name", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-A\x00b: 1\r\n\r\n", http.StatusBadRequest, "header name"},
+		{"space in a header name", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X A: 1\r\n\r\n", http.StatusBadRequest, "header name"},
+		{"control byte in a header value", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-A: a\x01b\r\n\r\n", http.StatusBadRequest, "header value"},
+		{"DEL in a header value", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-A: a\x7fb\r\n\r\n", http.StatusBadRequest, "header value"},
+		{"bare CR in a header value", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-A: a\rb\r\n\r\n", http.StatusBadRequest, "header value"},
+		{"bare CR in Host", "GET " + path + " HTTP/1.1\r\nHost: a\rb\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "header value"},
+		{"malformed Host", "GET " + path + " HTTP/1.1\r\nHost: a b\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "Host"},
+		{"empty Host", "GET " + path + " HTTP/1.1\r\nHost: \r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "Host"},
+		{"empty Host without a space", "GET " + path + " HTTP/1.1\r\nHost:\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "Host"},
+		{"HTTP/9.9", "GET " + path + " HTTP/9.9\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusHTTPVersionNotSupported, "HTTP/1"},
+		{"HTTP/2.0", "GET " + path + " HTTP/2.0\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusHTTPVersionNotSupported, "HTTP/1"},
+		{"invalid method", "G(T " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "method"},
+		{"control byte in the target", "GET /app/" + appKey + "\x01 HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusBadRequest, "control byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := rawRequest(t, n, tc.head)
@@ -66,20 +85,31 @@ func TestFrontRefusals(t *testing.T) {
 			require.True(t, resp.Close, "Connection: close")
 		})
 	}
-	require.Equal(t, 17.0, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
+	require.Equal(t, 30.0, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
 	n.requireCounts(t, map[string]int64{})
 }
 
 // Header names are case-insensitive, bare line feeds end lines as net/http
-// allows, and a key is unescaped as net/http's router did.
+// allows, a key is unescaped as net/http's router did, values may hold tabs
+// and bytes past ASCII, and real clients' heads are upgraded.
 func TestFrontLenientHeads(t *testing.T) {
 	n := startNode(t).run(t)
-	for _, head := range []string{
+	heads := []string{
+		"GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders +
+			"User-Agent: caf\xc3\xa9\tand \xff\r\nX-Empty:\r\nX-Padded: \t a \t\r\n\r\n",
+	}
+	// Real clients' heads, with app-1's key and RFC 6455's example nonce.
+	nonce := regexp.MustCompile(`Sec-WebSocket-Key: [^\r]*`)
+	for _, name := range slices.Sorted(maps.Keys(wsnode.RealHeads)) {
+		head := strings.Replace(wsnode.RealHeads[name], "/app/app-key?", "/app/"+appKey+"?", 1)
+		heads = append(heads, nonce.ReplaceAllString(head, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
+	}
+	for _, head := range append(heads, []string{
 		"GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\r\nhost: x\r\nupgrade: WebSocket\r\nCONNECTION: keep-alive, Upgrade\r\n" +
 			"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
 		"GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\nHost: x\n" + strings.ReplaceAll(upgradeHeaders, "\r\n", "\n") + "\n",
 		"GET /app/" + strings.ReplaceAll(appKey, "-", "%2D") + pusherJSQuery + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n",
-	} {
+	}...) {
 		c, err := net.Dial("tcp", n.Addr())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
