@@ -479,7 +479,7 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 const socketBufferSize = 512
 
 // finish sends a response that is not an upgrade and closes the
-// connection.
+// connection so that the client gets to read it (lingerClose).
 func (w *upgradeWriter) finish() {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -492,6 +492,28 @@ func (w *upgradeWriter) finish() {
 	b.WriteString("\r\n")
 	b.Write(w.body)
 	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = w.c.Write(b.Bytes())
-	_ = w.c.Close()
+	if _, err := w.c.Write(b.Bytes()); err != nil {
+		_ = w.c.Close()
+		return
+	}
+	lingerClose(w.c)
+}
+
+// lingerTimeout bounds how long lingerClose drains a connection.
+const lingerTimeout = time.Second
+
+// lingerClose closes c, to which a response was just written, so that the
+// response reaches the client: it half-closes c (the client reads the
+// response, then the end of the stream), then reads and discards what the
+// client still sends until the client closes its side or lingerTimeout
+// passes. Closing at once with the client's bytes unread would reset the
+// connection instead: the client's writes would fail, and a client that
+// reads only once it has sent its request (a head over maxHead, say) would
+// never see the response.
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		_ = c.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_, _ = io.Copy(io.Discard, c)
+	}
+	_ = c.Close()
 }

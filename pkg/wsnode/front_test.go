@@ -89,6 +89,38 @@ func TestFrontRefusals(t *testing.T) {
 	n.requireCounts(t, map[string]int64{})
 }
 
+// A refusal reaches a client that is still sending: the front answers a
+// head over the limit with 431 while the client goes on writing it (as a
+// client that reads only once it has sent its request does), and the
+// connection ends with a clean close after the answer. Closing with the
+// client's bytes unread would reset the connection instead, failing the
+// client's writes and, if the reset arrives first, discarding the answer.
+func TestFrontRefusalReachesClientStillSending(t *testing.T) {
+	n := startNode(t).run(t)
+	c, err := net.Dial("tcp", n.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+	_, err = io.WriteString(c, "GET /app/"+appKey+pusherJSQuery+" HTTP/1.1\r\nHost: x\r\nX-Big: ")
+	require.NoError(t, err)
+	chunk := []byte(strings.Repeat("a", 16<<10))
+	for i := range 256 { // 4 MiB, more than the two sides' socket buffers hold
+		_, err = c.Write(chunk)
+		require.NoError(t, err, "write %d: the front reset the connection while the client was sending", i)
+	}
+	_, err = io.WriteString(c, "\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(body), "16384")
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "a clean close after the answer, not a reset")
+}
+
 // Header names are case-insensitive, bare line feeds end lines as net/http
 // allows, a key is unescaped as net/http's router did, values may hold tabs
 // and bytes past ASCII, and real clients' heads are upgraded.
