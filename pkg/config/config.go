@@ -70,6 +70,10 @@ type WSNode struct {
 	// enableUserAuthentication may stay without signing in (or holding a
 	// private or presence subscription) before it is closed with 4009.
 	UserAuthTimeout time.Duration
+	// MaxSockets caps the connections open on the WebSocket port at once,
+	// handshaking or upgraded; connections past it are answered 503 and
+	// closed. Zero or negative means MaxSocketsFor(the open-file limit).
+	MaxSockets int
 }
 
 // Cleaner is the configuration of cmd/cleaner.
@@ -243,6 +247,8 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.dur(&c.Heartbeat, "heartbeat", "how often to refresh this node's last-seen time")
 	s.dur(&c.Drain, "drain", "window over which SIGTERM closes sockets with code 4200")
 	s.dur(&c.UserAuthTimeout, "user-auth-timeout", "for apps with enableUserAuthentication: how long a socket may stay without pusher:signin (or a private or presence subscription) before it is closed with 4009")
+	s.integer(&c.MaxSockets, "max-sockets", "connections the WebSocket port holds at once, handshaking or upgraded; past it new ones get 503 "+
+		"(0: derived from the open-file limit, leaving room for Redis and the admin port)")
 	if err := s.parse(args); err != nil {
 		return c, err
 	}
@@ -353,6 +359,18 @@ func (s *set) dur(p *time.Duration, name, usage string) {
 	s.fs.DurationVar(p, name, *p, usage+" (env "+EnvName(name)+")")
 }
 
+func (s *set) integer(p *int, name, usage string) {
+	if v, ok := s.lookup(name); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%s: %q is not an integer", EnvName(name), v))
+		} else {
+			*p = n
+		}
+	}
+	s.fs.IntVar(p, name, *p, usage+" (env "+EnvName(name)+")")
+}
+
 func (s *set) boolean(p *bool, name, usage string) {
 	if v, ok := s.lookup(name); ok {
 		b, err := strconv.ParseBool(v)
@@ -445,4 +463,14 @@ func positive(setting string, d time.Duration) error {
 		return fmt.Errorf("%s: %v must be positive", setting, d)
 	}
 	return nil
+}
+
+// MaxSocketsFor is the default --max-sockets under an open-file limit: the
+// limit less headroom of max(64, limit/10) for the node's other files (its
+// Redis connections, pooled and pub/sub, the admin port's scrapes and
+// probes, its listeners and logs), and never below half the limit. A limit
+// of 1024 gives 922; 1,048,576 gives 943,719.
+func MaxSocketsFor(limit uint64) int {
+	l := int64(min(limit, 1<<40)) // RLIM_INFINITY is all ones
+	return int(max(l-max(64, l/10), l/2))
 }

@@ -53,6 +53,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--apps-file", "/does/not/exist"}, nil, "--apps-file"},
 		{nil, map[string]string{"HEADCOUNT_DRAIN": "soon"}, "HEADCOUNT_DRAIN"},
 		{[]string{"--no-such-flag"}, nil, "no-such-flag"},
+		{[]string{"--max-sockets", "many"}, nil, "max-sockets"},
+		{nil, map[string]string{"HEADCOUNT_MAX_SOCKETS": "1e6"}, "HEADCOUNT_MAX_SOCKETS"},
 	}
 	for _, tc := range cases {
 		_, err := ParseWSNode(tc.args, env(tc.env), io.Discard)
@@ -169,4 +171,33 @@ func TestHTTPAPITimeouts(t *testing.T) {
 			require.ErrorContains(t, err, w, tc.args)
 		}
 	}
+}
+
+// --max-sockets defaults to 0 (derive from the open-file limit) and is read
+// from the environment and flags like every setting.
+func TestMaxSockets(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, c.MaxSockets)
+	e := env(map[string]string{"HEADCOUNT_MAX_SOCKETS": "5000"})
+	c, err = ParseWSNode(nil, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 5000, c.MaxSockets)
+	c, err = ParseWSNode([]string{"--max-sockets", "-1"}, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, -1, c.MaxSockets, "flags win; negative means derive")
+
+	for limit, want := range map[uint64]int{
+		150:        86,  // 150 - 64
+		100:        50,  // half the limit, not 100 - 64
+		1024:       922, // 1024 - 102: a tenth is more than 64
+		20000:      18000,
+		1 << 20:    943719,
+		^uint64(0): 989560464999, // RLIM_INFINITY, read as 2^40: no cap worth the name
+	} {
+		require.Equal(t, want, MaxSocketsFor(limit), "limit %d", limit)
+	}
+	limit, ok := OpenFileLimit()
+	require.True(t, ok)
+	require.Positive(t, limit)
 }
