@@ -149,7 +149,12 @@ func New(opts Options) (_ *App, err error) {
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.reg)
+	a.m = newMetrics(a.reg, func() float64 {
+		if a.ws == nil { // New failed before listening; nobody scrapes
+			return 0
+		}
+		return float64(a.ws.open.Load())
+	})
 
 	var cleanups []func()
 	defer func() {
@@ -178,7 +183,9 @@ func New(opts Options) (_ *App, err error) {
 		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(cfg.Apps.ByID(app)) },
 	})
 
-	if a.ws, err = listenFront(cfg.Addr, a.serveWS, a.log.Named("front"), func(r string) { a.m.errors[r].Inc() }); err != nil {
+	maxSockets := a.socketCap()
+	a.m.maxSockets.Set(float64(maxSockets))
+	if a.ws, err = listenFront(cfg.Addr, maxSockets, a.serveWS, a.log.Named("front"), func(r string) { a.m.errors[r].Inc() }); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
@@ -191,6 +198,25 @@ func New(opts Options) (_ *App, err error) {
 		}
 	}
 	return a, nil
+}
+
+// socketCap is the cap on connections open on the WebSocket port:
+// --max-sockets if positive, else derived from the open-file limit (no cap
+// where there is none). A cap above the derived one is kept, with a
+// warning: it leaves the node's other files less room than the default.
+func (a *App) socketCap() int {
+	limit, ok := config.OpenFileLimit()
+	if a.cfg.MaxSockets <= 0 {
+		if !ok {
+			return 0
+		}
+		return config.MaxSocketsFor(limit)
+	}
+	if ok && a.cfg.MaxSockets > config.MaxSocketsFor(limit) {
+		a.log.Warn("--max-sockets leaves less room for Redis connections and the admin port than the open-file limit calls for",
+			"max_sockets", a.cfg.MaxSockets, "open_file_limit", limit, "default", config.MaxSocketsFor(limit))
+	}
+	return a.cfg.MaxSockets
 }
 
 // closeUnserved releases the listener of a server that never served.
@@ -242,7 +268,7 @@ func (a *App) Run(ctx context.Context) error {
 		errc := make(chan error, 1)
 		go func() { errc <- a.ws.Serve() }()
 		a.ready.Set(true)
-		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID)
+		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID, "max_sockets", a.ws.maxConns)
 		var err error
 		served := false
 		select {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,11 +34,27 @@ import (
 //
 // A client has 10 s to send its request head, enforced by one sweep over
 // the connections still reading theirs instead of a timer each.
+//
+// At most maxConns connections are open on the port at once, handshaking
+// or upgraded: the node's file descriptors must outlast any one client, or
+// it can no longer reach Redis or answer its health checks. The accept loop
+// answers a connection past the cap with 503 and closes it.
 type front struct {
 	ln      net.Listener
 	handler http.HandlerFunc
 	log     hclog.Logger
-	onError func(reason string) // counts a refused handshake or a failed accept
+	onError func(reason string) // counts a refused connection or a failed accept
+
+	// maxConns caps the connections open on the port (0: no cap); open
+	// counts them, from their accept to their first Close (frontConn).
+	maxConns int64
+	open     atomic.Int64
+	// refusing bounds the connections refused at the cap that are still
+	// draining on a goroutine of their own (refuseAtCap).
+	refusing chan struct{}
+	// capLog and acceptLog hold the accept loop's warnings to one per
+	// logEvery each, however many connections it refuses or fails.
+	capLog, acceptLog logLimiter
 
 	// headTimeout is how long a client has to send its request head,
 	// checked every sweepEvery (tests shorten both before Serve).
@@ -61,7 +78,7 @@ const (
 
 var headPool = sync.Pool{New: func() any { b := make([]byte, headBufferSize); return &b }}
 
-func listenFront(addr string, handler http.HandlerFunc, log hclog.Logger, onError func(string)) (*front, error) {
+func listenFront(addr string, maxConns int, handler http.HandlerFunc, log hclog.Logger, onError func(string)) (*front, error) {
 	// No TCP keepalive: the sweeper closes sockets silent past the idle
 	// timeout (pusher-js pings every 120 s), and the kernel's probes would
 	// cost four setsockopt(2) calls per accepted socket.
@@ -71,16 +88,18 @@ func listenFront(addr string, handler http.HandlerFunc, log hclog.Logger, onErro
 		return nil, err
 	}
 	// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
-	return &front{ln: ln, handler: handler, log: log, onError: onError, headTimeout: 10 * time.Second,
-		sweepEvery: time.Second, reading: map[net.Conn]int64{}, done: make(chan struct{})}, nil
+	return &front{ln: ln, handler: handler, log: log, onError: onError, maxConns: int64(max(maxConns, 0)),
+		refusing: make(chan struct{}, refusingAtOnce), headTimeout: 10 * time.Second, sweepEvery: time.Second,
+		reading: map[net.Conn]int64{}, done: make(chan struct{})}, nil
 }
 
 // Addr is the bound address.
 func (f *front) Addr() string { return f.ln.Addr().String() }
 
 // Serve accepts until shutdown, then returns nil. Accept failures (such as
-// running out of file descriptors) are logged and retried with backoff:
-// a node that stopped accepting while it looks healthy is the worst case.
+// running out of file descriptors) are retried with backoff, from 5 ms up
+// to a second, so that they cost no CPU to speak of: a node that stopped
+// accepting while it looks healthy is the worst case.
 func (f *front) Serve() error {
 	go f.sweep()
 	var delay time.Duration
@@ -92,7 +111,9 @@ func (f *front) Serve() error {
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			f.onError(errAccept)
-			f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay)
+			if n, ok := f.acceptLog.allow(time.Now()); ok {
+				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
+			}
 			select {
 			case <-time.After(delay):
 			case <-f.done:
@@ -107,11 +128,106 @@ func (f *front) Serve() error {
 			_ = c.Close()
 			return nil
 		}
-		f.reading[c] = time.Now().UnixMilli()
 		f.active.Add(1)
+		if f.maxConns > 0 && f.open.Load() >= f.maxConns {
+			f.mu.Unlock()
+			f.refuseAtCap(c)
+			continue
+		}
+		fc := &frontConn{Conn: c, f: f}
+		f.open.Add(1)
+		f.reading[fc] = time.Now().UnixMilli()
 		f.mu.Unlock()
-		go f.handshake(c)
+		go f.handshake(fc)
 	}
+}
+
+// refusingAtOnce bounds the connections refused at the cap that drain at
+// once (each holds a descriptor and a goroutine for up to lingerTimeout).
+const refusingAtOnce = 16
+
+// refuseAtCap answers c, a connection past the socket cap, with 503 and
+// closes it, counting one f.active it releases. Up to refusingAtOnce at a
+// time drain like any refusal (lingerClose), so the client reads the 503;
+// past that they are closed at once, which can reset them: what matters
+// then is the descriptor. pusher-js retries either way.
+func (f *front) refuseAtCap(c net.Conn) {
+	f.onError(errSocketCap)
+	if n, ok := f.capLog.allow(time.Now()); ok {
+		f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
+			"max_sockets", f.maxConns, "refused", n)
+	}
+	// A fresh connection's send buffer is empty: the write does not wait.
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	select {
+	case f.refusing <- struct{}{}:
+		go func() {
+			defer f.active.Done()
+			if _, err := c.Write(capResponse); err == nil {
+				lingerClose(c)
+			} else {
+				_ = c.Close()
+			}
+			<-f.refusing
+		}()
+	default:
+		_, _ = c.Write(capResponse)
+		_ = c.Close()
+		f.active.Done()
+	}
+}
+
+// capResponse is the whole answer to a connection past the socket cap.
+var capResponse = func() []byte {
+	const body = "this node holds as many connections as it may (--max-sockets); try again\n"
+	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}()
+
+// frontConn is an accepted connection, counted against the socket cap
+// until it is first closed. The connection an upgrade hijacks is this one,
+// so however a socket ends, its close gives its place back.
+type frontConn struct {
+	net.Conn
+	f      *front
+	closed atomic.Bool
+}
+
+func (c *frontConn) Close() error {
+	err := c.Conn.Close()
+	if !c.closed.Swap(true) {
+		c.f.open.Add(-1)
+	}
+	return err
+}
+
+// CloseWrite shuts the write side of the connection (lingerClose).
+func (c *frontConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// logLimiter lets a repeated warning through at most once per logEvery and
+// counts the occurrences in between. Not safe for concurrent use.
+type logLimiter struct {
+	last time.Time
+	n    int
+}
+
+const logEvery = 10 * time.Second
+
+// allow counts one occurrence and reports whether to log it, with the
+// occurrences since the last line logged, this one included.
+func (l *logLimiter) allow(now time.Time) (int, bool) {
+	l.n++
+	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
+		return 0, false
+	}
+	n := l.n
+	l.last, l.n = now, 0
+	return n, true
 }
 
 func (f *front) isClosed() bool {

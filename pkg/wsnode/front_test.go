@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 
@@ -195,4 +196,42 @@ func TestFrontHeadTimeout(t *testing.T) {
 	_, err = silent.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)
 	require.Less(t, time.Since(stopped), 5*time.Second, "closed by the stop, not the head timeout")
+}
+
+// The port holds at most --max-sockets connections, handshaking or
+// upgraded: one past it is answered 503 (read intact by the client) and
+// closed, and a closed connection gives its place back.
+func TestFrontSocketCap(t *testing.T) {
+	n := startNode(t, func(c *config.WSNode) { c.MaxSockets = 3 }).run(t)
+	require.Equal(t, 3.0, metric(t, n.reg, "headcount_wsnode_max_sockets", ""))
+	open := func() float64 { return metric(t, n.reg, "headcount_wsnode_port_connections", "") }
+
+	a := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, a.read(t), "pusher:connection_established")
+	b := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, b.read(t), "pusher:connection_established")
+	silent, err := net.Dial("tcp", n.Addr()) // still to send its head: counted all the same
+	require.NoError(t, err)
+	defer silent.Close()
+	require.Eventually(t, func() bool { return open() == 3 }, wait, tick)
+
+	head := "GET /app/" + appKey + pusherJSQuery + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n"
+	for range 2 {
+		resp, body := rawRequest(t, n, head)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		require.Contains(t, body, "--max-sockets")
+		require.True(t, resp.Close)
+	}
+	require.Equal(t, 2.0, metric(t, n.reg, "headcount_wsnode_errors_total", "socket_cap"))
+	require.Equal(t, 3.0, open(), "refused connections are not counted")
+
+	require.NoError(t, silent.Close())
+	require.Eventually(t, func() bool { return open() == 2 }, wait, tick)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+
+	for _, s := range []*rawConn{a, b, c} {
+		require.NoError(t, s.Close())
+	}
+	require.Eventually(t, func() bool { return open() == 0 }, wait, tick, "every way a socket ends gives its place back")
 }

@@ -42,6 +42,7 @@ const (
 	errAccept            = "accept"
 	errHandshake         = "handshake_refused"
 	errNotAuthorized     = "user_auth_timeout"
+	errSocketCap         = "socket_cap"
 )
 
 type metrics struct {
@@ -62,11 +63,23 @@ type metrics struct {
 	// batch is how many queued frames a writer wrote in one turn: how
 	// much sends coalesce under load.
 	batch prometheus.Histogram
+	// maxSockets is the socket cap in force.
+	maxSockets prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the node's metrics; portConns reads the number of
+// connections open on the WebSocket port.
+func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_wsnode_port_connections",
+		Help: "Connections open on the WebSocket port, handshaking or upgraded: what --max-sockets caps.",
+	}, portConns)
 	m := &metrics{
+		maxSockets: f.NewGauge(prometheus.GaugeOpts{
+			Name: "headcount_wsnode_max_sockets",
+			Help: "The socket cap in force (--max-sockets, or derived from the open-file limit; 0: none): connections past it are refused with 503.",
+		}),
 		open: f.NewGauge(prometheus.GaugeOpts{
 			Name: "headcount_wsnode_connections_open",
 			Help: "WebSocket connections currently established (after the Pusher handshake).",
@@ -121,7 +134,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"reason"})
 	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel,
 		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed,
-		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake, errNotAuthorized} {
+		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake,
+		errNotAuthorized, errSocketCap} {
 		m.errors[r] = errs.WithLabelValues(r)
 	}
 	return m
