@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,13 +21,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // TestMain runs main instead of the tests when re-executed by a test, so
 // exit codes and signals are tested on the real entry point.
+// WSNODE_TEST_NOFILE lowers the child's open-file limit (soft and hard)
+// first, as `prlimit --nofile` would.
 func TestMain(m *testing.M) {
 	if os.Getenv("WSNODE_TEST_MAIN") == "1" {
+		if v := os.Getenv("WSNODE_TEST_NOFILE"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err == nil {
+				err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "WSNODE_TEST_NOFILE:", err)
+				os.Exit(3)
+			}
+		}
 		os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -129,4 +146,190 @@ func TestSIGTERMDrainsAndExits0(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the node removes its own counts on SIGTERM")
 	require.True(t, strings.Contains(logs.String(), "removed this node's counts"), logs.String())
+}
+
+// lowLimitNode is the binary's main run in a child process whose open-file
+// limit is 150, with a JSON log.
+type lowLimitNode struct {
+	cmd         *exec.Cmd
+	addr, admin string
+	maxSockets  int
+	log         *proctest.Buffer
+	store       *counts.Store
+	done        chan struct{}
+}
+
+func startLowLimitNode(t *testing.T, args ...string) *lowLimitNode {
+	t.Helper()
+	srv := redistest.New(t)
+	n := &lowLimitNode{log: &proctest.Buffer{}, store: counts.NewStore(srv.Client(t)), done: make(chan struct{})}
+	n.cmd = exec.Command(os.Args[0], append([]string{"--redis", srv.URL(), "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--heartbeat", "100ms", "--drain", "200ms", "--log-format", "json", "--node-id", "low-limit-node"}, args...)...)
+	n.cmd.Env = append(os.Environ(), "WSNODE_TEST_MAIN=1", "WSNODE_TEST_NOFILE=150")
+	n.cmd.Stderr = n.log
+	require.NoError(t, n.cmd.Start())
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	t.Cleanup(func() {
+		_ = n.cmd.Process.Kill()
+		<-n.done
+		if t.Failed() {
+			t.Logf("wsnode log:\n%s", n.log.String())
+		}
+	})
+	require.Eventually(t, func() bool { return len(n.lines("serving")) > 0 }, 10*time.Second, 10*time.Millisecond, "wsnode did not start")
+	l := n.lines("serving")[0]
+	n.addr, n.admin = fmt.Sprint(l["addr"]), fmt.Sprint(l["admin_addr"])
+	maxSockets, ok := l["max_sockets"].(float64)
+	require.True(t, ok, "the serving line has max_sockets: %v", l)
+	n.maxSockets = int(maxSockets)
+	return n
+}
+
+// lines returns the log lines whose message contains msg.
+func (n *lowLimitNode) lines(msg string) []map[string]any {
+	var out []map[string]any
+	for _, raw := range strings.Split(n.log.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(raw), &l) == nil && strings.Contains(fmt.Sprint(l["@message"]), msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (n *lowLimitNode) get(path string) (int, string) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + n.admin + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// cpu is the child's user and system CPU time so far.
+func (n *lowLimitNode) cpu(t *testing.T) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	require.NoError(t, err)
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+const upgradeHead = "GET /app/app-key?protocol=7 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// Under an open-file limit of 150 the node caps its sockets at 150 - 64:
+// one client holding that many idle sockets gets 503 for the next ones,
+// while /readyz and /metrics keep answering, a socket under the cap still
+// subscribes and is counted in Redis, and the refusals make one log line.
+func TestSocketCapUnderLowFileLimit(t *testing.T) {
+	n := startLowLimitNode(t)
+	require.Equal(t, 86, n.maxSockets, "derived from the limit: 150 - max(64, 15)")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	probe, _, err := websocket.Dial(ctx, "ws://"+n.addr+"/app/app-key?protocol=7", nil)
+	require.NoError(t, err)
+	defer probe.CloseNow()
+	_, _, err = probe.Read(ctx) // connection_established
+	require.NoError(t, err)
+	var idle []*wstest.Conn
+	defer func() {
+		for _, c := range idle {
+			_ = c.Close()
+		}
+	}()
+	for range n.maxSockets - 1 {
+		c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+		require.NoError(t, err, "socket %d of %d", len(idle)+2, n.maxSockets)
+		idle = append(idle, c)
+	}
+
+	for i := range 20 {
+		c, err := net.Dial("tcp", n.addr)
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.WriteString(c, upgradeHead)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "connection %d past the cap", i+1)
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+		require.Contains(t, string(body), "--max-sockets")
+		_ = c.Close()
+	}
+
+	status, _ := n.get("/readyz")
+	require.Equal(t, http.StatusOK, status, "/readyz at the cap")
+	status, metrics := n.get("/metrics")
+	require.Equal(t, http.StatusOK, status, "/metrics at the cap")
+	require.Contains(t, metrics, `headcount_wsnode_errors_total{reason="socket_cap"} 20`)
+	require.Contains(t, metrics, "headcount_wsnode_port_connections 86")
+	require.Contains(t, metrics, "headcount_wsnode_max_sockets 86")
+
+	// Redis still works for the sockets the node holds.
+	require.NoError(t, probe.Write(ctx, websocket.MessageText, []byte(`{"event":"pusher:subscribe","data":{"channel":"room"}}`)))
+	_, msg, err := probe.Read(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(msg), "pusher_internal:subscription_succeeded")
+	require.Eventually(t, func() bool { c, _ := n.store.Channel(ctx, "app-id", "room"); return c == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	// A place freed is a place taken.
+	require.NoError(t, idle[0].Close())
+	require.Eventually(t, func() bool {
+		c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+		if err != nil {
+			return false
+		}
+		idle[0] = c
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+
+	require.Len(t, n.lines("socket cap"), 1, "one warning for 20 refusals")
+	require.NotContains(t, n.log.String(), "too many open files")
+}
+
+// With the cap set above what the open-file limit allows, the node runs out
+// of descriptors: its accept loop then backs off instead of spinning and
+// logs once, and once the client lets go both ports answer again.
+func TestAcceptBacksOffWhenOutOfFiles(t *testing.T) {
+	n := startLowLimitNode(t, "--max-sockets", "1000")
+	require.Equal(t, 1000, n.maxSockets)
+	require.NotEmpty(t, n.lines("less room"), "the node warns about a cap above the default")
+
+	var conns []net.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		conns = nil
+	}
+	defer closeAll()
+	for range 200 { // the kernel completes these whether or not the node accepts them
+		c, err := net.Dial("tcp", n.addr)
+		require.NoError(t, err)
+		_, _ = io.WriteString(c, upgradeHead)
+		conns = append(conns, c)
+	}
+	require.Eventually(t, func() bool { return len(n.lines("accepting a connection failed")) > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, n.lines("accepting a connection failed")[0]["error"], "too many open files")
+
+	// Out of files, the node idles: the accept loop waits up to a second
+	// between tries rather than retrying at once.
+	time.Sleep(time.Second) // let the backoff reach its ceiling
+	before := n.cpu(t)
+	time.Sleep(2 * time.Second) // a measuring window, not a wait for a condition
+	used := n.cpu(t) - before
+	t.Logf("CPU in 2 s out of files: %v", used)
+	require.Less(t, used, 500*time.Millisecond, "CPU in 2 s out of files")
+	require.LessOrEqual(t, len(n.lines("accepting a connection failed")), 1, "one warning per 10 s, not one per try")
+
+	closeAll()
+	require.Eventually(t, func() bool { s, _ := n.get("/readyz"); return s == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
+	c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+	require.NoError(t, err)
+	_ = c.Close()
 }
