@@ -5,8 +5,8 @@ package config
 import "syscall"
 
 // OpenFileLimit returns this process's soft limit on open files
-// (RLIMIT_NOFILE). Go raises the soft limit to the hard limit when a
-// program starts, so this is usually the hard limit.
+// (RLIMIT_NOFILE). Go raises the soft limit to one under the hard limit
+// when a program starts, so this follows the hard limit.
 func OpenFileLimit() (uint64, bool) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
