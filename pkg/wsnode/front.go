@@ -147,10 +147,11 @@ func (f *front) Serve() error {
 const refusingAtOnce = 16
 
 // refuseAtCap answers c, a connection past the socket cap, with 503 and
-// closes it, counting one f.active it releases. Up to refusingAtOnce at a
-// time drain like any refusal (lingerClose), so the client reads the 503;
-// past that they are closed at once, which can reset them: what matters
-// then is the descriptor. pusher-js retries either way.
+// closes it; the caller counted it in f.active, which refuseAtCap releases
+// once c is closed. Up to refusingAtOnce at a time drain like any refusal
+// (lingerClose), so the client reads the 503; past that they are closed at
+// once, which can reset them: what matters then is the descriptor.
+// pusher-js retries either way.
 func (f *front) refuseAtCap(c net.Conn) {
 	f.onError(errSocketCap)
 	if n, ok := f.capLog.allow(time.Now()); ok {
@@ -193,6 +194,7 @@ type frontConn struct {
 	closed atomic.Bool
 }
 
+// Close closes the connection and, the first time, gives its place back.
 func (c *frontConn) Close() error {
 	err := c.Conn.Close()
 	if !c.closed.Swap(true) {
@@ -404,8 +406,10 @@ func parseRequest(head []byte) (*http.Request, error) {
 	if !isToken(method) {
 		return nil, fmt.Errorf("invalid method %q", clip(method))
 	}
-	if strings.IndexFunc(target, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
-		return nil, fmt.Errorf("control byte in the request target %q", clip(target))
+	for i := range len(target) {
+		if c := target[i]; c < ' ' || c == 0x7f {
+			return nil, fmt.Errorf("control byte in the request target %q", clip(target))
+		}
 	}
 	major, minor, ok := http.ParseHTTPVersion(proto)
 	if !ok {
