@@ -83,7 +83,9 @@ func ParseQuery(raw string) (url.Values, error) {
 // StringToSign returns what a signed HTTP API request signs:
 // "METHOD\npath\nquery", where query holds every parameter except
 // auth_signature, keys lowercased and sorted, written k=v, joined with '&'
-// and not URL-escaped. Each key must appear once (see VerifyRequest).
+// and not URL-escaped. Each key must appear once and hold no '&' or '=',
+// and no value may hold '&' (see signedParams); otherwise two different
+// queries can sign the same string.
 func StringToSign(method, path string, params map[string]string) string {
 	keys := make([]string, 0, len(params))
 	for k := range params {
@@ -130,6 +132,38 @@ func SignRequest(method, path string, query url.Values, body []byte, key, secret
 	return q
 }
 
+// signedParams returns the parameters of query as StringToSign takes them,
+// keys lowercased, or an *Error if the string to sign would not bind them.
+//
+// The string to sign writes each parameter k=v, joined with '&', without
+// escaping, so it can be read back unambiguously only if no key holds '&'
+// or '=' and no value holds '&'. Otherwise two different requests sign the
+// same string: "filter_by_prefix=presence-&info=user_count" and the single
+// parameter filter_by_prefix=presence-%26info%3Duser_count, and a signature
+// for the first would pass for the second. Such parameters are refused;
+// clients never send them, because the SDKs put values into the URL
+// unescaped, where an '&' would split the value anyway. A value may hold
+// '=' (channel names may): the first '=' of a pair ends its key, so the
+// reading stays unique. A key given twice, even in different case, is
+// refused too, as the string to sign holds only one of them.
+func signedParams(query url.Values) (map[string]string, error) {
+	params := make(map[string]string, len(query))
+	for k, vs := range query {
+		lk := strings.ToLower(k)
+		if _, dup := params[lk]; dup || len(vs) != 1 {
+			return nil, failf("Duplicate query parameter %s: each parameter may appear only once", strconv.Quote(lk))
+		}
+		if strings.ContainsAny(lk, "&=") {
+			return nil, failf("Ambiguous query parameter %s: signature ambiguous, a key may not contain '&' or '=' once decoded, as the string to sign does not escape them", strconv.Quote(lk))
+		}
+		if strings.Contains(vs[0], "&") {
+			return nil, failf("Ambiguous query parameter %s: signature ambiguous, a value may not contain '&' once decoded, as the string to sign does not escape it", strconv.Quote(lk))
+		}
+		params[lk] = vs[0]
+	}
+	return params, nil
+}
+
 // VerifyRequest checks a signed Pusher HTTP API request for app: path is
 // the request path as the client signed it (no mount prefix), query its
 // decoded parameters (see ParseQuery), body the raw body. It returns nil or
@@ -137,7 +171,9 @@ func SignRequest(method, path string, query url.Values, body []byte, key, secret
 // by SignedQuery.CheckBody.
 //
 // A parameter given twice, even in different case, is refused: the server
-// would otherwise act on a value other than the one that was signed.
+// would otherwise act on a value other than the one that was signed. So is
+// a parameter whose decoded key holds '&' or '=', or whose decoded value
+// holds '&' (see signedParams).
 func VerifyRequest(method, path string, query url.Values, body []byte, app *apps.App, now time.Time) error {
 	sq, err := VerifyQuery(method, path, query, app, now)
 	if err != nil {
@@ -159,13 +195,9 @@ type SignedQuery struct {
 // refuse a forged or stale request before reading a byte of its body, and
 // read only the bodies of callers who hold the secret.
 func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.Time) (SignedQuery, error) {
-	params := make(map[string]string, len(query))
-	for k, vs := range query {
-		lk := strings.ToLower(k)
-		if _, dup := params[lk]; dup || len(vs) != 1 {
-			return SignedQuery{}, failf("Duplicate query parameter %s: each parameter may appear only once", strconv.Quote(lk))
-		}
-		params[lk] = vs[0]
+	params, err := signedParams(query)
+	if err != nil {
+		return SignedQuery{}, err
 	}
 	for _, name := range []string{"auth_key", "auth_timestamp", "auth_version", "auth_signature"} {
 		if _, ok := params[name]; !ok {

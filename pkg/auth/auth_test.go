@@ -97,6 +97,9 @@ func TestVerifyRequestFailures(t *testing.T) {
 		{name: "missing body_md5", edit: func(q url.Values) { q.Del("body_md5") }, want: "Invalid signature"},
 		{name: "repeated parameter", edit: func(q url.Values) { q.Add("auth_key", docApp.Key) }, want: `Duplicate query parameter "auth_key"`},
 		{name: "same parameter in two cases", edit: func(q url.Values) { q.Set("AUTH_KEY", docApp.Key) }, want: `Duplicate query parameter "auth_key"`},
+		{name: "value with '&'", edit: func(q url.Values) { q.Set("info", "user_count&x=y") }, want: `Ambiguous query parameter "info": signature ambiguous, a value may not contain '&'`},
+		{name: "key with '='", edit: func(q url.Values) { q.Set("a=b", "c") }, want: `Ambiguous query parameter "a=b": signature ambiguous, a key may not contain '&' or '='`},
+		{name: "key with '&'", edit: func(q url.Values) { q.Set("a&b", "") }, want: `Ambiguous query parameter "a&b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method, path, body := "POST", "/apps/3/events", docBody
@@ -174,6 +177,62 @@ func TestSignRequestRoundTrip(t *testing.T) {
 	q = SignRequest("POST", "/apps/3/users/7/terminate_connections", nil, body, docApp.Key, docApp.Secret, now)
 	require.Equal(t, "99914b932bd37a50b983c5e7c90ae93b", q.Get("body_md5"))
 	require.NoError(t, VerifyRequest("POST", "/apps/3/users/7/terminate_connections", q, body, docApp, now))
+}
+
+func TestVerifyRequestAmbiguousReplay(t *testing.T) {
+	// The string to sign does not escape values, so before ambiguous
+	// parameters were refused, a signature for two parameters also held
+	// for one parameter whose value spells both.
+	const path = "/apps/3/channels"
+	now := time.Unix(1700000000, 0)
+	q := SignRequest("GET", path, url.Values{"filter_by_prefix": {"presence-"}, "info": {"user_count"}}, nil, docApp.Key, docApp.Secret, now)
+	require.NoError(t, VerifyRequest("GET", path, q, nil, docApp, now))
+
+	raw := "filter_by_prefix=presence-%26info%3Duser_count"
+	for _, k := range []string{"auth_key", "auth_timestamp", "auth_version", "auth_signature"} {
+		raw += "&" + k + "=" + q.Get(k)
+	}
+	replay, err := ParseQuery(raw)
+	require.NoError(t, err)
+	require.Equal(t, "presence-&info=user_count", replay.Get("filter_by_prefix"))
+	require.Empty(t, replay.Get("info"))
+	same := func(v url.Values) string {
+		params := map[string]string{}
+		for k := range v {
+			params[k] = v.Get(k)
+		}
+		return StringToSign("GET", path, params)
+	}
+	require.Equal(t, same(q), same(replay), "the two queries sign the same string")
+
+	err = VerifyRequest("GET", path, replay, nil, docApp, now)
+	require.EqualError(t, err, `Ambiguous query parameter "filter_by_prefix": signature ambiguous, a value may not contain '&' once decoded, as the string to sign does not escape it`)
+	var authErr *Error
+	require.True(t, errors.As(err, &authErr))
+}
+
+func TestVerifyRequestSDKQueries(t *testing.T) {
+	// What pusher-http-go and pusher-http-node put in the URL: values
+	// unescaped, ',' in info lists, '=' and ';' in channel prefixes (legal
+	// channel-name characters). All of it must still verify.
+	const path = "/apps/3/channels"
+	now := time.Unix(1700000000, 0)
+	for _, params := range []url.Values{
+		{"info": {"user_count,subscription_count"}},
+		{"filter_by_prefix": {"x=y@z,w;"}, "info": {"user_count"}},
+		{"filter_by_prefix": {"=="}},
+	} {
+		signed := SignRequest("GET", path, params, nil, docApp.Key, docApp.Secret, now)
+		var raw []string
+		for k := range signed {
+			raw = append(raw, k+"="+signed.Get(k)) // unescaped, as the SDKs send it
+		}
+		for _, r := range []string{strings.Join(raw, "&"), signed.Encode()} {
+			q, err := ParseQuery(r)
+			require.NoError(t, err, r)
+			require.NoError(t, VerifyRequest("GET", path, q, nil, docApp, now), r)
+		}
+	}
 }
 
 func TestParseQuery(t *testing.T) {

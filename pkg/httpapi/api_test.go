@@ -12,6 +12,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -119,6 +120,27 @@ func TestSignatureChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAmbiguousQueryReplay(t *testing.T) {
+	// The string to sign is not URL-escaped, so the signature of
+	// filter_by_prefix=presence-&info=user_count also covers a single
+	// filter_by_prefix whose value spells both parameters. A captured
+	// request re-sent that way must not get through.
+	s := seeded(t)
+	const path = "/apps/" + appID + "/channels"
+	q := auth.SignRequest("GET", path, url.Values{"filter_by_prefix": {"presence-"}, "info": {"user_count"}}, nil, appKey, appSecret, time.Now())
+	r := s.do(t, http.MethodGet, path, q.Encode(), nil)
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.JSONEq(t, `{"channels":{"presence-room-1":{"user_count":2}}}`, r.body)
+
+	replay := "filter_by_prefix=presence-%26info%3Duser_count"
+	for _, k := range []string{"auth_key", "auth_timestamp", "auth_version", "auth_signature"} {
+		replay += "&" + k + "=" + url.QueryEscape(q.Get(k))
+	}
+	r = s.do(t, http.MethodGet, path, replay, nil)
+	require.Equal(t, http.StatusUnauthorized, r.code, r.body)
+	require.Contains(t, r.body, `Ambiguous query parameter "filter_by_prefix": signature ambiguous`)
 }
 
 func TestResponseShapes(t *testing.T) {

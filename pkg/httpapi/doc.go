@@ -38,6 +38,15 @@
 //     one (cache channels are not implemented); other attributes are a 400.
 //   - A query parameter given twice is refused with 401: the server would
 //     otherwise act on a value other than the one that was signed.
+//   - So is a parameter whose decoded key holds '&' or '=' or whose decoded
+//     value holds '&' (401 "signature ambiguous"): the unescaped string to
+//     sign cannot tell filter_by_prefix=presence-%26info%3Duser_count from
+//     filter_by_prefix=presence-&info=user_count, so one signature would
+//     serve both. 401 rather than 400 because the request may be perfectly
+//     well formed; what fails is that its signature cannot vouch for it.
+//     SDKs send values unescaped, where an '&' could not survive anyway, so
+//     none of their requests is refused; '=' stays legal in values, as
+//     channel names (filter_by_prefix) may hold it.
 //
 // Beyond Pusher (listings, leaderboard, freshness). Clients that only know
 // Pusher's shapes (pusher-http-go, which ignores unknown fields) read every

@@ -66,7 +66,8 @@ type apiRequest struct {
 
 // signed checks an /apps/{app_id}/ request before h sees it: known app
 // (404), announced body within maxBodyBytes (413), well-formed query
-// (400), valid signature over method, path and query (401), enabled app
+// (400), valid signature over method, path and query (401, also when the
+// query is ambiguous, see auth.VerifyQuery), enabled app
 // (403); then it reads the body under the cap (413) and --read-timeout
 // (408) and checks it against the signed body_md5 (401). Only a caller
 // holding the app's secret gets its body read: anyone else is answered
