@@ -46,7 +46,8 @@ type Options struct {
 	Replica    string
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
-	// Client posts the webhooks; nil means one with DefaultTimeout.
+	// Client posts the webhooks; nil means one with DefaultTimeout. The
+	// deliverer uses a copy that never follows redirects (see post).
 	Client *http.Client
 	// Debounce holds channel_vacated and member_removed this long, dropping
 	// them if the channel or member came back meanwhile.
@@ -82,6 +83,10 @@ func New(rdb redis.UniversalClient, opts Options) *Deliverer {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: DefaultTimeout}
 	}
+	// A copy, so the caller's client keeps its own redirect policy.
+	client := *opts.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	opts.Client = &client
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
 	}
@@ -131,6 +136,9 @@ type target struct {
 	log   hclog.Logger
 	// trims: this target trims the app's log (the first URL by group name).
 	trims bool
+	// lastRedirectLog rate-limits the warning about a redirecting receiver
+	// (only the deliver goroutine touches it).
+	lastRedirectLog time.Time
 }
 
 func (d *Deliverer) target(app *apps.App, url string) *target {
@@ -429,11 +437,29 @@ func (t *target) post(ctx context.Context, e *entry) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 3 {
+		return &redirectError{status: resp.Status, location: resp.Header.Get("Location")}
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return nil
 }
+
+// redirectError is a receiver's 3xx. Redirects are never followed: the
+// webhook URL is what the app's owner configured, and following a Location
+// would let whoever answers there make the deliverer post, signed, to any
+// address it can reach, internal ones included (SSRF). A 3xx is a failed
+// attempt like any non-2xx, retried and in the end given up.
+type redirectError struct{ status, location string }
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("receiver answered %s redirecting to %q; webhook redirects are not followed, configure the final URL", e.status, e.location)
+}
+
+// redirectLogEvery rate-limits the warning about a redirecting receiver to
+// one per webhook per period; every attempt still counts as failed.
+const redirectLogEvery = time.Minute
 
 // settle records an attempt's outcome; it returns the id to acknowledge
 // when the entry is finished.
@@ -446,6 +472,13 @@ func (t *target) settle(e *entry, err error) string {
 		return e.id
 	}
 	t.d.m.failed.WithLabelValues(app, group).Inc()
+	if redirect := (*redirectError)(nil); errors.As(err, &redirect) && time.Since(t.lastRedirectLog) >= redirectLogEvery {
+		// Retries are logged at debug only; a redirect is a configuration
+		// problem the operator must see, so it gets a warning (at most one a
+		// minute per webhook).
+		t.lastRedirectLog = time.Now()
+		t.log.Warn("webhook receiver redirects; not followed, the delivery failed", "status", redirect.status, "location", redirect.location)
+	}
 	e.attempts++
 	age := time.Since(time.UnixMilli(e.t))
 	if age >= t.d.opts.RetryWindow {

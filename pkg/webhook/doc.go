@@ -26,6 +26,11 @@
 //     exponential backoff (0.5 s doubling to 30 s, jittered) until the event
 //     is RetryWindow (5 min) old; then it is dropped with an error log line
 //     and headcount_webhook_dropped_total, never silently.
+//   - Redirects are never followed, whatever Options.Client says: a 3xx is
+//     a failed attempt like any non-2xx, and a warning (at most one a
+//     minute per webhook) names its Location. Following it would let the
+//     receiver send the deliverer's signed POSTs to any address it can
+//     reach, internal ones included.
 //   - Requests are signed as Pusher signs them: Content-Type exactly
 //     application/json, X-Pusher-Key, X-Pusher-Signature = hex
 //     HMAC-SHA256(secret, body), body {"time_ms": creation, "events": [one]}.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	pusher "github.com/pusher/pusher-http-go/v5"
@@ -259,4 +260,89 @@ func TestGiveUp(t *testing.T) {
 	f.append(t, Event{Name: ChannelOccupied, Channel: "doomed"}, Event{Name: MemberAdded, Channel: "doomed", UserID: "u"})
 	require.Equal(t, []string{"member_added doomed u"}, f.rcv.waitFor(t, 1))
 	require.Equal(t, 1.0, testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_dropped_total"}))
+}
+
+// lockedBuffer collects log output written from the deliverer's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRedirectNotFollowed: a receiver that redirects does not get the
+// deliverer to post anywhere else (the Location could be an internal
+// address). The attempt fails and is retried like any non-2xx, an operator
+// sees the Location in one warning, and past the retry window the event is
+// given up. This holds for a caller's own client too, whose default is to
+// follow redirects.
+func TestRedirectNotFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{
+		{name: "default client"},
+		{name: "caller's client", client: &http.Client{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redistest.New(t).Client(t)
+			var inside, redirects sync.Map // request paths
+			internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				inside.Store(req.URL.Path, true)
+			}))
+			t.Cleanup(internal.Close)
+			redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				redirects.Store(req.URL.Path, true)
+				// 307 keeps the method and body: the strongest case.
+				http.Redirect(w, req, internal.URL+"/admin", http.StatusTemporaryRedirect)
+			}))
+			t.Cleanup(redirector.Close)
+
+			app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true,
+				Webhooks: []apps.Webhook{{URL: redirector.URL + "/hook", EventTypes: allTypes}}}
+			reg, err := apps.New([]*apps.App{app})
+			require.NoError(t, err)
+			var logs lockedBuffer
+			metrics := prometheus.NewRegistry()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			d := New(rdb, Options{Apps: reg, Replica: "r1", Registerer: metrics, Client: tc.client,
+				Logger:   hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}),
+				LeaseTTL: 300 * time.Millisecond, RetryWindow: 1500 * time.Millisecond})
+			go func() { _ = d.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			require.NoError(t, Append(context.Background(), rdb, app.ID, Event{Name: ChannelOccupied, Channel: "a"}))
+			sent := metricOf(metrics, "sent")
+			require.Eventually(t, func() bool {
+				return testutil.ToFloat64(&gathered{reg: metrics, name: "headcount_webhook_dropped_total"}) == 1 || testutil.ToFloat64(sent) > 0
+			}, 10*time.Second, 10*time.Millisecond, "the redirected event was never given up")
+
+			_, hit := redirects.Load("/hook")
+			require.True(t, hit, "the receiver was never asked")
+			inside.Range(func(k, _ any) bool { t.Errorf("the redirect target got a request for %v", k); return true })
+			require.Equal(t, 0.0, testutil.ToFloat64(sent), "a redirected post counted as delivered")
+			failed := testutil.ToFloat64(metricOf(metrics, "failed"))
+			require.GreaterOrEqual(t, failed, 2.0, "a redirect is retried like any failure")
+			require.Equal(t, failed-1, testutil.ToFloat64(metricOf(metrics, "retried")))
+
+			out := logs.String()
+			require.Equal(t, 1, strings.Count(out, "webhook receiver redirects"), "one warning, not one per attempt:\n%s", out)
+			require.Contains(t, out, "location="+internal.URL+"/admin")
+			require.Contains(t, out, "webhook event given up after the retry window")
+			if tc.client != nil {
+				require.Nil(t, tc.client.CheckRedirect, "the caller's client was changed")
+			}
+		})
+	}
 }
