@@ -21,6 +21,22 @@
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
 //     single-slot and runs unchanged on Redis Cluster.
 //
+// The event log (EventLogKey, eventlog.go, scripts/eventlog.lua):
+//
+//   - The count scripts append an app's occupancy and member events in the
+//     same unit as the count change; other producers append with
+//     AppendEvents, one script per call. Either way the log is capped at
+//     about a million entries.
+//   - Each entry records its byte offset (the sizes of all entries before
+//     it), so the log's bytes are read from its first and last entries in
+//     O(log n), and a trim from the head (by the webhook deliverers, or the
+//     entry cap) lowers them exactly, with no counter that could drift.
+//   - AppendEvents refuses a bounded event (a client event) that would take
+//     the log past the caller's byte budget, in the same script as the
+//     append, so the budget holds across any number of appending nodes.
+//     Occupancy events are never refused: their count change is made, so
+//     refusing them would lose their webhook; they count toward the budget.
+//
 // Audit and repair (audit.go, scripts/audit.lua, scripts/repair.lua):
 //
 //   - Audit recomputes an app's channel counts, presence members and

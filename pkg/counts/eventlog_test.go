@@ -3,10 +3,15 @@ package counts
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/logging"
@@ -119,5 +124,141 @@ func TestUndeclaredFieldsRetry(t *testing.T) {
 		report, err := s.Audit(ctx, "app")
 		require.NoError(t, err)
 		require.False(t, report.Found(), "%+v", report)
+	})
+}
+
+// logSize sums what app's event log holds as the byte budget counts it
+// (each entry's "t" and "ev"), read entry by entry: the truth the offsets
+// must agree with.
+func logSize(t *testing.T, rdb redis.UniversalClient, app string) (bytes, n int64) {
+	t.Helper()
+	entries, err := rdb.XRange(context.Background(), EventLogKey(app), "-", "+").Result()
+	require.NoError(t, err)
+	for _, e := range entries {
+		ts, _ := e.Values["t"].(string)
+		ev, _ := e.Values["ev"].(string)
+		bytes += int64(len(ts) + len(ev))
+	}
+	return bytes, int64(len(entries))
+}
+
+func requireLogBytes(t *testing.T, rdb redis.UniversalClient, app string) int64 {
+	t.Helper()
+	want, _ := logSize(t, rdb, app)
+	got, err := EventLogBytes(context.Background(), rdb, app)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "EventLogBytes disagrees with the entries")
+	return got
+}
+
+// clientEvent is a bounded event of about size bytes of JSON.
+func clientEvent(i, size int) LogEvent {
+	head := fmt.Sprintf(`{"name":"client_event","channel":"private-c","event":"client-x","socket_id":"1.%d","data":"`, i)
+	return LogEvent{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
+}
+
+// TestEventLogBudget: many appenders at once (as many wsnodes would) flood
+// the log with 10 KB bounded events; the log stops at its byte budget, the
+// refusals are counted, and occupancy events from the count scripts still
+// get in past it and count toward it.
+func TestEventLogBudget(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		const (
+			budget    = 200 << 10 // room for about 20 events
+			size      = 10 << 10
+			appenders = 8
+			each      = 10
+		)
+		var refused atomic.Int64
+		var wg sync.WaitGroup
+		for a := range appenders {
+			wg.Go(func() {
+				for i := range each {
+					n, bytes, err := AppendEvents(ctx, rdb, "app", budget, clientEvent(a*each+i, size))
+					assert.NoError(t, err) // not require: this is not the test's goroutine
+					assert.LessOrEqual(t, bytes, int64(budget))
+					refused.Add(int64(n))
+				}
+			})
+		}
+		wg.Wait()
+		bytes, n := logSize(t, rdb, "app")
+		entry := bytes / n
+		require.LessOrEqual(t, bytes, int64(budget))
+		require.Greater(t, bytes, int64(budget)-entry, "the log stopped short of its budget")
+		require.Equal(t, int64(appenders*each), n+refused.Load(), "every event is either logged or refused")
+		require.Equal(t, bytes, requireLogBytes(t, rdb, "app"))
+
+		// Occupancy events are never refused: with the log exactly full
+		// (a budget of its bytes), the count scripts' events still get in
+		// and count toward it; a bounded event is then refused whatever its
+		// size, and an unbounded one (Append's other callers) gets in.
+		full := bytes
+		rec := NewRecorder(rdb, "n1", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: func(string) bool { return true }})
+		rec.Add("app", "presence-r", 1)
+		rec.AddMember("app", "presence-r", "u1", []byte(`{}`), 1)
+		require.NoError(t, rec.Flush(ctx))
+		require.Equal(t, []string{"channel_occupied presence-r", "member_added presence-r u1"}, eventLog(t, rdb, "app")[n:])
+		over := requireLogBytes(t, rdb, "app")
+		require.Greater(t, over, full)
+		small := LogEvent{JSON: `{"name":"client_event"}`, Bounded: true}
+		got, after, err := AppendEvents(ctx, rdb, "app", full, small)
+		require.NoError(t, err)
+		require.Equal(t, 1, got)
+		require.Equal(t, over, after)
+		admitted := LogEvent{JSON: `{"name":"admission_admitted"}`}
+		got, after, err = AppendEvents(ctx, rdb, "app", full, admitted, small)
+		require.NoError(t, err)
+		require.Equal(t, 1, got, "the bounded one of the two was refused")
+		require.Equal(t, requireLogBytes(t, rdb, "app"), after)
+		require.Greater(t, after, over)
+		// No budget: nothing is refused.
+		got, _, err = AppendEvents(ctx, rdb, "app", 0, small)
+		require.NoError(t, err)
+		require.Zero(t, got)
+	})
+}
+
+// TestEventLogBytesTrim: the bytes follow the entries whatever removes
+// them, with no counter to update: a trim from the head, a deleted log,
+// entries from before offsets existed.
+func TestEventLogBytesTrim(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		require.Zero(t, requireLogBytes(t, rdb, "app"), "no log, no bytes")
+		for i := range 10 {
+			_, _, err := AppendEvents(ctx, rdb, "app", 0, clientEvent(i, 100+i))
+			require.NoError(t, err)
+		}
+		full := requireLogBytes(t, rdb, "app")
+		entries, err := rdb.XRange(ctx, EventLogKey("app"), "-", "+").Result()
+		require.NoError(t, err)
+		require.NoError(t, rdb.XTrimMinID(ctx, EventLogKey("app"), entries[6].ID).Err())
+		trimmed := requireLogBytes(t, rdb, "app")
+		require.Less(t, trimmed, full)
+		require.NoError(t, rdb.XTrimMaxLen(ctx, EventLogKey("app"), 1).Err())
+		requireLogBytes(t, rdb, "app")
+
+		// A deleted log starts again from 0.
+		require.NoError(t, rdb.Del(ctx, EventLogKey("app")).Err())
+		require.Zero(t, requireLogBytes(t, rdb, "app"))
+		_, after, err := AppendEvents(ctx, rdb, "app", 0, clientEvent(0, 100))
+		require.NoError(t, err)
+		require.Equal(t, requireLogBytes(t, rdb, "app"), after)
+
+		// Entries written before offsets existed count as starting at offset
+		// 0, so all but the last of them go uncounted until they are
+		// trimmed; the ones after them are counted.
+		require.NoError(t, rdb.Del(ctx, EventLogKey("app")).Err())
+		for range 3 {
+			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: EventLogKey("app"), Values: []any{"t", "1", "ev", strings.Repeat("x", 999)}}).Err())
+		}
+		_, after, err = AppendEvents(ctx, rdb, "app", 0, LogEvent{JSON: "{}"})
+		require.NoError(t, err)
+		n, err := EventLogBytes(ctx, rdb, "app")
+		require.NoError(t, err)
+		require.Equal(t, after, n)
+		require.Equal(t, int64(1000+13+2), n)
 	})
 }

@@ -97,12 +97,19 @@ func fieldKeys(app string, fields ...string) []string {
 // EventLogKey names the app's event log: a stream of occupancy events
 // (channel_occupied/_vacated, member_added/_removed) that the count scripts
 // append in the same unit as the change, and other producers (client
-// events, subscription counts, admission) append to. Its entries have
-// fields "t" (unix ms, Redis's clock) and "ev" (the event as JSON). The
-// webhook package reads it; it shares the app's hash tag.
+// events, subscription counts, admission) append to with AppendEvents. Its
+// entries have fields "t" (unix ms, Redis's clock), "ev" (the event as
+// JSON) and "o" (the entry's byte offset, see scripts/eventlog.lua). The
+// webhook package reads and trims it; it shares the app's hash tag.
 func EventLogKey(app string) string { return appPrefix(app) + "events" }
 
 var (
+	//go:embed scripts/eventlog.lua
+	eventlogSrc string
+	//go:embed scripts/append.lua
+	appendSrc string
+	//go:embed scripts/logbytes.lua
+	logBytesSrc string
 	//go:embed scripts/lib.lua
 	libSrc string
 	//go:embed scripts/apply.lua
@@ -116,9 +123,12 @@ var (
 	//go:embed scripts/repair.lua
 	repairSrc string
 
-	applyScript = redis.NewScript(libSrc + applySrc)
-	reapScript  = redis.NewScript(libSrc + reapSrc)
+	applyScript = redis.NewScript(eventlogSrc + libSrc + applySrc)
+	reapScript  = redis.NewScript(eventlogSrc + libSrc + reapSrc)
 	staleScript = redis.NewScript(staleSrc)
+	// The event log's scripts are run with Run, never in a pipeline.
+	appendScript   = redis.NewScript(eventlogSrc + appendSrc)
+	logBytesScript = redis.NewScript(eventlogSrc + logBytesSrc)
 	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
 	// in a pipeline, so loadScripts need not load them.
 	auditScript  = redis.NewScript(auditSrc)

@@ -1,5 +1,5 @@
--- lib.lua is prepended to apply.lua and reap.lua. Field names of a node's
--- contribution hash (see keys.go):
+-- lib.lua is prepended to apply.lua and reap.lua, after eventlog.lua.
+-- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel
 --   n                    the node's open sockets (connections)
@@ -123,23 +123,22 @@ local function changes()
   return chans, edges
 end
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- log_events appends this unit's occupancy events to the app's event log
 -- when the caller declares it in KEYS (a stream the webhook deliverers
 -- read): exactly the edges this unit made, written in the same unit, so a
 -- crash can lose a change only together with its event. Per unit, a
 -- channel's occupied comes before its members' events and its vacated
--- after them. The log is capped (approximately) at a million entries.
+-- after them. They are never refused for the log's byte budget (see
+-- append.lua): the count change is made, so its event must be logged; they
+-- count toward the budget, and the entry cap of eventlog.lua bounds them.
 local function log_events(edges)
   local log = P .. 'events'
   if not declared[log] then return end
-  local t = now_ms()
+  local t = string.format('%d', now_ms())
+  local h
   local function add(ev)
-    redis.call('XADD', log, 'MAXLEN', '~', 1000000, '*', 't', t, 'ev', cjson.encode(ev))
+    h = h or log_open(log) -- read only by units that log something
+    log_add(h, t, cjson.encode(ev))
   end
   local vacated = {}
   for _, ch in ipairs(touched_ch) do
