@@ -33,6 +33,10 @@ type App struct {
 	MaxEventPayloadInKb          float64
 	MaxEventBatchSize            int
 	MaxEventChannelsAtOnce       int
+	// MaxWebhookLogSizeInMb bounds, in MiB, the app's webhook event log:
+	// once it holds this much, client events are no longer logged for the
+	// client_event webhook (see webhook.LogBudget). Zero means the default.
+	MaxWebhookLogSizeInMb float64
 
 	Webhooks   []Webhook
 	Capacities []Capacity
@@ -155,6 +159,9 @@ func (a *App) validate() error {
 			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be at least 1, not %d", a.ID, i, c.Prefix, c.Capacity))
 		}
 	}
+	if a.MaxWebhookLogSizeInMb < 0 {
+		errs = append(errs, fmt.Errorf("app %q: maxWebhookLogSizeInMb must not be negative, not %g", a.ID, a.MaxWebhookLogSizeInMb))
+	}
 	for name, v := range map[string]int{"dropoutSeconds": a.Admission.DropoutSeconds, "graceSeconds": a.Admission.GraceSeconds, "ticketSeconds": a.Admission.TicketSeconds} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("app %q: admission.%s must not be negative, not %d", a.ID, name, v))
@@ -254,6 +261,7 @@ func decodeApp(fields map[string]json.RawMessage) (*App, error) {
 	get("maxEventPayloadInKb", &a.MaxEventPayloadInKb)
 	get("maxEventBatchSize", &a.MaxEventBatchSize)
 	get("maxEventChannelsAtOnce", &a.MaxEventChannelsAtOnce)
+	get("maxWebhookLogSizeInMb", &a.MaxWebhookLogSizeInMb)
 	get("webhooks", &a.Webhooks)
 	get("capacities", &a.Capacities)
 	get("admission", &a.Admission)

@@ -11,7 +11,7 @@ func TestParseSoketiArray(t *testing.T) {
 	  {"id": "app-id", "key": "app-key", "secret": "app-secret", "enableClientMessages": true,
 	   "max_connections": 100, "maxBackendEventsPerSecond": -1,
 	   "webhooks": [{"url": "http://127.0.0.1:9/h", "event_types": ["channel_occupied"]}]},
-	  {"id": 42, "key": "k2", "secret": "s2", "enabled": false,
+	  {"id": 42, "key": "k2", "secret": "s2", "enabled": false, "maxWebhookLogSizeInMb": 0.5,
 	   "capacities": [{"prefix": "presence-room-", "capacity": 30}]}
 	]`))
 	require.NoError(t, err)
@@ -25,6 +25,8 @@ func TestParseSoketiArray(t *testing.T) {
 	require.NotNil(t, b)
 	require.False(t, b.Enabled)
 	require.Equal(t, 30, b.Capacities[0].Capacity)
+	require.Equal(t, 0.5, b.MaxWebhookLogSizeInMb)
+	require.Zero(t, a.MaxWebhookLogSizeInMb)
 }
 
 func TestParseRejects(t *testing.T) {
@@ -36,6 +38,7 @@ func TestParseRejects(t *testing.T) {
 		"duplicate id":  `[{"id":"a","key":"k","secret":"s"},{"id":"a","key":"k2","secret":"s"}]`,
 		"duplicate key": `[{"id":"a","key":"k","secret":"s"},{"id":"b","key":"k","secret":"s"}]`,
 		"wrong type":    `[{"id":"a","key":"k","secret":"s","maxConnections":"many"}]`,
+		"negative log":  `[{"id":"a","key":"k","secret":"s","maxWebhookLogSizeInMb":-1}]`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(in))
