@@ -260,6 +260,9 @@ func (t *target) deliver(ctx context.Context) {
 		t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(queue)))
 		if t.trims && time.Since(lastTrim) >= t.d.opts.TrimEvery {
 			t.trim(ctx)
+			if n, err := counts.EventLogBytes(ctx, rdb, t.app.ID); err == nil {
+				t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(n))
+			}
 			lastTrim = time.Now()
 		}
 
@@ -500,6 +503,8 @@ func (t *target) settle(e *entry, err error) string {
 // before the lowest of each group's oldest pending entry or, with nothing
 // pending, its last delivered one. Until every group exists nothing is
 // trimmed (a webhook whose replica never started still wants them all).
+// Trimming is what frees the log's byte budget (counts.AppendEvents): the
+// entries carry their own byte offsets, so no counter needs updating.
 func (t *target) trim(ctx context.Context) {
 	groups, err := t.d.rdb.XInfoGroups(ctx, t.key).Result()
 	if err != nil {

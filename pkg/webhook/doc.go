@@ -36,4 +36,17 @@
 //     HMAC-SHA256(secret, body), body {"time_ms": creation, "events": [one]}.
 //   - The log is trimmed below what every webhook of the app has finished,
 //     and capped at about a million entries in case nothing delivers.
+//   - It is also bounded by bytes (LogBudget: the app's
+//     maxWebhookLogSizeInMb, 64 MiB by default), because client events, up
+//     to 10 KB each, would otherwise reach 10 GB at the entry cap while a
+//     client_event webhook fails. Once the log holds its budget, Redis
+//     refuses further client events in the same script that would append
+//     them (counts.AppendEvents), so the bound holds across every wsnode;
+//     each refusal is counted in headcount_webhook_events_dropped_total
+//     {reason="log_full"} and the Producer warns at most once a minute per
+//     app. Occupancy and member events, subscription counts and admission
+//     events record changes of state, are small, and are never refused; they
+//     count toward the budget. Trimming delivered entries frees it at once,
+//     and the trimming replica reports the log's size in
+//     headcount_webhook_log_bytes.
 package webhook

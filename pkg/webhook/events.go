@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,30 +69,60 @@ func LogsOccupancy(app *apps.App) bool {
 
 // Append adds events to app's event log, where the deliverers find them
 // after the count scripts' own. Callers check Wants first, so apps without
-// webhooks write nothing.
+// webhooks write nothing. The events are not held to the log's byte budget
+// (see LogBudget): Append's callers log changes already made (admission),
+// few and small, whose webhooks must not be lost.
 func Append(ctx context.Context, rdb redis.UniversalClient, app string, events ...Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	t := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, ev := range events {
-			b, err := json.Marshal(ev)
-			if err != nil {
-				return err
-			}
-			p.XAdd(ctx, &redis.XAddArgs{Stream: counts.EventLogKey(app), MaxLen: maxLogLen, Approx: true, Values: []any{"t", t, "ev", string(b)}})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("webhook log of app %s: %w", app, err)
-	}
-	return nil
+	_, err := appendEvents(ctx, rdb, app, 0, events)
+	return err
 }
 
-// maxLogLen caps the event log like the count scripts do.
-const maxLogLen = 1_000_000
+// appendEvents appends events to app's log, client events held to budget
+// (0: none), and returns how many were refused for it.
+func appendEvents(ctx context.Context, rdb redis.UniversalClient, app string, budget int64, events []Event) (refused int, err error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	entries := make([]counts.LogEvent, len(events))
+	for i, ev := range events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return 0, fmt.Errorf("webhook log of app %s: %w", app, err)
+		}
+		entries[i] = counts.LogEvent{JSON: string(b), Bounded: ev.Name == ClientEvent}
+	}
+	refused, _, err = counts.AppendEvents(ctx, rdb, app, budget, entries...)
+	if err != nil {
+		return 0, fmt.Errorf("webhook log of app %s: %w", app, err)
+	}
+	return refused, nil
+}
+
+// DefaultLogBudget is the byte budget of an app's event log unless its
+// maxWebhookLogSizeInMb says otherwise: 64 MiB. It holds a whole retry
+// window (5 min) of client events at 1,000 a second of about 200 bytes, or
+// 6,500 of the largest (10 KB); and it bounds what client events can add to
+// an app's log in Redis at 64 MiB, beside the 98.6 MB docs/SCALING.md
+// reserves for occupancy events at the million-entry cap, where without it
+// they could reach 10 GB.
+const DefaultLogBudget = 64 << 20
+
+// LogBudget returns the bytes app's event log may hold before client
+// events are refused: maxWebhookLogSizeInMb MiB, or DefaultLogBudget.
+//
+// Only client events are held to it: their size (up to 10 KB) and rate are
+// the clients' to choose, so they are what can fill the log while a
+// client_event webhook fails. Occupancy and member events (written by the
+// count scripts with the count change), subscription counts and admission
+// events record changes of state, are small and as frequent as those
+// changes; they always get in and count toward the budget, and the log's
+// entry cap bounds them.
+func LogBudget(app *apps.App) int64 {
+	if app != nil && app.MaxWebhookLogSizeInMb > 0 {
+		return max(int64(app.MaxWebhookLogSizeInMb*(1<<20)), 1)
+	}
+	return DefaultLogBudget
+}
 
 // Sign is X-Pusher-Signature: hex HMAC-SHA256 of the exact body under the
 // app's secret.

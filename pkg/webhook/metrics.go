@@ -13,6 +13,7 @@ type metrics struct {
 	latency                          *prometheus.HistogramVec
 	depth                            *prometheus.GaugeVec
 	active                           *prometheus.GaugeVec
+	logBytes                         *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,6 +43,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		depth: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_queue_depth", Help: "Events read and not yet delivered or given up, for webhooks this replica delivers.",
 		}, labels),
+		logBytes: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headcount_webhook_log_bytes", Help: "Bytes the app's event log holds (as its byte budget counts them), read after each trim by the replica that trims it.",
+		}, []string{"app"}),
 		active: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_delivering", Help: "1 while this replica holds the lease to deliver this webhook.",
 		}, labels),

@@ -15,38 +15,56 @@ import (
 // producerQueue bounds the events a Producer holds while Redis is slow.
 const producerQueue = 10000
 
+// logFullEvery rate-limits the warning that an app's log is full to one
+// per app per period; the metric counts every refused event.
+const logFullEvery = time.Minute
+
 // Producer appends events to app logs from callers that must not wait on
 // Redis (a socket's handler): Enqueue never blocks, and one goroutine
-// writes what was queued in pipelines. When the queue is full (Redis down
-// for long), events are dropped with a metric and a log line.
+// writes what was queued, one script per app. When the queue is full (Redis down
+// for long), events are dropped with a metric and a log line. Client
+// events are held to the app's log budget (LogBudget): once the log holds
+// that many bytes, Redis refuses them, atomically across every node, and
+// they are counted in headcount_webhook_events_dropped_total{reason=
+// "log_full"} with a warning at most once a minute per app.
 type Producer struct {
 	rdb     redis.UniversalClient
 	log     hclog.Logger
 	q       chan queued
 	dropped prometheus.Counter
+	refused *prometheus.CounterVec
+	// lastFull is when the log-full warning was last logged, by app id;
+	// only Run's goroutine touches it.
+	lastFull map[string]time.Time
 }
 
 type queued struct {
-	app string
+	app *apps.App
 	ev  Event
 }
 
 // NewProducer returns a producer; Run writes.
 func NewProducer(rdb redis.UniversalClient, log hclog.Logger, reg prometheus.Registerer) *Producer {
-	return &Producer{rdb: rdb, log: log.Named("webhook"), q: make(chan queued, producerQueue),
-		dropped: promauto.With(reg).NewCounter(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &Producer{rdb: rdb, log: log.Named("webhook"), q: make(chan queued, producerQueue), lastFull: map[string]time.Time{},
+		dropped: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_webhook_enqueue_dropped_total",
 			Help: "Webhook events (client events) dropped before reaching the log because Redis could not take them in time.",
-		})}
+		}),
+		refused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_webhook_events_dropped_total",
+			Help: "Webhook events not logged; reason log_full: client events refused because the app's event log held its byte budget (maxWebhookLogSizeInMb).",
+		}, []string{"app", "reason"}),
+	}
 }
 
 // Enqueue queues ev for app's log without blocking.
-func (p *Producer) Enqueue(app string, ev Event) {
+func (p *Producer) Enqueue(app *apps.App, ev Event) {
 	select {
 	case p.q <- queued{app, ev}:
 	default:
 		p.dropped.Inc()
-		p.log.Warn("webhook event dropped: the queue to Redis is full", "app", app, "event", ev.Name, "channel", ev.Channel)
+		p.log.Warn("webhook event dropped: the queue to Redis is full", "app", app.ID, "event", ev.Name, "channel", ev.Channel)
 	}
 }
 
@@ -67,7 +85,7 @@ func (p *Producer) Run(ctx context.Context) {
 
 // flush writes first (if has) and everything queued now, per app.
 func (p *Producer) flush(ctx context.Context, first queued, has bool) {
-	byApp := map[string][]Event{}
+	byApp := map[*apps.App][]Event{}
 	if has {
 		byApp[first.app] = append(byApp[first.app], first.ev)
 	}
@@ -80,9 +98,21 @@ func (p *Producer) flush(ctx context.Context, first queued, has bool) {
 		}
 	}
 	for app, evs := range byApp {
-		if err := Append(ctx, p.rdb, app, evs...); err != nil {
+		budget := LogBudget(app)
+		refused, err := appendEvents(ctx, p.rdb, app.ID, budget, evs)
+		if err != nil {
 			p.dropped.Add(float64(len(evs)))
-			p.log.Warn("webhook events dropped: Redis did not take them", "app", app, "events", len(evs), "error", err)
+			p.log.Warn("webhook events dropped: Redis did not take them", "app", app.ID, "events", len(evs), "error", err)
+			continue
+		}
+		if refused == 0 {
+			continue
+		}
+		p.refused.WithLabelValues(app.ID, "log_full").Add(float64(refused))
+		if now := time.Now(); now.Sub(p.lastFull[app.ID]) >= logFullEvery {
+			p.lastFull[app.ID] = now
+			p.log.Warn("client events not logged for webhooks: the app's event log is full (its client_event webhook is failing or slow); counted in headcount_webhook_events_dropped_total",
+				"app", app.ID, "refused", refused, "budget_bytes", budget)
 		}
 	}
 }

@@ -346,3 +346,131 @@ func TestRedirectNotFollowed(t *testing.T) {
 		})
 	}
 }
+
+// TestLogBudget: with nothing delivering (a failing client_event webhook
+// whose deliverer is down), two nodes' producers flooding 10 KB client
+// events fill the app's event log only up to its byte budget. The rest are
+// counted as log_full drops with one warning per producer, not one per
+// event; occupancy events from the count scripts still get in.
+func TestLogBudget(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true, MaxWebhookLogSizeInMb: 0.25,
+			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/down", EventTypes: allTypes}}}
+		budget := LogBudget(app)
+		require.EqualValues(t, 256<<10, budget)
+
+		type node struct {
+			p    *Producer
+			reg  *prometheus.Registry
+			logs *lockedBuffer
+		}
+		var nodes []node
+		for range 2 {
+			n := node{reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
+			n.p = NewProducer(rdb, hclog.New(&hclog.LoggerOptions{Output: n.logs, Level: hclog.Info}), n.reg)
+			pctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { n.p.Run(pctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+			nodes = append(nodes, n)
+		}
+		const flood = 100 // 1 MB: four times the budget
+		data := strings.Repeat("x", 10<<10)
+		for i := range flood {
+			nodes[i%2].p.Enqueue(app, Event{Name: ClientEvent, Channel: "private-a", Event: "client-big", Data: data, SocketID: fmt.Sprint("1.", i)})
+		}
+		refused := func() float64 {
+			sum := 0.0
+			for _, n := range nodes {
+				sum += testutil.ToFloat64(&gathered{reg: n.reg, name: "headcount_webhook_events_dropped_total"})
+			}
+			return sum
+		}
+		xlen := func() int64 {
+			n, err := rdb.XLen(ctx, counts.EventLogKey(app.ID)).Result()
+			require.NoError(t, err)
+			return n
+		}
+		require.Eventually(t, func() bool { return float64(xlen())+refused() == flood }, 10*time.Second, 10*time.Millisecond)
+
+		entries, err := rdb.XRange(ctx, counts.EventLogKey(app.ID), "-", "+").Result()
+		require.NoError(t, err)
+		var total, size int64 // size: the largest entry's
+		for _, e := range entries {
+			n := int64(len(e.Values["t"].(string)) + len(e.Values["ev"].(string)))
+			total, size = total+n, max(size, n)
+		}
+		require.Greater(t, size, int64(10<<10))
+		require.LessOrEqual(t, int64(len(entries))*size, budget+size, "the log went past its budget")
+		require.LessOrEqual(t, total, budget, "the log went past its budget")
+		require.Greater(t, total, budget-size, "the log stopped short of its budget")
+		bytes, err := counts.EventLogBytes(ctx, rdb, app.ID)
+		require.NoError(t, err)
+		require.Equal(t, total, bytes)
+		require.EqualValues(t, flood-len(entries), refused())
+		for _, n := range nodes {
+			drops := testutil.ToFloat64(&gathered{reg: n.reg, name: "headcount_webhook_events_dropped_total"})
+			if drops == 0 {
+				continue // the other node's events met the full log
+			}
+			require.Equal(t, drops, testutil.ToFloat64(n.p.refused.WithLabelValues(app.ID, "log_full")), "every drop is log_full")
+			out := n.logs.String()
+			require.Equal(t, 1, strings.Count(out, "the app's event log is full"), "one warning, not one per event:\n%s", out)
+			require.Contains(t, out, "app=app-1")
+		}
+
+		// Occupancy events come from the count scripts with the count
+		// change; the full log takes them.
+		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, LogEvents: func(string) bool { return true }})
+		rec.Add(app.ID, "presence-r", 1)
+		rec.AddMember(app.ID, "presence-r", "u1", []byte(`{}`), 1)
+		require.NoError(t, rec.Flush(ctx))
+		require.Equal(t, int64(len(entries))+2, xlen())
+		// So do the other events, which record changes of state.
+		require.NoError(t, Append(ctx, rdb, app.ID, Event{Name: AdmissionAdmitted, Channel: "presence-r", UserID: "u1"}))
+		n := int64(7)
+		nodes[0].p.Enqueue(app, Event{Name: SubscriptionCount, Channel: "news", SubscriptionCount: &n})
+		require.Eventually(t, func() bool { return xlen() == int64(len(entries))+4 }, 5*time.Second, 10*time.Millisecond)
+	})
+}
+
+// TestTrimFreesLogBudget: delivering and trimming the log lowers its bytes
+// (no counter to fall out of step), and the client events a full log
+// refused get in again.
+func TestTrimFreesLogBudget(t *testing.T) {
+	f := newFixture(t, redistest.New(t).Client(t))
+	ctx := context.Background()
+	ev := func(i int) Event {
+		return Event{Name: ClientEvent, Channel: fmt.Sprint("private-", i), Event: "client-x", Data: strings.Repeat("y", 1000), SocketID: "1.1"}
+	}
+	var evs []Event
+	for i := range 20 {
+		evs = append(evs, ev(i))
+	}
+	refused, err := appendEvents(ctx, f.rdb, f.app.ID, 0, evs)
+	require.NoError(t, err)
+	require.Zero(t, refused)
+	full, err := counts.EventLogBytes(ctx, f.rdb, f.app.ID)
+	require.NoError(t, err)
+	require.Greater(t, full, int64(20*1000))
+	// A budget of what the log holds: the next client event is refused.
+	refused, err = appendEvents(ctx, f.rdb, f.app.ID, full, []Event{ev(20)})
+	require.NoError(t, err)
+	require.Equal(t, 1, refused)
+
+	_, reg := f.start(t, "r1", Options{TrimEvery: 50 * time.Millisecond})
+	f.rcv.waitFor(t, 20)
+	var now int64
+	require.Eventually(t, func() bool {
+		now, err = counts.EventLogBytes(ctx, f.rdb, f.app.ID)
+		return err == nil && now < full/10
+	}, 5*time.Second, 20*time.Millisecond, "trimming the delivered log did not lower its bytes")
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_bytes"}) == float64(now)
+	}, 5*time.Second, 20*time.Millisecond, "headcount_webhook_log_bytes")
+	refused, err = appendEvents(ctx, f.rdb, f.app.ID, full, []Event{ev(20)})
+	require.NoError(t, err)
+	require.Zero(t, refused, "the trimmed log still refuses client events")
+	f.rcv.waitFor(t, 21)
+}

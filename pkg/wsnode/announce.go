@@ -82,7 +82,7 @@ func (n *announcer) sendCount(ctx context.Context, k chanKey, c int64) {
 		n.publish(ctx, k.app, fanout.Message{Channel: k.channel, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(c)})
 	}
 	if webhook.Wants(ap, webhook.SubscriptionCount) {
-		n.a.hooks.Enqueue(k.app, webhook.Event{Name: webhook.SubscriptionCount, Channel: k.channel, SubscriptionCount: &c})
+		n.a.hooks.Enqueue(ap, webhook.Event{Name: webhook.SubscriptionCount, Channel: k.channel, SubscriptionCount: &c})
 	}
 }
 

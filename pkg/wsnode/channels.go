@@ -206,7 +206,7 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	}
 	a.m.clientEvents.Inc()
 	if webhook.Wants(s.app, webhook.ClientEvent) {
-		a.hooks.Enqueue(s.app.ID, webhook.Event{Name: webhook.ClientEvent, Channel: f.Channel, Event: f.Event,
+		a.hooks.Enqueue(s.app, webhook.Event{Name: webhook.ClientEvent, Channel: f.Channel, Event: f.Event,
 			Data: data, SocketID: s.id, UserID: s.subs[i].member.user})
 	}
 	return nil

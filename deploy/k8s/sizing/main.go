@@ -270,9 +270,12 @@ func (m *meter) memory() {
 	rdb.FlushAll(ctx)
 	base = m.used()
 	p := rdb.Pipeline()
+	offset := 0 // each entry carries its byte offset "o", as counts.AppendEvents writes it
 	for i := range n {
 		ev := fmt.Sprintf(`{"channel":"presence-room-%05d","name":"member_added","user_id":"%07d"}`, i%10000, i)
-		p.XAdd(ctx, &redis.XAddArgs{Stream: counts.EventLogKey(app), Values: []any{"t", time.Now().UnixMilli(), "ev", ev}})
+		t := strconv.FormatInt(time.Now().UnixMilli(), 10)
+		p.XAdd(ctx, &redis.XAddArgs{Stream: counts.EventLogKey(app), Values: []any{"t", t, "ev", ev, "o", offset}})
+		offset += len(t) + len(ev)
 		if i%1000 == 999 {
 			_, err := p.Exec(ctx)
 			must(err)
