@@ -168,8 +168,11 @@ func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Re
 	return res, nil
 }
 
-// Leave takes user off the list or frees their slot, and admits the head
-// of the list if that made room.
+// Leave (DELETE .../admission) takes user off the list and gives up their
+// slot, and admits the head of the list if that made room. It frees no
+// seat of a user in the channel: a member keeps theirs until their last
+// socket leaves (then without a grace), and a subscribe being recorded
+// keeps its hold (see Join).
 func (g *Gate) Leave(ctx context.Context, app, channel, user string, r Rule) (State, Changes, error) {
 	return g.settled(ctx, leaveScript, "leave", app, channel, user, r)
 }
@@ -212,10 +215,12 @@ func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (
 }
 
 // Join is the WebSocket gate: it reports whether user may subscribe to
-// channel (no limit, already a member, or holding an unexpired slot, which
-// it then keeps at least r.Grace) and, if not, their place on the list (0:
-// not on it). reentry is true when a member who left came back within the
-// grace.
+// channel (no limit, already a member, holding an unexpired slot, or held
+// by another subscribe) and, if not, their place on the list (0: not on
+// it). A user let in has their seat held for r.Grace: the caller must
+// record the member (its counts flush) within that time, and until the hold
+// ends nothing frees the seat. reentry is true when a member who left came
+// back within the grace.
 func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
 	v, err := joinScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
 	if err != nil {

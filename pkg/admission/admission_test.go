@@ -273,3 +273,104 @@ func TestCheckIn(t *testing.T) {
 	require.False(t, states[0].Admitted)
 	require.True(t, slices.Equal(ch.Promoted, nil) || len(ch.Promoted) == 0)
 }
+
+// TestHolds: a subscribe the gate let in holds its seat until the node has
+// recorded the member, whatever comes first: DELETE takes no seat from a
+// user in the channel (a member, or one being recorded), a member joining
+// on a second node keeps the seat while their other node's leave lands
+// first, and a subscribe never recorded (its socket left before the flush)
+// frees the seat after the grace.
+func TestHolds(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb)
+		r := Rule{Capacity: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
+		const ch = "presence-r"
+		recs := map[string]*counts.Recorder{}
+		member := func(node, u string, delta int64) {
+			t.Helper()
+			if recs[node] == nil {
+				recs[node] = counts.NewRecorder(rdb, node, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
+			}
+			recs[node].AddMember("app", ch, u, []byte(`{}`), delta)
+			require.NoError(t, recs[node].Flush(ctx))
+		}
+		join := func(u string) bool {
+			t.Helper()
+			ok, _, _, _, err := g.Join(ctx, "app", ch, u, r)
+			require.NoError(t, err)
+			return ok
+		}
+		check := func(u string) Result {
+			t.Helper()
+			res, err := g.Check(ctx, "app", ch, u, r)
+			require.NoError(t, err)
+			return res
+		}
+		state := func() State {
+			t.Helper()
+			st, _, err := g.State(ctx, "app", ch, r)
+			require.NoError(t, err)
+			return st
+		}
+		require.Equal(t, Admitted, check("alice").Status)
+		require.Equal(t, Admitted, check("bob").Status)
+		require.Equal(t, Waiting, check("carol").Status)
+
+		// alice subscribes; before her node records her, the app gives up
+		// her seat. It stays hers: carol waits on.
+		require.True(t, join("alice"))
+		st, ch1, err := g.Leave(ctx, "app", ch, "alice", r)
+		require.NoError(t, err)
+		require.Empty(t, ch1.Promoted)
+		require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 1}, st)
+		require.True(t, join("alice"), "a second socket of a user being recorded is let in")
+		member("n1", "alice", 1)
+		time.Sleep(2 * r.Grace) // the hold ends; membership holds the seat now
+		require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 1}, state())
+
+		// bob is a member on n1 and subscribes on n2 too; n1's leave lands
+		// before n2's flush: bob is held, carol waits on.
+		require.True(t, join("bob"))
+		member("n1", "bob", 1)
+		require.True(t, join("bob"))
+		member("n1", "bob", -1)
+		_, err = g.Left(ctx, "app", ch, "bob", r)
+		require.NoError(t, err)
+		_, _, err = g.Leave(ctx, "app", ch, "bob", r) // and gives up his grace
+		require.NoError(t, err)
+		require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 1}, state())
+		member("n2", "bob", 1)
+		require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 1}, state())
+
+		// alice, who gave up her slot, leaves: no grace; carol gets the seat.
+		member("n1", "alice", -1)
+		kept, err := g.Left(ctx, "app", ch, "alice", r)
+		require.NoError(t, err)
+		require.False(t, kept)
+		st, c, err := g.State(ctx, "app", ch, r)
+		require.NoError(t, err)
+		require.Equal(t, []string{"carol"}, c.Promoted)
+		require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 0}, st)
+
+		// bob leaves too: without a slot, no grace, but the hold of his
+		// last subscribe keeps the seat until it ends; then dave gets it.
+		member("n2", "bob", -1)
+		kept, err = g.Left(ctx, "app", ch, "bob", r)
+		require.NoError(t, err)
+		require.False(t, kept)
+		require.Equal(t, Waiting, check("dave").Status)
+		eventually(t, "bob's hold ends", func() bool { return state().Waiting == 0 })
+		require.Equal(t, Admitted, check("dave").Status)
+		require.False(t, join("bob"), "bob holds no seat any more")
+
+		// dave subscribes, gives up his seat, and his socket leaves before
+		// his node records anything: the seat frees when the hold ends.
+		require.True(t, join("dave"))
+		_, _, err = g.Leave(ctx, "app", ch, "dave", r)
+		require.NoError(t, err)
+		require.Equal(t, Waiting, check("erin").Status)
+		eventually(t, "dave's hold ends", func() bool { return state().Waiting == 0 })
+		require.Equal(t, Admitted, check("erin").Status)
+		require.False(t, join("dave"))
+	})
+}

@@ -2,24 +2,48 @@
 // fair FIFO waiting list that never lets one user too many in.
 //
 // Per channel, Redis holds the capacity override, the slots (admitted users
-// with an expiry), the waiting list (users by arrival sequence) and each
-// waiter's last check-in, all under the app's hash tag; the presence member
-// hash is read from counts in the same scripts. Guarantees:
+// with an expiry), the holds (subscribes the gate let in, until the node
+// has recorded the member), the waiting list (users by arrival sequence)
+// and each waiter's last check-in, all under the app's hash tag; the
+// presence member hash is read from counts in the same scripts.
+// Guarantees:
 //
 //   - Every operation is one Lua script over one slot, timed by Redis's
 //     clock: any number of httpapi replicas and wsnodes share one gate, and
-//     an admission check costs one round trip.
-//   - Occupancy counts distinct users: presence members, holders of an
-//     unexpired slot (a ticket not used yet, a leaver within the grace).
-//     Nobody is admitted while occupancy is at capacity, so under any
-//     concurrency the admitted users never exceed it. (Lowering a capacity
-//     evicts nobody; members who joined before a limit was set count.)
+//     an admission check costs one round trip. A script's work grows with
+//     the channel's seats and the waiters it strikes or admits, never with
+//     the app.
+//   - Occupancy counts distinct users holding a seat: presence members,
+//     holders of an unexpired slot (a ticket not used yet, a leaver within
+//     the grace) and holds. Nobody is admitted while occupancy is at
+//     capacity, so under any concurrency, in any order of checks,
+//     subscribes, flushes, leaves, DELETEs, expiries and capacity changes,
+//     the admitted users never exceed it. (Lowering a capacity evicts
+//     nobody: nobody is admitted until occupancy is below the new one.
+//     Members who joined before a limit was set count.)
+//   - The gate and the membership are one truth. A subscribe the gate lets
+//     in (Join) holds the seat for the grace, which the node's recording of
+//     the member (its counts flush, milliseconds later) lands within: until
+//     then the new member exists only in the gate, and nothing may free the
+//     seat under them. So the member's arrival never adds a user the gate
+//     did not count. The hold is also taken for a user who is a member
+//     already (their other sockets, on another node, may leave first). A
+//     node stalled past the grace between the two is as good as dead: like
+//     a reaped node that comes back, it can overfill the channel.
+//   - DELETE (Leave) takes the user off the list and gives up their slot:
+//     an unused ticket, a leaver's grace, or a member's claim to one. It
+//     takes no seat from a user in the channel: a member holds theirs until
+//     their last socket leaves (then without a grace), and a subscribe
+//     being recorded until its hold ends. Occupancy never drops below the
+//     users really there.
 //   - Waiters are admitted strictly from the head of the list, before any
 //     newcomer: a newcomer is admitted directly only when the list is empty.
 //   - No held places: a waiter not checking in for the dropout time is
 //     struck; a ticket not used within its time is freed; a member's slot
 //     lasts while they are a member and for the grace after their last
-//     socket left (Left), then goes to the head of the list. If the leave is
+//     socket left (Left), then goes to the head of the list; a subscribe
+//     never recorded (its socket left within the node's flush window, or
+//     the node died) frees its seat when its hold ends. If the leave is
 //     never reported, the slot is freed at its expiry, never kept.
 //   - Time-based changes take effect at the next operation on the channel
 //     (any check, check-in, GET or leave), which wsnodes run periodically

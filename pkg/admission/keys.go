@@ -15,6 +15,7 @@ func channelKeys(app, channel string) []string {
 		p + "seq:" + channel,
 		counts.MembersKey(app, channel),
 		p + "grace:" + channel,
+		p + "hold:" + channel,
 	}
 }
 

@@ -23,15 +23,16 @@ type ChannelState struct {
 }
 
 // Gate keys whose presence means a channel is gated right now: an override,
-// admitted users, or waiters. (The arrival counter outlives its list, so it
-// is not one of them.)
+// admitted users, waiters, or seats held by subscribes being recorded. (The
+// arrival counter outlives its list, so it is not one of them.)
 const (
 	capIndex   = 0
 	slotsIndex = 1
 	waitIndex  = 2
+	holdIndex  = 7
 )
 
-var gatedKeyIndexes = []int{capIndex, slotsIndex, waitIndex}
+var gatedKeyIndexes = []int{capIndex, slotsIndex, waitIndex, holdIndex}
 
 // gateKeyPrefix is what the gated keys of every channel of app start with:
 // the common prefix of their names for the empty channel (keys.go spells them).

@@ -37,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"app"}),
 		freed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_admission_slots_freed_total",
-			Help: "Slots freed because a ticket went unused or a leaver's grace ran out.",
+			Help: "Seats freed because a ticket went unused, a leaver's grace ran out, or a subscribe was never recorded.",
 		}, []string{"app"}),
 		reentry: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_admission_grace_reentries_total",

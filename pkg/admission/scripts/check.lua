@@ -10,9 +10,10 @@ if cap <= 0 then return {'u', 0, 0, 0, 0, {}, {}, {}} end
 local now = now_ms()
 local occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout)
 local exp = redis.call('ZSCORE', K.slots, user)
-if exp or is_member(user) then
-  -- A member without a slot (joined before the limit was set) is counted
-  -- already; the slot only tracks them from now on.
+if exp or is_member(user) or is_held(user, now) then
+  -- A member without a slot (joined before the limit was set, or gave it
+  -- up with DELETE), or a user whose subscribe is being recorded, is
+  -- counted already; the slot only tracks them from now on.
   local e = math.max(tonumber(exp or 0), now + ticket)
   redis.call('ZADD', K.slots, e, user)
   return {'a', e - now, redis.call('ZCARD', K.wait), cap, occ, promoted, dropped, freed}

@@ -1,7 +1,11 @@
--- leave.lua: DELETE .../admission: the user leaves the list or gives up
--- the slot (a member keeps being counted as a member until they
--- unsubscribe). ARGV as check.lua. Returns {capacity, occupancy, waiting,
--- promoted, dropped, freed}.
+-- leave.lua: DELETE .../admission: the user leaves the list, or gives up
+-- their slot: an unused ticket, a leaver's grace, or a member's claim to a
+-- grace when they leave. It takes no seat from a user in the channel: a
+-- member is counted until their last socket leaves, and a subscribe the
+-- gate let in keeps its hold until the node has recorded the member (see
+-- lib.lua), so occupancy never drops below the users really there. ARGV as
+-- check.lua. Returns {capacity, occupancy, waiting, promoted, dropped,
+-- freed}.
 local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('ZREM', K.slots, user)
 redis.call('SREM', K.grace, user)

@@ -6,8 +6,19 @@
 --   KEYS[5] seq      STRING  arrival counter
 --   KEYS[6] members  HASH    the presence members (owned by counts; read only)
 --   KEYS[7] grace    SET     slot holders who left and are within their grace
+--   KEYS[8] hold     ZSET    user -> end (ms) of the hold a subscribe the
+--                            gate let in put on their seat: a grace, time
+--                            enough for the node to record the member
 -- Times come from Redis's clock, so every replica agrees on them.
-local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7]}
+--
+-- A seat is held by membership, a slot or a hold, and occupancy counts the
+-- distinct users holding one. Between join.lua and the node's flush the
+-- new member exists only in the gate: the hold keeps the seat taken until
+-- it ends, whatever DELETE does to the slot or the user's other sockets do
+-- to the membership, so the member's arrival never adds a user the gate did
+-- not count (a node records a subscribe within milliseconds; a node stalled
+-- longer than the grace is as good as dead).
+local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7], hold = KEYS[8]}
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -25,14 +36,38 @@ local function is_member(u)
   return redis.call('HEXISTS', K.members, u) == 1
 end
 
--- sweep frees the expired slots of users who are not members (unused
--- tickets, leavers past their grace) and renews members' slots, so a member
--- who leaves keeps at least the grace; it strikes waiters silent past the
--- dropout time. Returns the freed users and the dropped waiters.
+-- is_held: a node's subscribe holds u's seat at now (ms). A hold that
+-- ended holds nothing, swept or not.
+local function is_held(u, now)
+  return tonumber(redis.call('ZSCORE', K.hold, u) or 0) > now
+end
+
+-- hold keeps u's seat taken until at least until (ms).
+local function hold(u, untilms)
+  local h = tonumber(redis.call('ZSCORE', K.hold, u) or 0)
+  if h < untilms then redis.call('ZADD', K.hold, untilms, u) end
+end
+
+-- sweep ends the holds past their end, frees the expired slots of users who
+-- are neither members nor held (unused tickets, leavers past their grace)
+-- and renews the others' slots, so a member who leaves keeps at least the
+-- grace; it strikes waiters silent past the dropout time. A user whose
+-- hold ends is freed if nothing else holds their seat. Returns the freed
+-- users and the dropped waiters.
 local function sweep(now, grace, dropout)
   local freed = {}
+  local ended = redis.call('ZRANGEBYSCORE', K.hold, '-inf', now)
+  if #ended > 0 then
+    redis.call('ZREMRANGEBYSCORE', K.hold, '-inf', now)
+    for _, u in ipairs(ended) do
+      if not is_member(u) and not redis.call('ZSCORE', K.slots, u) then
+        redis.call('SREM', K.grace, u)
+        freed[#freed + 1] = u
+      end
+    end
+  end
   for _, u in ipairs(redis.call('ZRANGEBYSCORE', K.slots, '-inf', now)) do
-    if is_member(u) then
+    if is_member(u) or is_held(u, now) then
       redis.call('ZADD', K.slots, now + grace, u)
     else
       redis.call('ZREM', K.slots, u)
@@ -48,17 +83,27 @@ local function sweep(now, grace, dropout)
   return freed, dropped
 end
 
--- occupancy: distinct users among the members and the slot holders. The
--- slot holders' membership is read with one HMGET per 1,000 (not one
--- HEXISTS each): this runs on every check.
-local function occupancy()
-  local n = redis.call('HLEN', K.members)
-  local slots = redis.call('ZRANGE', K.slots, 0, -1)
-  for i = 1, #slots, 1000 do
-    local vals = redis.call('HMGET', K.members, unpack(slots, i, math.min(i + 999, #slots)))
+-- not_members returns the users of list who are not members, reading
+-- membership with one HMGET per 1,000 (not one HEXISTS each): this runs on
+-- every check.
+local function not_members(list)
+  local out = {}
+  for i = 1, #list, 1000 do
+    local vals = redis.call('HMGET', K.members, unpack(list, i, math.min(i + 999, #list)))
     for j = 1, #vals do
-      if not vals[j] then n = n + 1 end
+      if not vals[j] then out[#out + 1] = list[i + j - 1] end
     end
+  end
+  return out
+end
+
+-- occupancy: distinct users among the members, the slot holders and the
+-- held. (Holds last a grace from a subscribe, so there are few, and most
+-- of them are members by then.)
+local function occupancy()
+  local n = redis.call('HLEN', K.members) + #not_members(redis.call('ZRANGE', K.slots, 0, -1))
+  for _, u in ipairs(not_members(redis.call('ZRANGE', K.hold, 0, -1))) do
+    if not redis.call('ZSCORE', K.slots, u) then n = n + 1 end
   end
   return n
 end

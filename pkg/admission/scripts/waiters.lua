@@ -16,7 +16,7 @@ local states = {}
 for i = 6, #ARGV do
   local u = ARGV[i]
   local exp = tonumber(redis.call('ZSCORE', K.slots, u) or 0)
-  if cap <= 0 or exp > now or is_member(u) then
+  if cap <= 0 or exp > now or is_member(u) or is_held(u, now) then
     states[#states + 1] = 'a' .. math.max(exp - now, 0)
   else
     local rank = redis.call('ZRANK', K.wait, u)
