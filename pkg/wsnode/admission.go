@@ -21,8 +21,11 @@ const waiterTick = 250 * time.Millisecond
 
 // joinPresence is a new presence subscription of s to ch as p: the
 // admission gate (CONTRACT.md, Admission) and the cluster's member list,
-// read in one round trip (one MULTI/EXEC on the app's slot). A user already
-// a member through another socket on this node passes the gate without it.
+// read in one round trip (one MULTI/EXEC on the app's slot). A user let in
+// has their seat held for the grace, within which this node's recorder
+// flushes the new member (milliseconds). A user already a member through
+// another socket on this node passes without the gate: that socket's own
+// hold or membership covers them until the node's flush.
 // A user refused who is on the waiting list is registered as a waiter of
 // ch: the socket then gets its place as it changes (EventAdmission*).
 func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error {
@@ -100,7 +103,8 @@ type waiters struct {
 	// told is the last state each socket was sent: its position, -1 once
 	// told it is admitted, 0 once told it is off the list.
 	told map[waiterKey]int
-	// settleAt lists the gates to settle when a leaver's grace ends.
+	// settleAt lists the gates to settle when a seat may free (a member
+	// left; their grace or their last subscribe's hold ends).
 	settleAt []settleAt
 	wake     chan struct{}
 }
@@ -284,17 +288,25 @@ func (a *App) leftChannel(ctx context.Context, app, ch, user string) {
 		a.log.Warn("cannot start an admission grace", "app", app, "channel", ch, "user_id", user, "error", err)
 		return
 	}
+	// Settle the gate when the seat frees, so the head of the list is
+	// admitted at once, not at some later check-in: when the grace ends,
+	// which is also when the hold of the user's last subscribe has ended
+	// (it lasts a grace from that subscribe); and now if no slot was kept
+	// (the app gave it up with DELETE, or the user never had one).
+	now := time.Now()
+	due := []settleAt{{k: chanKey{app, ch}, at: now.Add(rule.Grace + 50*time.Millisecond)}}
 	if kept {
-		// When the grace ends, settle the gate so the head of the list is
-		// admitted at once, not at some later check-in.
 		a.log.Debug("member left a limited channel; slot kept for the grace", "app", app, "channel", ch, "user_id", user, "grace", rule.Grace)
-		a.waiters.mu.Lock()
-		a.waiters.settleAt = append(a.waiters.settleAt, settleAt{k: chanKey{app, ch}, at: time.Now().Add(rule.Grace + 50*time.Millisecond)})
-		a.waiters.mu.Unlock()
+	} else {
+		due = append(due, settleAt{k: chanKey{app, ch}, at: now})
 	}
+	a.waiters.mu.Lock()
+	a.waiters.settleAt = append(a.waiters.settleAt, due...)
+	a.waiters.mu.Unlock()
 }
 
-// settleAt is a channel whose gate must be settled at a time (a grace ends).
+// settleAt is a channel whose gate must be settled at a time (a seat may
+// free then).
 type settleAt struct {
 	k  chanKey
 	at time.Time
