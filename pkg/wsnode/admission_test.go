@@ -91,3 +91,69 @@ func TestAdmissionGate(t *testing.T) {
 	f = readSkippingMembers(t, alice)
 	require.Equal(t, "AdmissionRequired", f.data(t)["type"])
 }
+
+// TestAdmissionDeleteWhileJoining: capacity 3, three admitted users
+// subscribe; right after one's subscription_succeeded, and before her node
+// has recorded her as a member (its flush is slowed here to half a second,
+// still within the grace of 1 s, as a node's must be), the app gives
+// up her seat (DELETE .../admission) while her socket stays. Her seat stays
+// taken: a newcomer waits, GET never says more than 3, and the seat goes
+// to the head of the list only after she leaves.
+func TestAdmissionDeleteWhileJoining(t *testing.T) {
+	nodes := startNodes(t, 2)
+	nodes[0].SetCoalesce(500 * time.Millisecond)
+	for _, n := range nodes {
+		n.run(t)
+	}
+	ctx := context.Background()
+	gate := admission.New(nodes[0].redis.Client(t))
+	const ch = "presence-room-delete"
+	rule := admission.RuleFor(nodes[0].cfg.Apps.ByID(admAppID), ch)
+	_, _, err := gate.SetCapacity(ctx, admAppID, ch, 3, rule)
+	require.NoError(t, err)
+	state := func() admission.State {
+		t.Helper()
+		st, _, err := gate.State(ctx, admAppID, ch, rule)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Occupancy, st.Capacity, "GET says %+v", st)
+		return st
+	}
+	isMember := func(user string) bool {
+		m, err := nodes[0].store.Members(ctx, admAppID, ch)
+		require.NoError(t, err)
+		_, ok := m[user]
+		return ok
+	}
+
+	for _, u := range []string{"alice", "bob", "carol"} {
+		res, err := gate.Check(ctx, admAppID, ch, u, rule)
+		require.NoError(t, err)
+		require.Equal(t, admission.Admitted, res.Status, u)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		c, id := nodes[1].connectKey(t, admKey)
+		subscribePresenceKey(t, c, admKey, id, ch, `{"user_id":"`+u+`"}`)
+	}
+	alice, aliceID := nodes[0].connectKey(t, admKey)
+	subscribePresenceKey(t, alice, admKey, aliceID, ch, `{"user_id":"alice"}`)
+	_, _, err = gate.Leave(ctx, admAppID, ch, "alice", rule)
+	require.NoError(t, err)
+	require.False(t, isMember("alice"), "the DELETE came after alice's node recorded her: the window was missed")
+
+	res, err := gate.Check(ctx, admAppID, ch, "dave", rule)
+	require.NoError(t, err)
+	require.Equal(t, admission.Waiting, res.Status, "dave got alice's seat while she is subscribed")
+	require.Equal(t, admission.State{Capacity: 3, Occupancy: 3, Waiting: 1}, state())
+
+	require.Eventually(t, func() bool { return isMember("alice") }, wait, tick, "alice's node never recorded her")
+	require.Equal(t, admission.State{Capacity: 3, Occupancy: 3, Waiting: 1}, state(), "with alice a member")
+
+	// She leaves: having given up her slot she has no grace, and her seat
+	// goes to dave once her subscribe's hold is over.
+	send(t, alice, `{"event":"pusher:unsubscribe","data":{"channel":"`+ch+`"}}`)
+	require.Eventually(t, func() bool { return state().Waiting == 0 }, wait, tick, "dave never got the seat alice left")
+	res, err = gate.Check(ctx, admAppID, ch, "dave", rule)
+	require.NoError(t, err)
+	require.Equal(t, admission.Admitted, res.Status)
+	require.Equal(t, admission.State{Capacity: 3, Occupancy: 3, Waiting: 0}, res.State)
+}

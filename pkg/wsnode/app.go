@@ -174,14 +174,7 @@ func New(opts Options) (_ *App, err error) {
 	a.ann = newAnnouncer(a)
 	a.gate, a.admission, a.waiters = admission.New(a.rdb), admission.NewReporter(a.rdb, a.bus, a.reg, a.log), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
-	a.rec = counts.NewRecorder(a.rdb, cfg.NodeID, counts.RecorderOptions{
-		Heartbeat:  cfg.Heartbeat,
-		Coalesce:   a.tun.coalesce,
-		Logger:     a.log,
-		Registerer: a.reg,
-		OnFlushed:  a.ann.flushed,
-		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(cfg.Apps.ByID(app)) },
-	})
+	a.rec = a.newRecorder(a.reg)
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
@@ -231,6 +224,18 @@ func (a *App) AdminAddr() string {
 		return ""
 	}
 	return a.admin.Addr()
+}
+
+// newRecorder builds the node's counts recorder, its metrics on reg.
+func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
+	return counts.NewRecorder(a.rdb, a.cfg.NodeID, counts.RecorderOptions{
+		Heartbeat:  a.cfg.Heartbeat,
+		Coalesce:   a.tun.coalesce,
+		Logger:     a.log,
+		Registerer: reg,
+		OnFlushed:  a.ann.flushed,
+		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(a.cfg.Apps.ByID(app)) },
+	})
 }
 
 // Ready reports what /readyz serves: true while the node accepts sockets,

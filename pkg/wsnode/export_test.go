@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/headcount/headcount/pkg/fanout"
 )
 
@@ -17,6 +19,14 @@ func (a *App) SetIdleTimeout(idle, sweep time.Duration) {
 // and its sweep period; call it before Run.
 func (a *App) SetHeadTimeout(timeout, sweep time.Duration) {
 	a.ws.headTimeout, a.ws.sweepEvery = timeout, sweep
+}
+
+// SetCoalesce widens the window the node's recorder gathers changes in
+// before it writes them (a slow flush); call it before Run. The rebuilt
+// recorder's metrics go to a registry of their own.
+func (a *App) SetCoalesce(d time.Duration) {
+	a.tun.coalesce = d
+	a.rec = a.newRecorder(prometheus.NewRegistry())
 }
 
 // Deliver hands m to the node as the event bus would: tests use it to flood
