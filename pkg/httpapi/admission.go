@@ -97,7 +97,9 @@ func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiReq
 	}
 }
 
-// admissionLeave is DELETE .../admission: leave the list or give up the slot.
+// admissionLeave is DELETE .../admission: leave the list or give up the
+// ticket. A seat in use stays taken until its member leaves (see
+// admission.Gate.Leave).
 func (a *App) admissionLeave(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	ch, ok := a.admissionChannel(w, r)
 	if !ok {
