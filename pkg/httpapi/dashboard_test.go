@@ -265,7 +265,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 // whose Origin is another site, and the demo's POSTs take JSON only.
 func TestDashboardGuard(t *testing.T) {
 	srv := redistest.New(t)
-	s := startConfigured(t, config.HTTPAPI{Common: config.Common{Redis: srv.URL()}, Dashboard: true, DemoWS: "127.0.0.1:6001",
+	s := startWith(t, config.Common{Redis: srv.URL()}, config.HTTPAPI{Dashboard: true, DemoWS: "127.0.0.1:6001",
 		DashboardHosts: "dash.example.com"})
 	own := strings.TrimPrefix(s.base, "http://")
 	json := http.Header{"Content-Type": {"application/json"}}

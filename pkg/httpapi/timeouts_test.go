@@ -2,40 +2,19 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/run/runtest"
 )
-
-// startConfigured runs an App on loopback ports with cfg's settings until
-// the test ends (Addr, AdminAddr and Apps are the tests').
-func startConfigured(t *testing.T, cfg config.HTTPAPI) *testServer {
-	t.Helper()
-	cfg.Addr, cfg.AdminAddr, cfg.Apps = "127.0.0.1:0", "127.0.0.1:0", testApps(t)
-	reg := prometheus.NewRegistry()
-	a, err := New(Options{Config: cfg, Logger: logging.TestLogger(t), Registry: reg})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-errc)
-	})
-	return &testServer{app: a, base: "http://" + a.Addr(), reg: reg}
-}
 
 // TestSlowClientsAreCut: keep-alive connections left idle after a request
 // are closed within --idle-timeout; requests whose body stops after 4 of
@@ -48,7 +27,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	const idle, read, write = time.Second, 5 * time.Second, 7 * time.Second
 	const slack = 3 * time.Second // a loaded CI machine under -race
 	srv := redistest.New(t)
-	s := startConfigured(t, config.HTTPAPI{Common: config.Common{Redis: srv.URL()}, IdleTimeout: idle, ReadTimeout: read, WriteTimeout: write})
+	s := startWith(t, config.Common{Redis: srv.URL()}, config.HTTPAPI{IdleTimeout: idle, ReadTimeout: read, WriteTimeout: write})
 	addr := s.app.Addr()
 	legit := s.pusherClient(t, appSecret)
 	served := func() {
