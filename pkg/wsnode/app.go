@@ -333,23 +333,22 @@ func (a *App) Run(ctx context.Context) error {
 			}
 			a.m.errors[reason].Inc()
 			a.log.Debug("closing socket", "reason", reason, "socket_id", s.id)
-			if reason == errNotAuthorized {
+			switch reason {
+			case errNotAuthorized:
 				// pusher-js does not reconnect from 4009 (refused).
 				a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized,
 					Message: "Connection not authorized within " + a.cfg.UserAuthTimeout.String() + ": this app requires pusher:signin (or a private or presence subscription)"})
-				return
-			}
-			if reason == errIdle {
+			case errIdle:
 				// 4201: pusher-js reconnects at once, which is right for a
 				// client whose network silently dropped.
 				a.closeAsync(s, protocol.CodePongNotReceived, "activity timeout: no frame or pong received")
-				return
+			default:
+				// A stuck write: the peer does not read, so a close
+				// handshake would only wait out its own timeout. Cutting
+				// the TCP connection also unblocks the writer.
+				s.closing.Store(true)
+				_ = s.conn.CloseNow()
 			}
-			// A stuck write: the peer does not read, so a close handshake
-			// would only wait out its own timeout. Cutting the TCP
-			// connection also unblocks the writer.
-			s.closing.Store(true)
-			_ = s.conn.CloseNow()
 		})
 		return nil
 	}, func(error) { stopSweep() })
