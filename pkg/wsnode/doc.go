@@ -34,8 +34,8 @@
 // is written to a socket directly after the handshake: replies and
 // deliveries go through the socket's bounded send queue, in the order they
 // were queued, and a FIXED pool of writer goroutines drains the sockets
-// that have frames. Deliveries and replies each have a budget of 64 frames
-// and 256 KiB in the queue. Queueing a delivery never blocks, so the bus
+// that have frames. Deliveries and replies each have a budget of 1,024
+// frames (more than a socket's channels) and 256 KiB in the queue. Queueing a delivery never blocks, so the bus
 // goroutine and other sockets never wait for one client: a socket whose
 // deliveries overflow is a slow consumer and is disconnected (close 4100 so
 // pusher-js backs off a second, or cut at once if a write to it is stuck),

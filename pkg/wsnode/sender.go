@@ -20,8 +20,14 @@ import (
 // burst (pusher-js sends every subscribe at once on connect) slows its
 // reads down and never cuts it. A client that stops reading its replies
 // blocks its writer, and the sweeper's write timeout cuts it.
+//
+// The frame budget is the per-socket channel limit and more: a socket on
+// every channel it may hold can be sent one delivery per channel at once
+// (subscription_count after pusher-js re-sends its subscribes), which a
+// busy node queues before a writer runs. The byte budget is what bounds
+// memory; frames only bound the queue's slice.
 const (
-	maxQueueFrames = 64
+	maxQueueFrames = 1024
 	maxQueueBytes  = 256 << 10
 )
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/wstest"
 )
 
@@ -90,4 +93,31 @@ func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
 	n.requireCounts(t, map[string]int64{})
 	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
 	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "write_timeout"))
+}
+
+// TestDeliveryBurstOfOnePerChannelFits: a socket on the channel limit gets
+// one delivery per channel at once (subscription_count after pusher-js
+// re-sends its subscribes): a burst the size of the channel limit, queued
+// before any writer runs, is not a slow consumer.
+func TestDeliveryBurstOfOnePerChannelFits(t *testing.T) {
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"burst"}}`)
+	require.Contains(t, c.read(t), "subscription_succeeded")
+
+	const burst = 1000 // the per-socket channel limit
+	func() {
+		// On one P nothing else runs while the loop queues: no writer
+		// takes the queue in between, as on a node whose cores are busy.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		for i := range burst {
+			n.Deliver(appID, fanout.Message{Channel: "burst", Event: "pusher_internal:subscription_count",
+				Data: `{"subscription_count":` + strconv.Itoa(i) + `}`})
+		}
+	}()
+	for i := range burst {
+		require.Contains(t, c.read(t), `{\"subscription_count\":`+strconv.Itoa(i)+`}`)
+	}
+	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
 }
