@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type Config struct {
 	// cleaners) whose process_cpu_seconds_total is read before and after
 	// the ramp, to report their CPU cost per accepted socket.
 	Admin []string
+	// PIDs lists local server processes (any server, not only headcount's)
+	// whose CPU time is read from /proc before and after the ramp and
+	// added to RampCPUSeconds and RampCPUPerSocketMs as Admin's are.
+	PIDs []int
 }
 
 func (c *Config) defaults() {
@@ -267,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if n := r.subscribed.Load(); n > 0 {
 		sum.ToolCPUPerSocketMs = (processCPU() - toolBefore).Seconds() * 1000 / float64(n)
 	}
-	if len(cfg.Admin) > 0 {
+	if len(cfg.Admin)+len(cfg.PIDs) > 0 {
 		after, total := r.cpu(ctx), 0.0
 		sum.RampCPUSeconds = map[string]float64{}
 		for a, v := range after {
@@ -581,9 +586,15 @@ func (r *run) waitCounted(ctx context.Context, start time.Time, want int64) (tim
 	return 0, false
 }
 
-// cpu reads process_cpu_seconds_total from every Admin address.
+// cpu reads process_cpu_seconds_total from every Admin address and the
+// CPU time of every PID, keyed "pid:N".
 func (r *run) cpu(ctx context.Context) map[string]float64 {
 	out := map[string]float64{}
+	for _, pid := range r.cfg.PIDs {
+		if v, err := pidCPU(pid); err == nil {
+			out["pid:"+strconv.Itoa(pid)] = v
+		}
+	}
 	for _, a := range r.cfg.Admin {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a+"/metrics", nil)
 		if err != nil {
@@ -603,6 +614,35 @@ func (r *run) cpu(ctx context.Context) map[string]float64 {
 	}
 	return out
 }
+
+// pidCPU is a local process's CPU time in seconds (user + system, from
+// /proc/PID/stat; Linux only).
+func pidCPU(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is the first, utime the 12th, stime the 13th.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // channels is how many load channels the distribution uses (probes aside).
 func (r *run) channels() int {
