@@ -28,7 +28,7 @@ test-short: ## Quick loop: go test -short (skips the Redis and end-to-end tests)
 	$(GO) test -short -count=1 ./...
 
 lint: ## gofmt (must list nothing) and go vet
-	@files=$$(find . -name '*.go' -not -path './test/compat/node_modules/*' -not -path './.run/*' -not -path './bin/*' | xargs gofmt -l); \
+	@files=$$(find . -name '*.go' -not -path './test/compat/node_modules/*' -not -path './test/peer/node_modules/*' -not -path './.run/*' -not -path './bin/*' | xargs gofmt -l); \
 	if [ -n "$$files" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 
