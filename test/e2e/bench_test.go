@@ -47,24 +47,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	waitReady(b, node, admin)
 	store := counts.NewStore(srv.Client(b))
 
-	open := func(count int, conns *[]*wstest.Conn) {
-		for i := range count {
-			c, err := wstest.Dial(addr, "/app/app-key?protocol=7")
-			if err != nil {
-				b.Fatalf("socket %d: %v", len(*conns), err)
-			}
-			*conns = append(*conns, c)
-			if _, err := c.Read(10 * time.Second); err != nil {
-				b.Fatalf("socket %d handshake: %v", len(*conns), err)
-			}
-			if err := c.Send(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"idle-%d"}}`, i%100)); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.Read(10 * time.Second); err != nil {
-				b.Fatalf("socket %d subscribe: %v", len(*conns), err)
-			}
-		}
-	}
+	open := func(count int, conns *[]*wstest.Conn) { openIdle(b, addr, count, conns) }
 	var conns []*wstest.Conn
 	defer func() {
 		for _, c := range conns {
@@ -109,6 +92,27 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.ReportMetric((metric(admin, "go_goroutines")-goroutines)/float64(n), "goroutines/conn")
 	b.ReportMetric(float64(n)/opened.Seconds(), "conns/s")
 	b.ReportMetric(float64(n), "conns")
+}
+
+// openIdle opens count sockets to addr one after another, each subscribed
+// to one of the public channels idle-0..idle-99, and appends them to conns.
+func openIdle(b testing.TB, addr string, count int, conns *[]*wstest.Conn) {
+	for i := range count {
+		c, err := wstest.Dial(addr, "/app/app-key?protocol=7")
+		if err != nil {
+			b.Fatalf("socket %d: %v", len(*conns), err)
+		}
+		*conns = append(*conns, c)
+		if _, err := c.Read(10 * time.Second); err != nil {
+			b.Fatalf("socket %d handshake: %v", len(*conns), err)
+		}
+		if err := c.Send(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"idle-%d"}}`, i%100)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Read(10 * time.Second); err != nil {
+			b.Fatalf("socket %d subscribe: %v", len(*conns), err)
+		}
+	}
 }
 
 // plotDir is where benchmarks write their PNG plots (HC_BENCH_PLOTS, set

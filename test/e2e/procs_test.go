@@ -69,6 +69,12 @@ type proc struct {
 // args, its output in a log printed if the test fails; cleanup kills it.
 func start(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, bin, nil, args...)
+}
+
+// startEnv is start with env added to this process's environment.
+func startEnv(t testing.TB, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -79,7 +85,7 @@ func start(t testing.TB, name, bin string, args ...string) *proc {
 	}
 	p := &proc{name: name, cmd: exec.Command(bin, args...), log: logPath, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.Env = append(os.Environ(), "HEADCOUNT_LOG_LEVEL=debug")
+	p.cmd.Env = append(append(os.Environ(), "HEADCOUNT_LOG_LEVEL=debug"), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

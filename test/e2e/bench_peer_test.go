@@ -1,0 +1,426 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/load"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wstest"
+)
+
+// The servers BenchmarkPeer compares. The peer is soketi, pinned in
+// test/peer/package.json and installed there by make bench (npm ci), never
+// by make test.
+const (
+	headcountServer = "headcount"
+	peerServer      = "soketi"
+)
+
+// BenchmarkPeer runs the same measures against headcount and soketi in
+// the same run, rounds alternating the order (headcount first in odd
+// rounds, soketi first in even ones) on fresh processes and a fresh
+// redis-server each time, and reports each server's median over the rounds
+// as Peer/<measure>/<server>; scripts/bench.sh tabulates those lines with
+// the ratio soketi/headcount. Both servers run with their default timings,
+// logging at warn (headcount) or without debug (soketi), on loopback.
+//   - idle-memory: HC_PEER_SOCKETS (default 10,000) idle sockets on one
+//     node, each subscribed to one of 100 channels: the node's RSS growth
+//     per socket once the HTTP API counts them all.
+//   - connect: the load tool's storm (as BenchmarkLoad's) of as many
+//     sockets into one node, 512 dials in flight from 30 source addresses:
+//     the node's CPU per 1,000 sockets connected and subscribed, read from
+//     /proc for both, sockets accepted per second, and the time until the
+//     HTTP API's channel listing counts them all.
+//   - count-read: two nodes holding 1,000 sockets on 10 channels; signed
+//     GET /apps/{id}/channels/{name}?info=subscription_count through the
+//     server's HTTP API (headcount's httpapi, soketi's first node), 50 a
+//     second for 4 s (open loop, latency from each request's scheduled
+//     start), with both nodes healthy and then with the second node hung
+//     (SIGSTOP).
+//   - delivery: HC_PEER_SUBSCRIBERS (default 10,000) subscribers of one
+//     channel over two nodes, 5 events a second for 4 s through the HTTP
+//     API (the load tool, as BenchmarkLoad's delivery): p50/p99.
+//   - recovery: two nodes holding 1,000 sockets each on 10 channels; one
+//     is SIGKILLed; the survivor's HTTP API (headcount's httpapi, soketi's
+//     live node) is read every 100 ms until every channel's count equals
+//     the live node's sockets. headcount also runs its two cleaners.
+//
+// It skips when soketi is not installed. Run: make bench, or after
+// (cd test/peer && npm ci): go test -run '^$' -bench Peer -benchtime 1x
+// -timeout 30m ./test/e2e/
+func BenchmarkPeer(b *testing.B) {
+	peerServerJS(b)
+	sockets := envInt("HC_PEER_SOCKETS", 10000)
+	subscribers := envInt("HC_PEER_SUBSCRIBERS", 10000)
+	raiseFileLimit(b, max(sockets, subscribers))
+
+	sideBySide(b, "idle-memory", func(b *testing.B, kind string) []peerMetric {
+		c := startCluster(b, kind, 1)
+		var conns []*wstest.Conn
+		defer func() {
+			for _, s := range conns {
+				s.Close()
+			}
+		}()
+		openIdle(b, c.ws[0], 100, &conns) // warm the pools and the Redis connections
+		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
+		pid := c.nodes[0].cmd.Process.Pid
+		base := settledRSS(b, pid)
+		openIdle(b, c.ws[0], sockets, &conns)
+		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
+		grown := settledRSS(b, pid) - base
+		return []peerMetric{{"KiB/socket", float64(grown) / 1024 / float64(sockets)}, {"sockets", float64(sockets)}}
+	})
+
+	sideBySide(b, "connect", func(b *testing.B, kind string) []peerMetric {
+		c := startCluster(b, kind, 1)
+		redisBefore := redisCPU(b, c.rdb)
+		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, PIDs: c.pids(), Sockets: sockets,
+			SourceIPs: 30, Concurrency: 512, ProbeEvery: -1})
+		redisUsed := redisCPU(b, c.rdb) - redisBefore
+		return []peerMetric{
+			{"node-cpu-ms/1000sockets", sum.RampCPUPerSocketMs * 1000},
+			{"redis-cpu-ms/1000sockets", redisUsed * 1000 * 1000 / float64(sockets)},
+			{"accepted/s", sum.AcceptedPerSecond},
+			{"s-to-all-counted", sum.CountedAllSeconds},
+		}
+	})
+
+	sideBySide(b, "count-read", func(b *testing.B, kind string) []peerMetric {
+		c := startCluster(b, kind, 2)
+		for i := range 1000 {
+			openSubscribed(b, c.ws[i%2], "count-"+strconv.Itoa(i/2%10)) // each channel on both nodes
+		}
+		waitAPICount(b, c.api, "count-", 10, 1000)
+		path := "/apps/" + e2eAppID + "/channels/count-0"
+		u := signedURL(c.api, path, url.Values{"info": {"subscription_count"}})
+		tr := &http.Transport{MaxIdleConnsPerHost: 512}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Timeout: 20 * time.Second, Transport: tr}
+		healthy := pacedReads(b, client, u, 50, 200)
+		c.nodes[1].signal(syscall.SIGSTOP)
+		defer c.nodes[1].signal(syscall.SIGCONT)
+		hung := pacedReads(b, client, u, 50, 200)
+		return []peerMetric{
+			{"healthy-p50-ms", ms(pct(healthy, 0.50))}, {"healthy-p99-ms", ms(pct(healthy, 0.99))},
+			{"one-hung-p50-ms", ms(pct(hung, 0.50))}, {"one-hung-p99-ms", ms(pct(hung, 0.99))},
+		}
+	})
+
+	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
+		c := startCluster(b, kind, 2)
+		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, Sockets: subscribers, HotShare: 1,
+			SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
+		if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
+			b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
+		}
+		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
+	})
+
+	sideBySide(b, "recovery", func(b *testing.B, kind string) []peerMetric {
+		const perNode, channels = 1000, 10
+		c := startCluster(b, kind, 2)
+		for i := range 2 * perNode {
+			openSubscribed(b, c.ws[i%2], "recovery-"+strconv.Itoa(i/2%channels))
+		}
+		waitAPICount(b, c.api, "recovery-", channels, 2*perNode)
+		c.nodes[1].kill(b)
+		killed := time.Now()
+		for {
+			got := apiCounts(c.api, "recovery-", channels)
+			exact := true
+			for _, n := range got {
+				exact = exact && n == perNode/channels
+			}
+			if exact {
+				return []peerMetric{{"s-to-exact", time.Since(killed).Seconds()}}
+			}
+			if time.Since(killed) > 30*time.Second {
+				b.Fatalf("counts %v 30 s after the SIGKILL, want %d each", got, perNode/channels)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
+
+// peerMetric is one measured value and its unit.
+type peerMetric struct {
+	unit  string
+	value float64
+}
+
+// peerRounds is how many rounds sideBySide runs (HC_PEER_ROUNDS, default 3).
+func peerRounds() int { return envInt("HC_PEER_ROUNDS", 3) }
+
+// sideBySide runs measure on each server for peerRounds rounds, as
+// <measure>/round=N/<server>, alternating which server goes first, then
+// reports each server's median per unit as <measure>/<server>.
+func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string) []peerMetric) {
+	b.Run(measure, func(b *testing.B) {
+		results := map[string][][]peerMetric{}
+		for r := range peerRounds() {
+			order := []string{headcountServer, peerServer}
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, kind := range order {
+				b.Run("round="+strconv.Itoa(r+1)+"/"+kind, func(b *testing.B) {
+					b.StopTimer()
+					m := run(b, kind)
+					for _, x := range m {
+						b.ReportMetric(x.value, x.unit)
+					}
+					results[kind] = append(results[kind], m)
+				})
+			}
+		}
+		for _, kind := range []string{headcountServer, peerServer} {
+			rs := results[kind]
+			if len(rs) != peerRounds() {
+				continue // a round failed; it said why
+			}
+			b.Run(kind, func(b *testing.B) {
+				for i, x := range rs[0] {
+					var vs []float64
+					for _, r := range rs {
+						vs = append(vs, r[i].value)
+					}
+					slices.Sort(vs)
+					b.ReportMetric(vs[len(vs)/2], x.unit)
+				}
+			})
+		}
+	})
+}
+
+// cluster is one server under test on loopback, over its own redis-server.
+type cluster struct {
+	ws    []string // each node's WebSocket host:port
+	nodes []*proc  // each node's process, in the order of ws
+	api   string   // the HTTP API: headcount's httpapi, or soketi's first node
+	rdb   *redis.Client
+}
+
+func (c cluster) pids() []int {
+	var out []int
+	for _, p := range c.nodes {
+		out = append(out, p.cmd.Process.Pid)
+	}
+	return out
+}
+
+// startCluster starts kind with nodes WebSocket nodes, each ready. For
+// headcount: the wsnodes, two cleaners and one httpapi, with their default
+// timings. For soketi: nodes sharing the Redis adapter.
+func startCluster(b *testing.B, kind string, nodes int) cluster {
+	b.Helper()
+	srv := redistest.New(b)
+	c := cluster{rdb: srv.Client(b)}
+	switch kind {
+	case headcountServer:
+		quiet := []string{"--redis", srv.URL(), "--log-level", "warn"}
+		for i := range 2 {
+			cl := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", quiet...)
+			waitReady(b, cl.p, cl.admin)
+		}
+		for i := range nodes {
+			n := startDefault(b, "ws-"+strconv.Itoa(i), "wsnode", append(slices.Clone(quiet), "--node-id", "n"+strconv.Itoa(i))...)
+			waitReady(b, n.p, n.admin)
+			c.ws, c.nodes = append(c.ws, n.addr), append(c.nodes, n.p)
+		}
+		c.api = startHTTPAPIs(b, 1, quiet...)[0].addr
+	case peerServer:
+		js := peerServerJS(b)
+		_, redisPort, _ := strings.Cut(srv.Addr, ":")
+		for i := range nodes {
+			addr := freeAddr(b)
+			_, port, _ := strings.Cut(addr, ":")
+			_, metricsPort, _ := strings.Cut(freeAddr(b), ":")
+			env := []string{
+				"SOKETI_HOST=127.0.0.1", "SOKETI_PORT=" + port,
+				"SOKETI_DEFAULT_APP_ID=" + e2eAppID, "SOKETI_DEFAULT_APP_KEY=" + e2eAppKey, "SOKETI_DEFAULT_APP_SECRET=" + e2eAppSecret,
+				"SOKETI_ADAPTER_DRIVER=redis", "SOKETI_DB_REDIS_HOST=127.0.0.1", "SOKETI_DB_REDIS_PORT=" + redisPort,
+				// The /usage endpoint always listens; Prometheus stays off.
+				"SOKETI_METRICS_ENABLED=false", "SOKETI_METRICS_HOST=127.0.0.1", "SOKETI_METRICS_SERVER_PORT=" + metricsPort,
+				// Node discovery (UDP, always on) says hello to loopback
+				// only, not the default 255.255.255.255 broadcast.
+				"SOKETI_CLUSTER_HOST=127.0.0.1", "SOKETI_CLUSTER_UNICAST_ADDRESSES=127.0.0.1",
+				"SOKETI_CLUSTER_PORT=" + strconv.Itoa(redistest.FreePort(b)),
+				"SOKETI_DEBUG=false",
+			}
+			p := startEnv(b, "soketi-"+strconv.Itoa(i), nodeBinary(b), env, js, "start")
+			waitPeerReady(b, p, addr)
+			c.ws, c.nodes = append(c.ws, addr), append(c.nodes, p)
+		}
+		c.api = c.ws[0]
+	default:
+		b.Fatalf("unknown server %q", kind)
+	}
+	return c
+}
+
+// peerServerJS is soketi's entry point in test/peer; it skips the
+// benchmark when soketi (or node) is not installed.
+func peerServerJS(b testing.TB) string {
+	js := filepath.Join(repoRoot(b), "test", "peer", "node_modules", "@soketi", "soketi", "bin", "server.js")
+	if _, err := os.Stat(js); err != nil {
+		b.Skip("soketi is not installed in test/peer (make bench installs it with npm ci): skipping the side-by-side benchmark")
+	}
+	nodeBinary(b)
+	return js
+}
+
+func nodeBinary(b testing.TB) string {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		b.Skip("node is not installed: skipping the side-by-side benchmark")
+	}
+	return node
+}
+
+// waitPeerReady polls soketi's /ready until it answers 200.
+func waitPeerReady(b testing.TB, p *proc, addr string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			b.Fatalf("%s exited before it was ready: %v", p.name, p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not ready on %s: %v", p.name, addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// apiCounts reads prefix0..prefix<channels-1>'s subscription counts
+// through the HTTP API at api, one signed GET each; -1 where a read failed.
+func apiCounts(api, prefix string, channels int) []int64 {
+	out := make([]int64, channels)
+	for i := range out {
+		out[i] = -1
+		path := "/apps/" + e2eAppID + "/channels/" + prefix + strconv.Itoa(i)
+		resp, err := http.Get(signedURL(api, path, url.Values{"info": {"subscription_count"}}))
+		if err != nil {
+			continue
+		}
+		var ans struct {
+			SubscriptionCount int64 `json:"subscription_count"`
+		}
+		if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ans) == nil {
+			out[i] = ans.SubscriptionCount
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// waitAPICount polls the HTTP API until the channels' counts add up to want.
+func waitAPICount(b testing.TB, api, prefix string, channels int, want int64) {
+	b.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sum int64
+		for _, n := range apiCounts(api, prefix, channels) {
+			sum += n
+		}
+		if sum == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the HTTP API counts %d of %d subscriptions", sum, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pacedReads sends n GETs of u at rate a second (open loop: each on its own
+// goroutine at its scheduled time) and returns their latencies from the
+// scheduled start; any failed request fails b.
+func pacedReads(b testing.TB, c *http.Client, u string, rate, n int) []time.Duration {
+	if _, err := getOnce(c, u); err != nil {
+		b.Fatal(err)
+	}
+	var lat latencies
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	start := time.Now()
+	for i := range n {
+		at := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+		time.Sleep(time.Until(at)) // pacing the open loop, not waiting for a result
+		wg.Go(func() {
+			if _, err := getOnce(c, u); err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+				return
+			}
+			lat.add([]time.Duration{time.Since(at)})
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	return lat.all
+}
+
+// pct is the p-th percentile of d (sorted in place).
+func pct(d []time.Duration, p float64) time.Duration {
+	slices.Sort(d)
+	return d[int(p*float64(len(d)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// redisCPU is redis-server's CPU time so far in seconds (INFO cpu).
+func redisCPU(b testing.TB, rdb *redis.Client) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", k, err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
+// envInt is a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
