@@ -5,8 +5,17 @@
 # date, the Go version and the machine. BENCHMARKS.md is only replaced when
 # the run succeeds.
 #
+# It also installs the peer server (soketi, pinned in test/peer; make test
+# never installs it) and runs BenchmarkPeer, which measures headcount and
+# soketi side by side; their section of BENCHMARKS.md is a table of both
+# servers' medians and the ratio soketi/headcount, between the markers
+# <!-- peer-begin --> and <!-- peer-end -->.
+#
 # Environment: BENCHTIME (2s), BENCH (regexp, default .), BENCH_PKG
 # (./pkg/counts/), BENCHFLAGS (extra go test flags), GO (go), OUT (BENCHMARKS.md).
+# PEER_ONLY=1 runs only the side-by-side benchmark and replaces only its
+# section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3),
+# HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +27,25 @@ OUT=${OUT:-BENCHMARKS.md}
 read -r -a extra <<<"${BENCHFLAGS:-}"
 
 bash scripts/ensure-deps.sh
+
+# The peer: npm ci from the committed lock. The registry this runs against
+# may lack optional packages for other platforms (msgpackr-extract's darwin
+# and win32 builds), and then npm ci refuses a lock that cannot list them:
+# npm install then installs the same locked versions. --ignore-scripts: the
+# native addons' prebuilt or pure-JS fallbacks serve, nothing is compiled
+# or downloaded.
+peer_dir=test/peer
+if [ -f "$peer_dir/package.json" ]; then
+	npm_flags=(--ignore-scripts --no-audit --no-fund --loglevel=error)
+	echo "bench: npm ci in $peer_dir (soketi)"
+	if ! (cd "$peer_dir" && npm ci "${npm_flags[@]}" >/dev/null 2>&1); then
+		echo "bench: npm ci in $peer_dir refused the lock; npm install (same locked versions)"
+		(cd "$peer_dir" && npm install "${npm_flags[@]}" >/dev/null) || {
+			echo "bench: cannot install soketi in $peer_dir; $OUT left unchanged" >&2
+			exit 1
+		}
+	fi
+fi
 
 # The command as one would type it (single quotes only where needed).
 shq() {
@@ -35,7 +63,11 @@ runs=(
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 	"./test/e2e/ Load 1x"
 	"./test/e2e/ Recovery 1x"
+	"./test/e2e/ Peer 1x"
 )
+if [ "${PEER_ONLY:-}" = 1 ]; then
+	runs=("./test/e2e/ Peer 1x")
+fi
 # The process-level benchmarks draw their plots here (BENCHMARKS.md links them).
 export HC_BENCH_PLOTS="$PWD/docs/bench"
 mkdir -p "$HC_BENCH_PLOTS"
@@ -47,7 +79,7 @@ i=0
 for run in "${runs[@]}"; do
 	read -r pkg bench btime <<<"$run"
 	[ -d "$pkg" ] || continue
-	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 "${extra[@]}" "$pkg")
+	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 -timeout 40m "${extra[@]}" "$pkg")
 	cmd_text=go
 	for a in "${cmd[@]:1}"; do cmd_text+=" $(shq "$a")"; done
 	echo "bench: $cmd_text"
@@ -60,6 +92,7 @@ for run in "${runs[@]}"; do
 		exit 1
 	fi
 	cmds+=("$cmd_text")
+	[ "$bench" = Peer ] && peer_run=$i
 	i=$((i + 1))
 done
 
@@ -68,6 +101,70 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || t
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null || echo "?")
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576; exit}' /proc/meminfo 2>/dev/null || true)
 redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^v=/) {sub(/^v=/, "", $i); print $i}}')
+
+# peer_section: the side-by-side table from BenchmarkPeer's lines
+# Peer/<measure>/<server> (each server's median over the rounds).
+peer_section() {
+	local raw_peer=$1 cmd_text=$2
+	local soketi_version uws_version
+	soketi_version=$(node -p 'require("./test/peer/node_modules/@soketi/soketi/package.json").version' 2>/dev/null || echo '?')
+	uws_version=$(node -p 'require("./test/peer/node_modules/uWebSockets.js/package.json").version' 2>/dev/null || echo '?')
+	echo "<!-- peer-begin -->"
+	echo "## headcount vs soketi, side by side"
+	echo
+	echo "Written by \`make bench\` from one run of \`$cmd_text\` on $(date -u '+%Y-%m-%d %H:%M UTC'):"
+	echo "${cpu:-unknown CPU}, $cores cores${mem:+, $mem memory}, $("$GO" env GOVERSION), node $(node --version 2>/dev/null || echo '?'),"
+	echo "Redis ${redis_version:-unknown}. soketi $soketi_version (test/peer) with uWebSockets.js $uws_version (the npm override;"
+	echo "soketi 1.6.1 asks for v20.10.0, which only a git host serves). Both servers on loopback with their default timings,"
+	echo "each measure on fresh processes and a fresh redis-server, ${HC_PEER_ROUNDS:-3} rounds alternating which server goes"
+	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores."
+	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go."
+	echo
+	echo "| measure | unit | headcount | soketi | soketi / headcount |"
+	echo "|---|---|---:|---:|---:|"
+	awk '
+		/^BenchmarkPeer\/[^\/[:space:]]+\/(headcount|soketi)-[0-9]+[[:space:]]/ {
+			split($1, part, "/")
+			measure = part[2]
+			server = part[3]; sub(/-[0-9]+$/, "", server)
+			if (!(measure in seenm)) { seenm[measure] = 1; measures[++nm] = measure }
+			for (i = 3; i + 1 <= NF; i += 2) {
+				unit = $(i + 1)
+				if (unit == "ns/op") continue
+				key = measure SUBSEP unit
+				if (!(key in seenu)) { seenu[key] = 1; nu[measure]++; units[measure, nu[measure]] = unit }
+				val[measure, unit, server] = $i
+			}
+		}
+		END {
+			for (m = 1; m <= nm; m++) {
+				measure = measures[m]
+				for (u = 1; u <= nu[measure]; u++) {
+					unit = units[measure, u]
+					h = val[measure, unit, "headcount"]; s = val[measure, unit, "soketi"]
+					ratio = (h != "" && s != "" && h + 0 != 0) ? sprintf("%.3g", s / h) : ""
+					printf "| %s | %s | %s | %s | %s |\n", measure, unit, h, s, ratio
+				}
+			}
+		}' "$raw_peer"
+	echo
+	echo "<!-- peer-end -->"
+}
+
+if [ "${PEER_ONLY:-}" = 1 ]; then
+	peer_section "$raw.0" "${cmds[0]}" >"$raw.peer"
+	if grep -q '^<!-- peer-begin -->$' "$OUT" 2>/dev/null; then
+		awk -v f="$raw.peer" '
+			/^<!-- peer-begin -->$/ { while ((getline line < f) > 0) print line; skip = 1; next }
+			/^<!-- peer-end -->$/ { skip = 0; next }
+			!skip' "$OUT" >"$raw.md"
+	else
+		{ cat "$OUT"; echo; cat "$raw.peer"; } >"$raw.md"
+	fi
+	mv "$raw.md" "$OUT"
+	echo "bench: wrote the side-by-side section of $OUT"
+	exit 0
+fi
 
 {
 	echo "# Benchmarks"
@@ -80,6 +177,10 @@ redis_version=$(redis-server --version 2>/dev/null | awk '{for (i = 1; i <= NF; 
 	echo "- Redis: ${redis_version:-unknown} (redis-server on loopback)"
 	echo
 	for j in "${!cmds[@]}"; do
+		if [ "$j" = "${peer_run:-}" ]; then
+			peer_section "$raw.$j" "${cmds[$j]}"
+			echo
+		fi
 		echo "## \`${cmds[$j]}\`"
 		echo
 		# Columns: benchmark, iterations, then every unit in order of first appearance.

@@ -44,8 +44,10 @@ const (
 //   - connect: the load tool's storm (as BenchmarkLoad's) of as many
 //     sockets into one node, 512 dials in flight from 30 source addresses:
 //     the node's CPU per 1,000 sockets connected and subscribed, read from
-//     /proc for both, sockets accepted per second, and the time until the
-//     HTTP API's channel listing counts them all.
+//     /proc for both (headcount's httpapi and cleaners aside: soketi's node
+//     is its HTTP API too), redis-server's CPU over the whole run (connect,
+//     subscribe and close) per 1,000 sockets, sockets accepted per second,
+//     and the time until the HTTP API's channel listing counts them all.
 //   - count-read: two nodes holding 1,000 sockets on 10 channels; signed
 //     GET /apps/{id}/channels/{name}?info=subscription_count through the
 //     server's HTTP API (headcount's httpapi, soketi's first node), 50 a
