@@ -120,6 +120,18 @@ peer_section() {
 	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores."
 	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go."
 	echo
+	echo "How the two differ where the ratios are far from 1 (the designs, not this run's numbers):"
+	echo
+	echo "- count-read with a node hung: soketi asks every node over Redis pub/sub for its local count and"
+	echo "  waits for a hung one until its requestsTimeout (5 s by default), then answers without that node's"
+	echo "  sockets; headcount's httpapi reads the count Redis holds, so a hung wsnode does not slow the read"
+	echo "  (its cleaner removes that node's sockets from the count after dead-after, 3 s by default)."
+	echo "- recovery: soketi's counts are computed live from the nodes that answer, so a SIGKILLed node's"
+	echo "  sockets vanish as soon as Redis drops its connection; headcount keeps counts in Redis and the"
+	echo "  cleaner reaps a dead node's share after its heartbeat goes silent for dead-after (3 s) plus a scan."
+	echo "- soketi with this uWebSockets.js prints three warnings (\"writes must be made from within a corked"
+	echo "  callback\") to its log for each signed HTTP API answer; that is part of its HTTP API latency here."
+	echo
 	echo "| measure | unit | headcount | soketi | soketi / headcount |"
 	echo "|---|---|---:|---:|---:|"
 	awk '

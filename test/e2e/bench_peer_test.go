@@ -260,7 +260,9 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 				// The /usage endpoint always listens; Prometheus stays off.
 				"SOKETI_METRICS_ENABLED=false", "SOKETI_METRICS_HOST=127.0.0.1", "SOKETI_METRICS_SERVER_PORT=" + metricsPort,
 				// Node discovery (UDP, always on) says hello to loopback
-				// only, not the default 255.255.255.255 broadcast.
+				// only, not the default 255.255.255.255 broadcast. Its
+				// socket still binds 0.0.0.0 (node-discover's bind address
+				// has no soketi setting); it only sends to 127.0.0.1.
 				"SOKETI_CLUSTER_HOST=127.0.0.1", "SOKETI_CLUSTER_UNICAST_ADDRESSES=127.0.0.1",
 				"SOKETI_CLUSTER_PORT=" + strconv.Itoa(redistest.FreePort(b)),
 				"SOKETI_DEBUG=false",
