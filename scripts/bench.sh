@@ -31,7 +31,8 @@ bash scripts/ensure-deps.sh
 # The peer: npm ci from the committed lock. The registry this runs against
 # may lack optional packages for other platforms (msgpackr-extract's darwin
 # and win32 builds), and then npm ci refuses a lock that cannot list them:
-# npm install then installs the same locked versions. --ignore-scripts: the
+# npm install --no-save then installs the same locked versions and leaves
+# the lock as committed. --ignore-scripts: the
 # native addons' prebuilt or pure-JS fallbacks serve, nothing is compiled
 # or downloaded.
 peer_dir=test/peer
@@ -39,8 +40,8 @@ if [ -f "$peer_dir/package.json" ]; then
 	npm_flags=(--ignore-scripts --no-audit --no-fund --loglevel=error)
 	echo "bench: npm ci in $peer_dir (soketi)"
 	if ! (cd "$peer_dir" && npm ci "${npm_flags[@]}" >/dev/null 2>&1); then
-		echo "bench: npm ci in $peer_dir refused the lock; npm install (same locked versions)"
-		(cd "$peer_dir" && npm install "${npm_flags[@]}" >/dev/null) || {
+		echo "bench: npm ci in $peer_dir refused the lock; npm install --no-save (same locked versions, the lock left as committed)"
+		(cd "$peer_dir" && npm install --no-save "${npm_flags[@]}" >/dev/null) || {
 			echo "bench: cannot install soketi in $peer_dir; $OUT left unchanged" >&2
 			exit 1
 		}
