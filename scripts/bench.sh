@@ -126,7 +126,7 @@ peer_section() {
 	echo "- count-read with a node hung: soketi asks every node over Redis pub/sub for its local count and"
 	echo "  waits for a hung one until its requestsTimeout (5 s by default), then answers without that node's"
 	echo "  sockets; headcount's httpapi reads the count Redis holds, so a hung wsnode does not slow the read"
-	echo "  (its cleaner removes that node's sockets from the count after dead-after, 3 s by default)."
+	echo "  and is still counted until its cleaner removes that node's sockets after dead-after (3 s by default)."
 	echo "- recovery: soketi's counts are computed live from the nodes that answer, so a SIGKILLed node's"
 	echo "  sockets vanish as soon as Redis drops its connection; headcount keeps counts in Redis and the"
 	echo "  cleaner reaps a dead node's share after its heartbeat goes silent for dead-after (3 s) plus a scan."

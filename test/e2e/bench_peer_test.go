@@ -53,7 +53,8 @@ const (
 //     server's HTTP API (headcount's httpapi, soketi's first node), 50 a
 //     second for 4 s (open loop, latency from each request's scheduled
 //     start), with both nodes healthy and then with the second node hung
-//     (SIGSTOP).
+//     (SIGSTOP); and what share of the channel's 100 subscriptions the
+//     first read after the hang counts.
 //   - delivery: HC_PEER_SUBSCRIBERS (default 10,000) subscribers of one
 //     channel over two nodes, 5 events a second for 4 s through the HTTP
 //     API (the load tool, as BenchmarkLoad's delivery): p50/p99.
@@ -117,10 +118,14 @@ func BenchmarkPeer(b *testing.B) {
 		healthy := pacedReads(b, client, u, 50, 200)
 		c.nodes[1].signal(syscall.SIGSTOP)
 		defer c.nodes[1].signal(syscall.SIGCONT)
+		// What the first read after the hang answers: count-0 holds 100
+		// subscriptions, half of them on the hung node.
+		first := apiCounts(c.api, "count-", 1)[0]
 		hung := pacedReads(b, client, u, 50, 200)
 		return []peerMetric{
 			{"healthy-p50-ms", ms(pct(healthy, 0.50))}, {"healthy-p99-ms", ms(pct(healthy, 0.99))},
 			{"one-hung-p50-ms", ms(pct(hung, 0.50))}, {"one-hung-p99-ms", ms(pct(hung, 0.99))},
+			{"one-hung-first-read-%-counted", float64(first)},
 		}
 	})
 
