@@ -1,0 +1,224 @@
+package counts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+)
+
+// Liveness channels let the cleaner see a process's death from Redis's side:
+// a process holds a subscription to its own channel, and when it dies its
+// connection closes and Redis drops the subscription at once, long before
+// its heartbeat goes stale. Every liveness channel carries the same hash tag,
+// so on Redis Cluster they all live on one shard (as sharded channels) and one
+// PUBSUB SHARDNUMSUB there checks every node. Nothing is ever published on
+// them.
+const livenessTag = prefix + "{liveness}:"
+
+func nodeLivenessChannel(node string) string { return livenessTag + "node:" + node }
+
+// canaryChannel is a cleaner's own liveness channel: while the cleaner sees
+// its own subscription, the liveness shard has not lost its subscriptions
+// (restart, failover, slot move), so a node's missing one means its
+// connection closed.
+func canaryChannel(id string) string { return livenessTag + "cleaner:" + id }
+
+// Liveness holds one subscription to a liveness channel, redialling and
+// resubscribing with backoff when the connection drops. It is safe for
+// concurrent use; one goroutine runs Run.
+type Liveness struct {
+	rdb     redis.UniversalClient
+	channel string
+	ping    time.Duration
+	log     hclog.Logger
+
+	since atomic.Int64 // unix ns the current subscription was confirmed; 0: none
+}
+
+// NewNodeLiveness returns the liveness subscription of node, pinged every
+// ping (a connection silent for two pings is redialled).
+func NewNodeLiveness(rdb redis.UniversalClient, node string, ping time.Duration, log hclog.Logger) *Liveness {
+	return newLiveness(rdb, nodeLivenessChannel(node), ping, log)
+}
+
+// NewCanary returns a cleaner's own liveness subscription (see Store.Liveness).
+func NewCanary(rdb redis.UniversalClient, id string, ping time.Duration, log hclog.Logger) *Liveness {
+	return newLiveness(rdb, canaryChannel(id), ping, log)
+}
+
+func newLiveness(rdb redis.UniversalClient, channel string, ping time.Duration, log hclog.Logger) *Liveness {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if ping <= 0 {
+		ping = time.Second
+	}
+	return &Liveness{rdb: rdb, channel: channel, ping: ping, log: log.Named("liveness")}
+}
+
+// Since returns when the current subscription was confirmed by Redis, or the
+// zero time while there is none.
+func (l *Liveness) Since() time.Time {
+	if ns := l.since.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Run holds the subscription until ctx ends.
+func (l *Liveness) Run(ctx context.Context) {
+	backoff := time.Duration(0)
+	down := false
+	for ctx.Err() == nil {
+		err := l.hold(ctx, func() {
+			backoff = 0
+			if down {
+				l.log.Info("liveness subscription restored", "channel", l.channel)
+			}
+			down = false
+		})
+		l.since.Store(0)
+		if ctx.Err() != nil {
+			return
+		}
+		if !down {
+			l.log.Warn("liveness subscription lost; resubscribing (the cleaner may reap this node meanwhile, and it then republishes)", "channel", l.channel, "error", err)
+		}
+		down = true
+		backoff = min(max(2*backoff, 20*time.Millisecond), 500*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// hold subscribes on a fresh connection and returns when it fails.
+func (l *Liveness) hold(ctx context.Context, up func()) error {
+	var ps *redis.PubSub
+	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
+		ps = cc.SSubscribe(ctx, l.channel)
+	} else {
+		ps = l.rdb.Subscribe(ctx, l.channel)
+	}
+	var closeOnce sync.Once
+	closePS := func() { closeOnce.Do(func() { _ = ps.Close() }) }
+	defer closePS()
+	stop := context.AfterFunc(ctx, closePS) // unblocks a pending receive
+	defer stop()
+	heard := time.Now()
+	subscribed := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, l.ping)
+		var ne net.Error
+		switch {
+		case err != nil && errors.As(err, &ne) && ne.Timeout():
+			if time.Since(heard) > 2*l.ping {
+				return fmt.Errorf("no reply for %v", time.Since(heard).Round(time.Millisecond))
+			}
+			if err := ps.Ping(ctx); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		heard = time.Now()
+		if s, ok := msg.(*redis.Subscription); ok {
+			switch s.Kind {
+			case "subscribe", "ssubscribe":
+				if !subscribed {
+					subscribed = true
+					l.since.Store(time.Now().UnixNano())
+					up()
+				}
+			default:
+				// Redis unsubscribed us: on Cluster, the slot moved.
+				return fmt.Errorf("redis sent %s", s.Kind)
+			}
+		}
+	}
+}
+
+// Liveness reads, in one round trip to the liveness shard, which of nodes
+// hold a liveness subscription (live) and which hold none (dead). canary is
+// the caller's own Liveness (NewCanary): dead is only to be believed
+// (trusted true) while the canary's subscription is confirmed, seen by
+// Redis in the same read, and at least trustAfter old; otherwise the shard
+// may have lost every subscription recently (restart, failover, slot move)
+// while the nodes reconnect. live is true either way.
+func (s *Store) Liveness(ctx context.Context, canary *Liveness, trustAfter time.Duration, nodes []string) (live, dead []string, trusted bool, err error) {
+	since := canary.Since()
+	chans := make([]string, 0, len(nodes)+1)
+	chans = append(chans, canary.channel)
+	for _, n := range nodes {
+		chans = append(chans, nodeLivenessChannel(n))
+	}
+	var subs map[string]int64
+	if cc, isCluster := s.rdb.(*redis.ClusterClient); isCluster {
+		// PUBSUB SHARDNUMSUB answers for the shard it is sent to: send it to
+		// the master of the liveness slot.
+		m, merr := cc.MasterForKey(ctx, canary.channel)
+		if merr != nil {
+			return nil, nil, false, fmt.Errorf("find the liveness shard: %w", merr)
+		}
+		subs, err = m.PubSubShardNumSub(ctx, chans...).Result()
+	} else {
+		subs, err = s.rdb.PubSubNumSub(ctx, chans...).Result()
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("read liveness subscriptions: %w", err)
+	}
+	for _, n := range nodes {
+		if subs[nodeLivenessChannel(n)] > 0 {
+			live = append(live, n)
+		} else {
+			dead = append(dead, n)
+		}
+	}
+	trusted = !since.IsZero() && time.Since(since) >= trustAfter && subs[canary.channel] > 0 && canary.Since() == since
+	return live, dead, trusted, nil
+}
+
+// StaleNodesMany is StaleNodes for several apps in one pipeline (one round
+// trip per shard holding them): for each app, up to limit nodes whose
+// last-seen is at least age old by that app's shard clock.
+func (s *Store) StaleNodesMany(ctx context.Context, apps []string, age time.Duration, limit int) (map[string][]string, error) {
+	for try := 0; ; try++ {
+		cmds := make([]*redis.Cmd, len(apps))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, app := range apps {
+				cmds[i] = staleScript.EvalSha(ctx, p, []string{nodesKey(app)}, age.Milliseconds(), limit)
+			}
+			return nil
+		})
+		if isNoScript(err) && try == 0 {
+			if err := loadScripts(ctx, s.rdb); err != nil {
+				return nil, fmt.Errorf("load count scripts: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find stale nodes: %w", err)
+		}
+		out := make(map[string][]string, len(apps))
+		for i, app := range apps {
+			nodes, err := cmds[i].StringSlice()
+			if err != nil {
+				return nil, fmt.Errorf("find stale nodes of %s: %w", app, err)
+			}
+			if len(nodes) > 0 {
+				out[app] = nodes
+			}
+		}
+		return out, nil
+	}
+}
