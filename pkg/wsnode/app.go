@@ -98,6 +98,7 @@ type App struct {
 
 	rdb   redis.UniversalClient
 	rec   *counts.Recorder
+	live  *counts.Liveness // see counts.NewNodeLiveness
 	store *counts.Store
 	bus   *fanout.Bus
 	index *index
@@ -175,6 +176,7 @@ func New(opts Options) (_ *App, err error) {
 	a.gate, a.admission, a.waiters = admission.New(a.rdb), admission.NewReporter(a.rdb, a.bus, a.reg, a.log), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
 	a.rec = a.newRecorder(a.reg)
+	a.live = counts.NewNodeLiveness(a.rdb, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
@@ -261,6 +263,8 @@ func (a *App) Run(ctx context.Context) error {
 	defer stopBus()
 	annCtx, stopAnn := context.WithCancel(context.Background())
 	defer stopAnn()
+	liveCtx, stopLive := context.WithCancel(context.Background())
+	defer stopLive()
 	drained := make(chan struct{})
 	var removeErr error
 
@@ -323,8 +327,18 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		// Announce the leaves (member_removed) to the other nodes.
 		a.ann.publishPending(rctx)
+		// The liveness subscription goes last: the cleaner could otherwise
+		// reap this node during its final flush and announce its leaves.
+		stopLive()
 		return err
 	}, func(error) { stopRec() })
+
+	// Liveness: held from the start (before any count is written) until
+	// the counts actor has removed this node's contribution.
+	g.Add(func() error {
+		a.live.Run(liveCtx)
+		return nil
+	}, func(error) {})
 
 	g.Add(func() error {
 		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason string) {
