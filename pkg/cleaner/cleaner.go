@@ -61,7 +61,34 @@ type App struct {
 	m     *metrics
 
 	auditEvery time.Duration // <= 0: no continuous audit
+
+	canary *counts.Liveness // nil with --liveness-interval 0
+	// seenLive: nodes this cleaner saw holding a liveness subscription, and
+	// when. Only those are reaped by the liveness check: a node that never
+	// subscribed (one not yet subscribed at start, or a build without the
+	// subscription during a rolling upgrade) waits for dead-after.
+	liveMu   sync.Mutex // guards seenLive for tests; one goroutine writes it
+	seenLive map[string]time.Time
+	checks   int // liveness checks so far; every livenessRefresh-th looks at every node
 }
+
+// livenessRefresh: every this many liveness checks, the check names every
+// registered node, not only those past the grace, so a new node, and one
+// that writes more often than the grace, are soon in seenLive.
+const livenessRefresh = 5
+
+// Reasons a node is reaped, as logged and in the reaped_nodes_total metric.
+const (
+	reasonHeartbeat = "heartbeat_stale"   // last-seen older than dead-after
+	reasonClosed    = "connection_closed" // liveness subscription gone, last-seen older than the grace
+)
+
+// livenessTrustAfter is how long the cleaner's own liveness subscription
+// must have held before missing node subscriptions are believed: when the
+// liveness shard restarts, fails over or moves its slot, every subscription
+// goes at once, and the nodes, which retry at least every 500 ms, resubscribe
+// about when this cleaner does (all wait for the same master).
+const livenessTrustAfter = time.Second
 
 type metrics struct {
 	active  prometheus.Gauge
@@ -87,8 +114,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		reaped: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_cleaner_reaped_nodes_total",
-			Help: "Dead wsnodes whose counts this cleaner removed, by app.",
-		}, []string{"app"}),
+			Help: "Dead wsnodes whose counts this cleaner removed, by app and reason: heartbeat_stale (last-seen older than dead-after) or connection_closed (its Redis connection closed and last-seen older than the liveness grace).",
+		}, []string{"app", "reason"}),
 		scans: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_cleaner_scans_total",
 			Help: "Scans for dead nodes, by result.",
@@ -115,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"app"}),
 		reapLatency: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "headcount_cleaner_reap_latency_seconds",
-			Help:    "Time from a reaped node's last heartbeat to its reaping, by the Redis clock (at least dead-after).",
+			Help:    "Time from a reaped node's last heartbeat to its reaping, by the Redis clock (at least dead-after, or the liveness grace for a node whose connection closed).",
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
 		}),
 		leaseChanges: f.NewCounterVec(prometheus.CounterOpts{
@@ -151,6 +178,10 @@ func New(opts Options) (*App, error) {
 	a.store.LogEvents = func(app string) bool { return webhook.LogsOccupancy(opts.Config.Apps.ByID(app)) }
 	if a.auditEvery == 0 {
 		a.auditEvery = DefaultAuditInterval
+	}
+	if opts.Config.LivenessInterval > 0 {
+		a.canary = counts.NewCanary(rdb, config.NewNodeID(), time.Second, a.log)
+		a.seenLive = map[string]time.Time{}
 	}
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready), hcrun.AdminTimeouts); err != nil {
@@ -192,10 +223,16 @@ func (a *App) Run(ctx context.Context) error {
 		}, func(error) { cancel() })
 	}
 	g.Add(func() error { a.watchRedis(ctx); return nil }, func(error) { cancel() })
+	if a.canary != nil {
+		// Held while passive too, so a cleaner that becomes active can
+		// trust the liveness check at once.
+		g.Add(func() error { a.canary.Run(ctx); return nil }, func(error) { cancel() })
+	}
 	if a.admin != nil {
 		g.Add(a.admin.Serve, func(error) { a.admin.Shutdown(time.Second) })
 	}
-	a.log.Info("cleaner started", "dead_after", a.cfg.DeadAfter, "scan_interval", a.cfg.ScanInterval, "lease_ttl", a.cfg.LeaseTTL)
+	a.log.Info("cleaner started", "dead_after", a.cfg.DeadAfter, "scan_interval", a.cfg.ScanInterval, "lease_ttl", a.cfg.LeaseTTL,
+		"liveness_interval", a.cfg.LivenessInterval, "liveness_grace", a.cfg.LivenessGrace)
 	err := g.Run()
 	a.log.Info("cleaner stopped")
 	return err
@@ -231,6 +268,11 @@ func (a *App) active(ctx context.Context, held func() bool) {
 		// Its own goroutine: a long audit of a large app must not delay
 		// the reaping of dead nodes.
 		wg.Go(func() { a.auditLoop(ctx) })
+	}
+	if a.canary != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { a.livenessLoop(ctx, held) })
 	}
 	t := time.NewTicker(a.cfg.ScanInterval)
 	defer t.Stop()
@@ -285,16 +327,129 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			if !held() || ctx.Err() != nil {
 				return nil
 			}
-			ok, reaped, err := a.store.ReapNode(ctx, app, node, a.cfg.DeadAfter)
-			if err != nil {
+			if err := a.reap(ctx, app, node, reasonHeartbeat); err != nil {
 				return err
 			}
-			if ok {
-				a.m.reaped.WithLabelValues(app).Inc()
-				a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
-				a.log.Info("reaped dead node", "app", app, "node", node, "channels", len(reaped.Channels),
-					"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
-				a.announce(ctx, app, reaped)
+		}
+	}
+	return nil
+}
+
+// reap reaps node of app if its last-seen is still old enough for reason
+// (dead-after, or the liveness grace), in the reap's one atomic unit, and
+// announces what that changed.
+func (a *App) reap(ctx context.Context, app, node, reason string) error {
+	age := a.cfg.DeadAfter
+	if reason == reasonClosed {
+		age = a.cfg.LivenessGrace
+	}
+	ok, reaped, err := a.store.ReapNode(ctx, app, node, age)
+	if err != nil || !ok {
+		return err
+	}
+	a.m.reaped.WithLabelValues(app, reason).Inc()
+	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
+	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "channels", len(reaped.Channels),
+		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
+	a.announce(ctx, app, reaped)
+	return nil
+}
+
+// livenessLoop runs checkLiveness every liveness interval while active.
+func (a *App) livenessLoop(ctx context.Context, held func() bool) {
+	t := time.NewTicker(a.cfg.LivenessInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		if err := a.checkLiveness(ctx, held); err != nil && ctx.Err() == nil {
+			if !failing {
+				a.log.Warn("liveness check failed; dead nodes wait for dead-after until it succeeds", "error", err)
+			}
+			failing = true
+		} else if failing && ctx.Err() == nil {
+			a.log.Info("liveness checks succeed again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkLiveness reaps the nodes whose liveness subscription vanished and
+// whose last-seen is at least the liveness grace old. Its cost: one SMEMBERS,
+// one pipeline of stale.lua (one per app, one round trip per shard holding
+// apps; each O(log nodes + nodes returned)) and, when some node is past the
+// grace, one PUBSUB NUMSUB (SHARDNUMSUB on Cluster, on the liveness shard)
+// naming those nodes: three round trips, O(apps + nodes) work in Redis.
+// Every livenessRefresh-th check names every registered node, and a reap
+// costs what a heartbeat-stale reap costs.
+func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
+	apps, err := a.store.Apps(ctx)
+	if err != nil {
+		return err
+	}
+	age, limit := a.cfg.LivenessGrace, reapBatch
+	if a.checks%livenessRefresh == 0 {
+		age, limit = 0, 10000
+	}
+	a.checks++
+	candidates, err := a.store.StaleNodesMany(ctx, apps, age, limit)
+	if err != nil {
+		return err
+	}
+	var nodes []string
+	seen := map[string]bool{}
+	for _, ns := range candidates {
+		for _, n := range ns {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	a.liveMu.Lock()
+	defer a.liveMu.Unlock()
+	now := time.Now()
+	for n, at := range a.seenLive {
+		if now.Sub(at) > time.Minute {
+			delete(a.seenLive, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	live, dead, trusted, err := a.store.Liveness(ctx, a.canary, livenessTrustAfter, nodes)
+	if err != nil {
+		return err
+	}
+	for _, n := range live {
+		a.seenLive[n] = now
+	}
+	if !trusted {
+		return nil
+	}
+	isDead := make(map[string]bool, len(dead))
+	for _, n := range dead {
+		isDead[n] = true
+	}
+	for app, ns := range candidates {
+		for _, n := range ns {
+			if !isDead[n] {
+				continue
+			}
+			if _, was := a.seenLive[n]; !was {
+				continue
+			}
+			// The reap itself re-checks the grace atomically: a node that
+			// wrote since the read above is spared.
+			if !held() || ctx.Err() != nil {
+				return nil
+			}
+			if err := a.reap(ctx, app, n, reasonClosed); err != nil {
+				return err
 			}
 		}
 	}

@@ -82,7 +82,7 @@ func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
 	all, err := store.Channels(ctx, "app", "")
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"shared": 5 * live}, all)
-	reaped := testutil.ToFloat64(a.m.reaped.WithLabelValues("app")) + testutil.ToFloat64(b.m.reaped.WithLabelValues("app"))
+	reaped := reapedTotal(a) + reapedTotal(b)
 	require.EqualValues(t, dead, reaped, "each dead node reaped exactly once between the two")
 }
 
@@ -144,7 +144,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 		require.NoError(t, live.Heartbeat(ctx))
 		all, err := store.Channels(ctx, "app", "")
 		require.NoError(t, err)
-		reaped := testutil.ToFloat64(cleaners[0].m.reaped.WithLabelValues("app")) + testutil.ToFloat64(cleaners[1].m.reaped.WithLabelValues("app"))
+		reaped := reapedTotal(cleaners[0]) + reapedTotal(cleaners[1])
 		return reaped == dead && all["shared"] == 5
 	}, 5*time.Second, 20*time.Millisecond, "every dead node reaped once, the live one's counts kept")
 	all, err := store.Channels(ctx, "app", "")
@@ -172,7 +172,7 @@ func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
 	node.Add("app", "x", 3)
 	require.NoError(t, node.Flush(ctx))
 	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "x"); return n == 0 }, 5*time.Second, 5*time.Millisecond)
-	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app")))
+	require.EqualValues(t, 1, reapedTotal(a))
 	require.EqualValues(t, 0, testutil.ToFloat64(b.m.active), "b stays passive while a holds the lease")
 
 	stopA()
@@ -182,7 +182,7 @@ func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
 	node2.Add("app", "y", 1)
 	require.NoError(t, node2.Flush(ctx))
 	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "y"); return n == 0 }, 5*time.Second, 5*time.Millisecond)
-	require.EqualValues(t, 1, testutil.ToFloat64(b.m.reaped.WithLabelValues("app")))
+	require.EqualValues(t, 1, reapedTotal(b))
 }
 
 func TestScanStopsWhenLeaseIsNoLongerValid(t *testing.T) {
@@ -296,4 +296,10 @@ func TestReapStartsAdmissionGrace(t *testing.T) {
 		return st.Waiting == 0
 	}, 5*time.Second, 20*time.Millisecond, "bob was not admitted after alice's grace")
 	require.GreaterOrEqual(t, time.Since(reaped), 900*time.Millisecond, "alice's grace was not kept")
+}
+
+// reapedTotal is how many nodes of "app" a reaped, for either reason.
+func reapedTotal(a *App) float64 {
+	return testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)) +
+		testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed))
 }

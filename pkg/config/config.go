@@ -87,6 +87,15 @@ type Cleaner struct {
 	// means no lease: the cleaner is always active, alongside any other
 	// (tests only: they show that reaping twice at once is harmless).
 	LeaseTTL time.Duration
+	// LivenessInterval is how often the active cleaner checks which nodes'
+	// liveness subscriptions vanished (their process died, so Redis closed
+	// their connections). Zero turns the check off: nodes are reaped only
+	// once their last-seen is DeadAfter old.
+	LivenessInterval time.Duration
+	// LivenessGrace is how old a node's last-seen must be, besides its
+	// liveness subscription having vanished, for it to be reaped before
+	// DeadAfter.
+	LivenessGrace time.Duration
 }
 
 // HTTPAPI is the configuration of cmd/httpapi.
@@ -198,6 +207,9 @@ func DefaultCleaner() Cleaner {
 		DeadAfter:    3 * time.Second,
 		ScanInterval: 500 * time.Millisecond,
 		LeaseTTL:     3 * time.Second,
+
+		LivenessInterval: 100 * time.Millisecond,
+		LivenessGrace:    300 * time.Millisecond,
 	}
 }
 
@@ -271,12 +283,20 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	s.dur(&c.DeadAfter, "dead-after", "age of last-seen after which a node is reaped")
 	s.dur(&c.ScanInterval, "scan-interval", "how often the active cleaner looks for dead nodes")
 	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease (0: no lease, this cleaner is always active alongside any other; for tests only)")
+	s.dur(&c.LivenessInterval, "liveness-interval", "how often the active cleaner looks for nodes whose Redis connection closed (their process died), to reap them before --dead-after (0: off)")
+	s.dur(&c.LivenessGrace, "liveness-grace", "how old a node's last-seen must be, with its connection closed, to be reaped before --dead-after")
 	if err := s.parse(args); err != nil {
 		return c, nil, err
 	}
 	var errs []error
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
+	if c.LivenessInterval < 0 {
+		errs = append(errs, fmt.Errorf("--liveness-interval: %v must not be negative (0 turns the liveness check off)", c.LivenessInterval))
+	}
+	if c.LivenessGrace < 0 || c.LivenessGrace > c.DeadAfter {
+		errs = append(errs, fmt.Errorf("--liveness-grace: %v must be between 0 and --dead-after (%v)", c.LivenessGrace, c.DeadAfter))
+	}
 	switch {
 	case c.LeaseTTL < 0:
 		errs = append(errs, fmt.Errorf("--lease-ttl: %v must not be negative (0 turns the lease off, for tests only)", c.LeaseTTL))
