@@ -127,7 +127,7 @@ func startDefault(b *testing.B, name, bin string, args ...string) node {
 }
 
 // openSubscribed opens a socket subscribed to channel, closed when b ends.
-func openSubscribed(b *testing.B, addr, channel string) {
+func openSubscribed(b testing.TB, addr, channel string) {
 	c, err := wstest.Dial(addr, "/app/"+e2eAppKey+"?protocol=7")
 	if err != nil {
 		b.Fatal(err)
@@ -145,7 +145,7 @@ func openSubscribed(b *testing.B, addr, channel string) {
 }
 
 // waitRedisCounts polls Redis every 10 ms until the app's global counts are want.
-func waitRedisCounts(b *testing.B, store *counts.Store, want map[string]int64, within time.Duration) {
+func waitRedisCounts(b testing.TB, store *counts.Store, want map[string]int64, within time.Duration) {
 	deadline := time.Now().Add(within)
 	var got map[string]int64
 	for time.Now().Before(deadline) {
