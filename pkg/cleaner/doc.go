@@ -7,6 +7,25 @@
 // never subtract a node twice; the lease only avoids wasted work. Before each
 // reap the active cleaner checks that its lease is still valid, so one that
 // resumes from a pause past its TTL stops before touching anything.
+//
+// A crashed node is reaped sooner, without waiting for dead-after: every
+// wsnode holds a subscription to its own liveness channel (counts.Liveness),
+// which Redis drops the moment the process's connections close. Every
+// --liveness-interval (100 ms) the active cleaner reads, in one PUBSUB
+// NUMSUB (SHARDNUMSUB on the liveness shard of a Cluster), which of the
+// nodes whose last-seen is past --liveness-grace (300 ms) lost theirs, and
+// reaps them through the same ReapNode, with the grace as the age it
+// re-checks atomically. A check costs three round trips (the app set, one
+// pipeline of stale.lua per app, the NUMSUB) and O(apps + nodes) work in
+// Redis. Only nodes this cleaner has seen subscribed are eligible (a node
+// built without the subscription waits for dead-after), and only while
+// the cleaner's own liveness subscription (its canary) has held for a
+// second, since a restarted or failed-over liveness shard drops every
+// subscription at once. A paused or partitioned process keeps its TCP
+// connections open, so its subscription stays and it is reaped at
+// dead-after as before. Reaps are logged with reason=connection_closed or
+// reason=heartbeat_stale and counted by that label in
+// headcount_cleaner_reaped_nodes_total.
 // --lease-ttl 0 turns the lease off (tests only, with a loud warning at
 // start): the cleaner is then always active, which is how the tests show
 // that several cleaners reaping at once subtract nothing twice.

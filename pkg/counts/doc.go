@@ -20,6 +20,14 @@
 //     reaping at once subtract once, and a node that came back is spared.
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
 //     single-slot and runs unchanged on Redis Cluster.
+//   - Liveness (liveness.go): each process holds a subscription to its own
+//     liveness channel, hc:{liveness}:node:<id> (a cleaner's canary is
+//     hc:{liveness}:cleaner:<id>); Redis drops it when the process's
+//     connections close. All share one hash tag, so on Cluster they are
+//     sharded channels on one shard, and Store.Liveness checks any number
+//     of nodes there with one PUBSUB SHARDNUMSUB (NUMSUB on a single
+//     Redis). Nothing is published on them. The subscription is redialled
+//     with backoff (20 ms doubling to 500 ms) and pinged every heartbeat.
 //
 // The event log (EventLogKey, eventlog.go, scripts/eventlog.lua):
 //
@@ -81,5 +89,6 @@
 // one costs a recomputation, never a wrong count.
 //
 // Store and Listings are safe for concurrent use. Recorder.Add is safe for concurrent use
-// and never blocks on Redis; one goroutine runs Recorder.Run.
+// and never blocks on Redis; one goroutine runs Recorder.Run, and one
+// Liveness.Run.
 package counts
