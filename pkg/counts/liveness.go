@@ -73,11 +73,26 @@ func (l *Liveness) Since() time.Time {
 }
 
 // Run holds the subscription until ctx ends.
+//
+// A connection that only went silent (no reply to two pings) is kept open
+// until a new subscription is confirmed: while the node is cut off from
+// Redis, closing it would tell Redis, wherever the close gets through
+// first, that the process died, and the cleaner would reap a live node
+// before dead-after. Cut off or hung, a node is the heartbeat's to judge.
 func (l *Liveness) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 	down := false
+	var silent *redis.PubSub // the last confirmed connection that went silent
+	closeSilent := func() {
+		if silent != nil {
+			_ = silent.Close()
+			silent = nil
+		}
+	}
+	defer closeSilent()
 	for ctx.Err() == nil {
-		err := l.hold(ctx, func() {
+		keep, err := l.hold(ctx, func() {
+			closeSilent()
 			backoff = 0
 			if down {
 				l.log.Info("liveness subscription restored", "channel", l.channel)
@@ -85,6 +100,10 @@ func (l *Liveness) Run(ctx context.Context) {
 			down = false
 		})
 		l.since.Store(0)
+		if keep != nil {
+			closeSilent()
+			silent = keep
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -101,8 +120,13 @@ func (l *Liveness) Run(ctx context.Context) {
 	}
 }
 
-// hold subscribes on a fresh connection and returns when it fails.
-func (l *Liveness) hold(ctx context.Context, up func()) error {
+// errSilent: the connection answered nothing for two pings.
+var errSilent = errors.New("no reply to two pings")
+
+// hold subscribes on a fresh connection and returns when it fails. It
+// returns the connection open (keep) if it was confirmed and then went
+// silent; it closes it otherwise.
+func (l *Liveness) hold(ctx context.Context, up func()) (keep *redis.PubSub, err error) {
 	var ps *redis.PubSub
 	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
 		ps = cc.SSubscribe(ctx, l.channel)
@@ -111,9 +135,13 @@ func (l *Liveness) hold(ctx context.Context, up func()) error {
 	}
 	var closeOnce sync.Once
 	closePS := func() { closeOnce.Do(func() { _ = ps.Close() }) }
-	defer closePS()
 	stop := context.AfterFunc(ctx, closePS) // unblocks a pending receive
-	defer stop()
+	defer func() {
+		stop()
+		if keep == nil {
+			closePS()
+		}
+	}()
 	heard := time.Now()
 	subscribed := false
 	for {
@@ -122,14 +150,17 @@ func (l *Liveness) hold(ctx context.Context, up func()) error {
 		switch {
 		case err != nil && errors.As(err, &ne) && ne.Timeout():
 			if time.Since(heard) > 2*l.ping {
-				return fmt.Errorf("no reply for %v", time.Since(heard).Round(time.Millisecond))
+				if subscribed && ctx.Err() == nil {
+					return ps, errSilent
+				}
+				return nil, errSilent
 			}
 			if err := ps.Ping(ctx); err != nil {
-				return fmt.Errorf("ping: %w", err)
+				return nil, fmt.Errorf("ping: %w", err)
 			}
 			continue
 		case err != nil:
-			return err
+			return nil, err
 		}
 		heard = time.Now()
 		if s, ok := msg.(*redis.Subscription); ok {
@@ -142,7 +173,7 @@ func (l *Liveness) hold(ctx context.Context, up func()) error {
 				}
 			default:
 				// Redis unsubscribed us: on Cluster, the slot moved.
-				return fmt.Errorf("redis sent %s", s.Kind)
+				return nil, fmt.Errorf("redis sent %s", s.Kind)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestLivenessSeesClosedConnections: Store.Liveness reports a node live
@@ -45,4 +46,43 @@ func TestLivenessSeesClosedConnections(t *testing.T) {
 		}, 5*time.Second, 10*time.Millisecond)
 		require.Equal(t, []string{"b"}, live)
 	})
+}
+
+// TestLivenessKeepsASilentConnection: cut off from Redis (every byte
+// dropped, nothing closed), a node's liveness connection goes silent; the
+// node keeps it open while it retries, so Redis, which never saw it close,
+// keeps the subscription and the cleaner leaves the node to its
+// heartbeat. After the heal it subscribes again on a new connection.
+func TestLivenessKeepsASilentConnection(t *testing.T) {
+	srv := redistest.New(t)
+	proxy := redistest.NewProxy(t, srv.Addr)
+	opts, err := redis.ParseURL(proxy.URL())
+	require.NoError(t, err)
+	behind := redis.NewClient(opts)
+	t.Cleanup(func() { _ = behind.Close() })
+	direct := srv.Client(t)
+	ctx := context.Background()
+	const ping = 50 * time.Millisecond
+	l := NewNodeLiveness(behind, "cut", ping, logging.TestLogger(t))
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(lctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { return !l.Since().IsZero() }, 5*time.Second, 5*time.Millisecond)
+	first := l.Since()
+
+	subs := func() int64 {
+		n, err := direct.PubSubNumSub(ctx, nodeLivenessChannel("cut")).Result()
+		require.NoError(t, err)
+		return n[nodeLivenessChannel("cut")]
+	}
+	proxy.Partition()
+	require.Eventually(t, func() bool { return l.Since().IsZero() }, 5*time.Second, 5*time.Millisecond, "the silence went unnoticed")
+	for range 10 {
+		require.EqualValues(t, 1, subs(), "the subscription went while the node was only cut off")
+		time.Sleep(2 * ping)
+	}
+	proxy.Heal()
+	require.Eventually(t, func() bool { return l.Since().After(first) }, 5*time.Second, 5*time.Millisecond, "no new subscription after the heal")
+	require.Eventually(t, func() bool { return subs() == 1 }, 5*time.Second, 5*time.Millisecond)
 }
