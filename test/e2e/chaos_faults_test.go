@@ -32,7 +32,59 @@ func (c *chaos) setState(s *chaosSlot, st slotState) {
 	c.mu.Lock()
 	s.state = st
 	c.lastChange = time.Now()
+	c.recordLocked(s)
 	c.mu.Unlock()
+}
+
+// recordLocked notes slot s's state now, for livenessReport.
+func (c *chaos) recordLocked(s *chaosSlot) {
+	if c.history == nil {
+		c.history = map[string][]stateChange{}
+	}
+	c.history[s.name] = append(c.history[s.name], stateChange{time.Now(), s.state})
+}
+
+// livenessReport logs how many nodes the cleaners reaped because their
+// connection closed, split by whether the node's process was dead then
+// (SIGKILLed) or alive (paused, partitioned, or up: a live node's
+// liveness connection dropped while its heartbeat was past the grace).
+func (c *chaos) livenessReport() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dead, alive := 0, 0
+	var wrong []string
+	for _, path := range c.cleanerLogs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "reaped dead node") || !strings.Contains(line, "reason=connection_closed") {
+				continue
+			}
+			ts, _, _ := strings.Cut(line, " ")
+			at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts)
+			_, rest, _ := strings.Cut(line, " node=")
+			id, _, _ := strings.Cut(rest, " ")
+			if err != nil || id == "" {
+				continue
+			}
+			state := slotUp
+			for _, ch := range c.history[id] {
+				if ch.at.After(at) {
+					break
+				}
+				state = ch.state
+			}
+			if state == slotDown {
+				dead++
+			} else {
+				alive++
+				wrong = append(wrong, fmt.Sprintf("%s at %s (state %d)", id, at.Format("15:04:05.000"), state))
+			}
+		}
+	}
+	c.t.Logf("chaos: liveness reaps (reason=connection_closed): %d of SIGKILLed nodes, %d of live nodes %v", dead, alive, wrong)
 }
 
 // nodeFlags are the Redis flags of slot s's wsnode: its own proxy when it
@@ -52,6 +104,7 @@ func (c *chaos) restart(s *chaosSlot) {
 	c.mu.Lock()
 	s.n, s.state = n, slotUp
 	c.lastChange = time.Now()
+	c.recordLocked(s)
 	c.mu.Unlock()
 }
 
@@ -174,6 +227,9 @@ func (c *chaos) cleanerFault() {
 		n := startCleaner(c.t, cl.p.name, c.common...)
 		waitReady(c.t, n.p, n.admin)
 		c.cleaners[i] = n
+		c.mu.Lock()
+		c.cleanerLogs = append(c.cleanerLogs, n.p.log)
+		c.mu.Unlock()
 	}
 	if s != nil {
 		c.restart(s)
@@ -316,6 +372,9 @@ func (c *chaos) replaceCleaners(ttl time.Duration) {
 			"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", ttl.String())...)
 		waitReady(c.t, n.p, n.admin)
 		c.cleaners[i] = n
+		c.mu.Lock()
+		c.cleanerLogs = append(c.cleanerLogs, n.p.log)
+		c.mu.Unlock()
 	}
 }
 

@@ -153,6 +153,7 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 		cl := startCleaner(t, fmt.Sprintf("cleaner-%d", i+1), common...)
 		waitReady(t, cl.p, cl.admin)
 		c.cleaners = append(c.cleaners, cl)
+		c.cleanerLogs = append(c.cleanerLogs, cl.p.log)
 	}
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(slices.Clone(common), "--addr", api.addr, "--admin-addr", api.admin)...)
@@ -228,6 +229,7 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 		c.violation("final", fmt.Sprintf("`cleaner audit` failed: %v\n%s", err, out))
 	}
 	c.report()
+	c.livenessReport()
 	t.Logf("chaos: faults done after %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -291,6 +293,16 @@ type chaos struct {
 	order      []string
 	problems   []string
 	skipped    [][2]string // fault kind, why
+
+	// For the liveness report: every cleaner's log, and each wsnode slot's
+	// states over time (the first is slotUp at start).
+	cleanerLogs []string
+	history     map[string][]stateChange
+}
+
+type stateChange struct {
+	at    time.Time
+	state slotState
 }
 
 func (c *chaos) total() int {
