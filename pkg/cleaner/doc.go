@@ -7,6 +7,9 @@
 // never subtract a node twice; the lease only avoids wasted work. Before each
 // reap the active cleaner checks that its lease is still valid, so one that
 // resumes from a pause past its TTL stops before touching anything.
+// --lease-ttl 0 turns the lease off (tests only, with a loud warning at
+// start): the cleaner is then always active, which is how the tests show
+// that several cleaners reaping at once subtract nothing twice.
 //
 // A crashed node is reaped sooner, without waiting for dead-after: every
 // wsnode holds a subscription to its own liveness channel (counts.Liveness),
@@ -23,12 +26,12 @@
 // second, since a restarted or failed-over liveness shard drops every
 // subscription at once. A paused or partitioned process keeps its TCP
 // connections open, so its subscription stays and it is reaped at
-// dead-after as before. Reaps are logged with reason=connection_closed or
-// reason=heartbeat_stale and counted by that label in
-// headcount_cleaner_reaped_nodes_total.
-// --lease-ttl 0 turns the lease off (tests only, with a loud warning at
-// start): the cleaner is then always active, which is how the tests show
-// that several cleaners reaping at once subtract nothing twice.
+// dead-after as before. So does a node killed before the check saw its
+// subscription (every fifth check names every node, so within about 0.5 s
+// of its first count write); one killed within a second of the cleaner's
+// start waits for that second. Reaps are logged with
+// reason=connection_closed or reason=heartbeat_stale and counted by that
+// label in headcount_cleaner_reaped_nodes_total.
 //
 // The active cleaner also audits one app every audit interval (apps take
 // turns; DefaultAuditInterval, stretched to 50 times the last audit's

@@ -139,6 +139,28 @@ func TestCleanerLeaseTTLZeroTurnsTheLeaseOff(t *testing.T) {
 	}
 }
 
+// TestCleanerLivenessFlags: the liveness check runs every 100 ms with a
+// 300 ms grace by default; 0 turns it off; a negative interval, and a
+// grace that is negative or past dead-after, are refused by name.
+func TestCleanerLivenessFlags(t *testing.T) {
+	c, _, err := ParseCleaner(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, c.LivenessInterval)
+	require.Equal(t, 300*time.Millisecond, c.LivenessGrace)
+	c, _, err = ParseCleaner(nil, env(map[string]string{"HEADCOUNT_LIVENESS_INTERVAL": "0s"}), io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, c.LivenessInterval)
+
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--liveness-interval", "-1ms"}},
+		{[]string{"--liveness-grace", "-1ms"}},
+		{[]string{"--dead-after", "1s", "--liveness-grace", "2s"}},
+	} {
+		_, _, err := ParseCleaner(tc.args, env(nil), io.Discard)
+		require.ErrorContains(t, err, tc.args[len(tc.args)-2], tc.args)
+	}
+}
+
 // TestHTTPAPITimeouts: the connection timeouts have finite defaults, come
 // from env then flags, and a timeout that is zero, negative or a write
 // timeout not above the read timeout is refused by name.
