@@ -115,8 +115,9 @@ func subscribeBoth(t *testing.T, store *counts.Store, a, b node) map[string]int6
 		want["live-"+strconv.Itoa(i%5)]++
 	}
 	waitRedisCounts(t, store, doubled(want), 10*time.Second)
-	// The cleaner refreshes which nodes it saw subscribed every 500 ms.
-	time.Sleep(700 * time.Millisecond)
+	// The cleaner names every node, and so learns which it saw subscribed,
+	// every fifth check (500 ms); leave room for a slow machine.
+	time.Sleep(1500 * time.Millisecond)
 	return want
 }
 
