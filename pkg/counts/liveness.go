@@ -111,6 +111,12 @@ func (l *Liveness) Run(ctx context.Context) {
 			l.log.Warn("liveness subscription lost; resubscribing (the cleaner may reap this node meanwhile, and it then republishes)", "channel", l.channel, "error", err)
 		}
 		down = true
+		if errors.Is(err, errSilent) {
+			// Two pings' wait is backoff enough, and the attempt after a
+			// partition heals must come at once: until it is confirmed,
+			// Redis has no subscription of this node.
+			backoff = 0
+		}
 		backoff = min(max(2*backoff, 20*time.Millisecond), 500*time.Millisecond)
 		select {
 		case <-ctx.Done():
