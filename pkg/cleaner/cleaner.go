@@ -69,7 +69,14 @@ type App struct {
 	// subscription during a rolling upgrade) waits for dead-after.
 	liveMu   sync.Mutex // guards seenLive for tests; one goroutine writes it
 	seenLive map[string]time.Time
-	checks   int // liveness checks so far; every livenessRefresh-th looks at every node
+	// missing: nodes a trusted check found without a subscription, and
+	// which check first did. A node is reaped only by a later check that
+	// finds it so again, with no check seeing it subscribed in between, so
+	// a connection that is replaced (a node reconnecting after a blip,
+	// whose new subscription lands within one interval) does not get it
+	// reaped.
+	missing map[string]int
+	checks  int // liveness checks so far; every livenessRefresh-th looks at every node
 }
 
 // livenessRefresh: every this many liveness checks, the check names every
@@ -182,6 +189,7 @@ func New(opts Options) (*App, error) {
 	if opts.Config.LivenessInterval > 0 {
 		a.canary = counts.NewCanary(rdb, config.NewNodeID(), time.Second, a.log)
 		a.seenLive = map[string]time.Time{}
+		a.missing = map[string]int{}
 	}
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready), hcrun.AdminTimeouts); err != nil {
@@ -418,6 +426,11 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 			delete(a.seenLive, n)
 		}
 	}
+	for n, first := range a.missing {
+		if a.checks-first > 600 { // a minute at the default interval
+			delete(a.missing, n)
+		}
+	}
 	if len(nodes) == 0 {
 		return nil
 	}
@@ -427,13 +440,20 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 	}
 	for _, n := range live {
 		a.seenLive[n] = now
+		delete(a.missing, n)
 	}
 	if !trusted {
+		clear(a.missing)
 		return nil
 	}
+	check := a.checks
 	isDead := make(map[string]bool, len(dead))
 	for _, n := range dead {
-		isDead[n] = true
+		first, was := a.missing[n]
+		if !was {
+			a.missing[n] = check
+		}
+		isDead[n] = was && first < check
 	}
 	for app, ns := range candidates {
 		for _, n := range ns {
