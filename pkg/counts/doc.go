@@ -27,10 +27,11 @@
 //     sharded channels on one shard, and Store.Liveness checks any number
 //     of nodes there with one PUBSUB SHARDNUMSUB (NUMSUB on a single
 //     Redis). Nothing is published on them. The subscription is redialled
-//     with backoff (20 ms doubling to 500 ms) and pinged every heartbeat; a
-//     connection that goes silent (a partition, a pause) is kept open until
-//     a new subscription is confirmed, so only a closed connection, never
-//     a silent one, makes a live node look dead.
+//     with backoff (20 ms doubling to 500 ms; 20 ms after a connection
+//     that went silent, which waited two pings) and pinged every
+//     heartbeat; a connection that goes silent (a partition, a pause) is
+//     kept open until a new subscription is confirmed, so only a closed
+//     connection, never a silent one, makes a live node look dead.
 //
 // The event log (EventLogKey, eventlog.go, scripts/eventlog.lua):
 //
