@@ -31,8 +31,8 @@
 // dead-after as before. So does a node killed before the check saw its
 // subscription (every fifth check names every node, so within about 0.5 s
 // of its first count write); one killed within a second of the cleaner's
-// start waits for that second. BenchmarkRecovery: 0.13 s from SIGKILL to
-// exact counts (median), against 2.8 s by the heartbeat alone. Reaps are logged with
+// start waits for that second. BenchmarkRecovery: 0.13-0.25 s from SIGKILL
+// to exact counts (medians), against 2.8 s by the heartbeat alone. Reaps are logged with
 // reason=connection_closed or reason=heartbeat_stale and counted by that
 // label in headcount_cleaner_reaped_nodes_total.
 //
