@@ -96,7 +96,7 @@ func (o ListingOptions) withDefaults() ListingOptions {
 		o.LockTTL = DefaultListingLockTTL
 	}
 	if o.CacheTTL > 0 && o.LockTTL >= o.CacheTTL {
-		// The lock must expire before the cache (seed 002): a result is then
+		// The lock must expire before the cache: a result is then
 		// always there for the waiters of a lock that was released in time.
 		o.LockTTL = o.CacheTTL / 2
 	}
@@ -541,7 +541,7 @@ type SharedResult struct {
 }
 
 // SharedListing returns app's full listing for q, encoded by encode, computed
-// at most once at a time across every process sharing this Redis (seed 002):
+// at most once at a time across every process sharing this Redis:
 //
 //   - A cached result is used while it is younger than CacheTTL and the app
 //     has as many occupied channels as when it was read (so a channel

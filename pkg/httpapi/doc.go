@@ -75,7 +75,7 @@
 //     ends the walk. Pages are O(log n + limit); starting a walk copies the
 //     names once, O(n). A snapshot idle for 15 s expires and its cursor gets
 //     410 Gone (start again); a cursor that is not ours is a 400.
-//   - Shared full listing (seed 002): the listing without limit, cursor or
+//   - Shared full listing: the listing without limit, cursor or
 //     order is computed once across every replica: the first request takes
 //     a lock in Redis (SET NX PX --listing-lock-ttl), reads and encodes the
 //     listing and caches it (PX --listing-cache-ttl, longer than the lock);

@@ -126,7 +126,7 @@ func storm(t *testing.T, procs []httpapiProc, n int, query url.Values) []apiResp
 	return out
 }
 
-// TestListingSingleFlight is seed 002 end to end: 50 concurrent identical
+// TestListingSingleFlight is the shared full listing end to end: 50 concurrent identical
 // listing requests over 3 httpapi processes compute the listing once
 // (asserted with each process's metrics), and a replica that died holding
 // the lock delays the others by at most the lock TTL.

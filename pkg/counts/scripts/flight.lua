@@ -1,5 +1,5 @@
 -- flight.lua: one attempt to get a shared full listing: the cached result,
--- or the lock that makes this caller the one to compute it (seed 002).
+-- or the lock that makes this caller the one to compute it.
 -- KEYS[1] cache    STRING "<read-at ms> <occupied channels> <...>\n<body>"
 -- KEYS[2] lock     STRING token, PX lock-ttl
 -- KEYS[3] global   ZSET channel -> count (its ZCARD validates the cache)
