@@ -128,8 +128,9 @@ peer_section() {
 	echo "  sockets; headcount's httpapi reads the count Redis holds, so a hung wsnode does not slow the read"
 	echo "  and is still counted until its cleaner removes that node's sockets after dead-after (3 s by default)."
 	echo "- recovery: soketi's counts are computed live from the nodes that answer, so a SIGKILLed node's"
-	echo "  sockets vanish as soon as Redis drops its connection; headcount keeps counts in Redis and the"
-	echo "  cleaner reaps a dead node's share after its heartbeat goes silent for dead-after (3 s) plus a scan."
+	echo "  sockets vanish as soon as Redis drops its connection; headcount keeps counts in Redis, and the"
+	echo "  cleaner reaps a dead node's share once two of its liveness checks (every 100 ms) find the node's"
+	echo "  subscription gone and its last-seen is 300 ms old; the HTTP API is read every 100 ms here."
 	echo "- soketi with this uWebSockets.js prints three warnings (\"writes must be made from within a corked"
 	echo "  callback\") to its log for each signed HTTP API answer; that is part of its HTTP API latency here."
 	echo
