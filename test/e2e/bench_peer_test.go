@@ -273,7 +273,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 				"SOKETI_DEBUG=false",
 			}
 			p := startEnv(b, "soketi-"+strconv.Itoa(i), nodeBinary(b), env, js, "start")
-			waitPeerReady(b, p, addr)
+			waitOK(b, p, "http://"+addr+"/ready", 30*time.Second)
 			c.ws, c.nodes = append(c.ws, addr), append(c.nodes, p)
 		}
 		c.api = c.ws[0]
@@ -300,29 +300,6 @@ func nodeBinary(b testing.TB) string {
 		b.Skip("node is not installed: skipping the side-by-side benchmark")
 	}
 	return node
-}
-
-// waitPeerReady polls soketi's /ready until it answers 200.
-func waitPeerReady(b testing.TB, p *proc, addr string) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-p.done:
-			b.Fatalf("%s exited before it was ready: %v", p.name, p.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s not ready on %s: %v", p.name, addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // apiCounts reads prefix0..prefix<channels-1>'s subscription counts

@@ -392,7 +392,11 @@ func (c *chaos) poll(d time.Duration, cond func() bool) bool {
 
 // metricSum adds up every series of a metric (labelled or not) from an
 // admin address, or returns -1 when it cannot be read.
-func metricSum(admin, name string) float64 {
+func metricSum(admin, name string) float64 { return metricSumWith(admin, name, "") }
+
+// metricSumWith is metricSum over the series whose labels contain label
+// (e.g. reason="x"; "" for every series).
+func metricSumWith(admin, name, label string) float64 {
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
 		return -1
@@ -402,7 +406,7 @@ func metricSum(admin, name string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {

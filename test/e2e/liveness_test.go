@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"maps"
-	"net/http"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -131,21 +128,5 @@ func doubled(m map[string]int64) map[string]int64 {
 
 // reapedBy sums headcount_cleaner_reaped_nodes_total over apps for reason.
 func reapedBy(admin, reason string) float64 {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "headcount_cleaner_reaped_nodes_total{") || !strings.Contains(line, `reason="`+reason+`"`) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return metricSumWith(admin, "headcount_cleaner_reaped_nodes_total", `reason="`+reason+`"`)
 }

@@ -149,9 +149,16 @@ func freeAddr(t testing.TB) string {
 // waitReady polls /readyz on an admin address until it answers 200.
 func waitReady(t testing.TB, p *proc, admin string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitOK(t, p, "http://"+admin+"/readyz", 20*time.Second)
+}
+
+// waitOK polls url until it answers 200, failing t if p exits first or
+// within fails to pass.
+func waitOK(t testing.TB, p *proc, url string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
-		resp, err := http.Get("http://" + admin + "/readyz")
+		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -164,7 +171,7 @@ func waitReady(t testing.TB, p *proc, admin string) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready on %s: %v", p.name, admin, err)
+			t.Fatalf("%s not ready at %s: %v", p.name, url, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
