@@ -41,7 +41,7 @@ var (
 	waitersScript = redis.NewScript(libSrc + waitersSrc)
 )
 
-// Defaults of the apps file's admission timings (CONTRACT.md).
+// Defaults of the apps file's admission timings (README, Admission).
 const (
 	DefaultDropout = 30 * time.Second
 	DefaultGrace   = 10 * time.Second

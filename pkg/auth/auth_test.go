@@ -12,7 +12,7 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 )
 
-// The vectors of PUSHER-PROTOCOL.md sections 2 and 3.1, recomputed there
+// The vectors of the signature examples in Pusher's docs, recomputed
 // with Python's hmac and hashlib.
 var docApp = &apps.App{ID: "3", Key: "278d425bdf160c739803", Secret: "7ad3773142a6692b25b8", Enabled: true}
 

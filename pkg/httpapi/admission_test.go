@@ -27,7 +27,7 @@ func decode(t testing.TB, r response) map[string]any {
 	return m
 }
 
-// TestAdmissionAPI walks the admission routes of CONTRACT.md against a real
+// TestAdmissionAPI walks the admission routes (README, Admission) against a real
 // Redis: the apps file gives presence-room- a capacity of 2.
 func TestAdmissionAPI(t *testing.T) {
 	s := startServer(t, config.Common{Redis: redistest.New(t).URL()})

@@ -149,7 +149,7 @@
 //     node's subscription reached Redis (a socket signed in a few
 //     milliseconds earlier) is missed; calling again is harmless.
 //
-// Admission (CONTRACT.md; pkg/admission does the atomic work): PUT/DELETE
+// Admission (README, Admission; pkg/admission does the atomic work): PUT/DELETE
 // /apps/{id}/channels/{name}/capacity, POST/DELETE/GET .../admission, for
 // presence channels only (400 otherwise). A call that admits or strikes
 // someone logs the admission webhooks the app asks for and tells the nodes

@@ -14,8 +14,8 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 )
 
-// Event names (PUSHER-PROTOCOL.md section 4, and headcount's own admission
-// events from CONTRACT.md).
+// Event names (Pusher's webhooks, and headcount's own admission events,
+// README).
 const (
 	ChannelOccupied   = "channel_occupied"
 	ChannelVacated    = "channel_vacated"

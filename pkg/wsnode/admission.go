@@ -20,7 +20,7 @@ import (
 const waiterTick = 250 * time.Millisecond
 
 // joinPresence is a new presence subscription of s to ch as p: the
-// admission gate (CONTRACT.md, Admission) and the cluster's member list,
+// admission gate (README, Admission) and the cluster's member list,
 // read in one round trip (one MULTI/EXEC on the app's slot). A user let in
 // has their seat held for the grace, within which this node's recorder
 // flushes the new member (milliseconds). A user already a member through
