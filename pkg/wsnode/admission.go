@@ -268,7 +268,7 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 		default:
 			event, data = protocol.EventAdmissionWaiting, `{"position":`+strconv.Itoa(ws.Position)+`,"waiting":`+strconv.Itoa(st.Waiting)+`}`
 		}
-		a.enqueue(s, protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(nil))
+		a.enqueue(s, framed(protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(newPayload(len(event)+len(k.channel)+len(data)+32))))
 	}
 }
 

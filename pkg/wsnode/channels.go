@@ -246,16 +246,16 @@ func (a *App) deliver(app string, m fanout.Message) {
 		a.listMoved(app, ch)
 		return
 	}
-	var frame []byte
+	var f frame
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
 			return
 		}
-		if frame == nil {
-			frame = protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
-				make([]byte, 0, len(m.Event)+len(m.Channel)+len(m.Data)+len(m.UserID)+64))
+		if f == nil {
+			f = framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
+				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))
 		}
-		a.enqueue(s, frame)
+		a.enqueue(s, f)
 	})
 }
 
@@ -302,9 +302,9 @@ func (a *App) refuseNow(s *socket, perr *protocol.Error) bool {
 	case a.closeSlots <- struct{}{}:
 		go func() {
 			defer func() { <-a.closeSlots }()
-			// coder/websocket serializes concurrent writes, so a writer
-			// finishing an earlier frame cannot interleave with this one.
-			if a.write(s, perr.AppendTo(nil)) == nil {
+			// The wire serializes whole frames, so a writer finishing an
+			// earlier frame cannot interleave with this one.
+			if a.write(s, framed(perr.AppendTo(newPayload(128)))) == nil {
 				_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
 			}
 			_ = s.conn.CloseNow()

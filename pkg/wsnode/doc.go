@@ -33,8 +33,11 @@
 // owns the socket's subscriptions, signed-in user and rate limiter. Nothing
 // is written to a socket directly after the handshake: replies and
 // deliveries go through the socket's bounded send queue, in the order they
-// were queued, and a FIXED pool of writer goroutines drains the sockets
-// that have frames. Deliveries and replies each have a budget of 1,024
+// were queued, and a fixed pool of writer goroutines, one per core,
+// drains the sockets that have frames. A writer never waits for a client:
+// when a socket's kernel buffer is full, the rest of its batch goes to a
+// goroutine of the socket's own, bounded by the write timeout
+// (headcount_wsnode_write_waits_total). Deliveries and replies each have a budget of 1,024
 // frames (more than a socket's channels) and 256 KiB in the queue. Queueing a delivery never blocks, so the bus
 // goroutine and other sockets never wait for one client: a socket whose
 // deliveries overflow is a slow consumer and is disconnected (close 4100 so
@@ -43,8 +46,9 @@
 // own frames never cut it: its handler waits for room instead, so a burst
 // of subscribes (pusher-js sends them all at once on connect) only slows
 // the socket's reads, and a client that reads none of its replies is cut by
-// the write timeout. A delivered message is encoded once and the same bytes
-// are queued on every local subscriber.
+// the write timeout. A delivered message is encoded and framed once, and
+// the same bytes are written to every local subscriber, one write(2) each
+// (wire.go: server frames are unmasked, so they need no per-socket copy).
 //
 // There are no per-socket timers: one sweeper goroutine advances a coarse
 // clock and closes sockets silent past the idle timeout (close 4201), stuck

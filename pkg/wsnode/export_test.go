@@ -47,3 +47,15 @@ func (a *App) SetWriteTimeout(write, sweep time.Duration) {
 // RealHeads are request heads captured from real clients, keyed by client;
 // their path is /app/app-key.
 var RealHeads = realHeads
+
+// WritesWaiting counts the sockets with a write in progress, which for a
+// client that stopped reading means waiting for room in its buffer.
+func (a *App) WritesWaiting() int {
+	n := 0
+	for _, s := range a.hub.snapshot() {
+		if s.writeSince.Load() != 0 {
+			n++
+		}
+	}
+	return n
+}

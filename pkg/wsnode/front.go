@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -201,6 +202,15 @@ func (c *frontConn) Close() error {
 		c.f.open.Add(-1)
 	}
 	return err
+}
+
+// SyscallConn gives the socket's file descriptor to write without
+// waiting (wire.tryFrame).
+func (c *frontConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // CloseWrite shuts the write side of the connection (lingerClose).
@@ -537,8 +547,8 @@ func cutLine(b []byte) (line, rest []byte) {
 }
 
 // upgradeWriter is the http.ResponseWriter a handler gets from front. An
-// upgrade's 101 is not sent on its own: Hijack leaves it in the socket's
-// write buffer so that it leaves in one segment with the first frame (one
+// upgrade's 101 is not sent on its own: Hijack leaves it in the wire, so
+// that it leaves in one segment with the first frame (one
 // write(2) fewer per socket, and one read fewer for the client). Any other
 // response is collected and sent by finish, which closes the connection.
 type upgradeWriter struct {
@@ -549,6 +559,8 @@ type upgradeWriter struct {
 	body   []byte
 	// hijacked is called by Hijack, then set to nil.
 	hijacked func()
+	// wire is the hijacked connection.
+	wire *wire
 }
 
 func (w *upgradeWriter) Header() http.Header {
@@ -570,8 +582,8 @@ func (w *upgradeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Hijack hands over the connection with 512-byte buffers: the reader
-// holds what the client sent behind its head, the writer the 101.
+// Hijack hands over the connection as a wire holding the 101, with a
+// 512-byte read buffer that holds what the client sent behind its head.
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked == nil || w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack without a 101 response")
@@ -587,15 +599,22 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 		w.early = nil
 	}
-	bw := bufio.NewWriterSize(w.c, socketBufferSize)
-	_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
-	_ = w.header.Write(bw)
-	_, _ = bw.WriteString("\r\n")
-	return w.c, bufio.NewReadWriter(br, bw), nil
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = w.header.Write(&head)
+	head.WriteString("\r\n")
+	w.wire = newWire(w.c, head.Bytes())
+	return w.wire, bufio.NewReadWriter(br, bufio.NewWriterSize(w.wire, controlBufferSize)), nil
 }
 
-// socketBufferSize is a socket's read and write buffer: Pusher frames from
-// clients are small; larger ones are read and written past the buffer.
+// controlBufferSize is the write buffer websocket.Conn keeps for its own
+// control frames (the node's frames bypass it, see wire): a close or pong
+// frame is at most 2 + 125 bytes and must fit, so that each leaves in one
+// Write.
+const controlBufferSize = 128 + 2
+
+// socketBufferSize is a socket's read buffer: Pusher frames from clients
+// are small; larger ones are read past the buffer.
 const socketBufferSize = 512
 
 // finish sends a response that is not an upgrade and closes the

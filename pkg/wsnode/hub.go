@@ -17,9 +17,11 @@ import (
 // fields above mu; writers and deliveries use mu and the atomics, other
 // goroutines the conn's own methods.
 type socket struct {
-	id    string
-	app   *apps.App // nil until the handshake accepted the app
-	conn  *websocket.Conn
+	id   string
+	app  *apps.App // nil until the handshake accepted the app
+	conn *websocket.Conn
+	// wire is conn's connection, which the writers send frames on.
+	wire  *wire
 	shard uint32
 	// subs is small (pusher-js apps subscribe to a handful); a slice costs
 	// less per socket than a map.
@@ -48,7 +50,7 @@ type socket struct {
 	// mu guards the send queue.
 	mu sync.Mutex
 	// queue holds frames waiting for a writer; queued is their total size.
-	queue  [][]byte
+	queue  []frame
 	queued int
 	// replies and replyBytes are the part of the queue that answers the
 	// socket's own frames (sender.go: they have a budget of their own).

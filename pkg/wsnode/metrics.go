@@ -63,6 +63,9 @@ type metrics struct {
 	// batch is how many queued frames a writer wrote in one turn: how
 	// much sends coalesce under load.
 	batch prometheus.Histogram
+	// waits counts writes that found the socket's buffer full and were
+	// finished by a goroutine of the socket's own.
+	waits prometheus.Counter
 	// maxSockets is the socket cap in force.
 	maxSockets prometheus.Gauge
 }
@@ -116,6 +119,10 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 			Name:    "headcount_wsnode_write_batch_frames",
 			Help:    "Frames a writer wrote to one socket in one turn.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		waits: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_write_waits_total",
+			Help: "Writes that found the client's socket buffer full: a goroutine of the socket's own waited for room (the write timeout bounds it) while the writers went on.",
 		}),
 		received: map[string]prometheus.Counter{},
 		errors:   map[string]prometheus.Counter{},

@@ -35,12 +35,14 @@ const (
 // the node (slow consumers, idle sockets); beyond it they are cut without one.
 const closeSlots = 64
 
-// sender is the FIXED pool of writer goroutines. A socket with frames to
+// sender is the fixed pool of writer goroutines. A socket with frames to
 // send is on the ready list at most once (socket.scheduled); a writer takes
 // it, writes its whole queue, and puts it back at the tail if more came
-// meanwhile. So no socket has a goroutine of its own for writing, and a
-// socket stuck in a write holds up one writer, never the publisher, until
-// the sweeper's write timeout cuts it.
+// meanwhile. A writer never waits for a client: a socket whose kernel
+// buffer is full gets a goroutine of its own (finishBatch) until its
+// batch is out or the sweeper's write timeout cuts it. So no socket has
+// a goroutine for writing while it keeps up, and one that does not holds
+// up neither a writer nor the publisher.
 type sender struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -106,23 +108,22 @@ func (q *sender) stop() {
 	q.wg.Wait()
 }
 
-// enqueue queues a delivery for s without blocking. frame is shared
-// between sockets and must not be modified afterwards. It reports false if
-// s is gone or was just found to be a slow consumer (then it is being
-// closed).
-func (a *App) enqueue(s *socket, frame []byte) bool {
+// enqueue queues a delivery for s without blocking. f is shared between
+// sockets and must not be modified afterwards. It reports false if s is
+// gone or was just found to be a slow consumer (then it is being closed).
+func (a *App) enqueue(s *socket, f frame) bool {
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue)-s.replies >= maxQueueFrames || s.queued-s.replyBytes+len(frame) > maxQueueBytes {
+	if len(s.queue)-s.replies >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
 		s.kill()
 		s.mu.Unlock()
 		a.slowConsumer(s)
 		return false
 	}
-	wake := s.push(frame)
+	wake := s.push(f)
 	s.mu.Unlock()
 	if wake {
 		a.send.push(s)
@@ -132,10 +133,10 @@ func (a *App) enqueue(s *socket, frame []byte) bool {
 
 // queueReply queues a reply to s's own frame, waiting while s's replies
 // fill their budget (see maxQueueFrames). Only s's handler calls it, so
-// the wait holds back nothing but s's next read. frame is not copied.
-func (a *App) queueReply(s *socket, frame []byte) error {
+// the wait holds back nothing but s's next read. f is not copied.
+func (a *App) queueReply(s *socket, f frame) error {
 	s.mu.Lock()
-	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(frame) > maxQueueBytes) {
+	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(f) > maxQueueBytes) {
 		if s.room == nil {
 			s.room = make(chan struct{})
 		}
@@ -149,8 +150,8 @@ func (a *App) queueReply(s *socket, frame []byte) error {
 		return errSocketGone
 	}
 	s.replies++
-	s.replyBytes += len(frame)
-	wake := s.push(frame)
+	s.replyBytes += len(f)
+	wake := s.push(f)
 	s.mu.Unlock()
 	if wake {
 		a.send.push(s)
@@ -158,11 +159,11 @@ func (a *App) queueReply(s *socket, frame []byte) error {
 	return nil
 }
 
-// push appends frame to the queue (s.mu held) and reports whether s must
-// be put on the sender's ready list.
-func (s *socket) push(frame []byte) bool {
-	s.queue = append(s.queue, frame)
-	s.queued += len(frame)
+// push appends f to the queue (s.mu held) and reports whether s must be
+// put on the sender's ready list.
+func (s *socket) push(f frame) bool {
+	s.queue = append(s.queue, f)
+	s.queued += len(f)
 	wake := !s.scheduled
 	s.scheduled = true
 	return wake
@@ -170,7 +171,7 @@ func (s *socket) push(frame []byte) bool {
 
 // take empties the queue for a writer (s.mu held), making room for a
 // waiting handler.
-func (s *socket) take() [][]byte {
+func (s *socket) take() []frame {
 	batch := s.queue
 	s.queue, s.queued, s.replies, s.replyBytes = nil, 0, 0, 0
 	if s.room != nil {
@@ -187,18 +188,23 @@ func (s *socket) kill() {
 	s.take()
 }
 
-// reply queues a frame built in a scratch buffer: it is copied, because
-// the buffer is reused as soon as the handler returns. Replies share the
-// queue with deliveries so the client sees them in the order they happened.
+// reply queues a payload built in a scratch buffer: it is framed in a
+// copy, because the buffer is reused as soon as the handler returns.
+// Replies share the queue with deliveries so the client sees them in the
+// order they happened.
 func (a *App) reply(s *socket, b []byte) error {
-	return a.queueReply(s, append([]byte(nil), b...))
+	return a.queueReply(s, frameOf(b))
 }
 
 // errSocketGone ends a handler whose socket was closed by a writer.
 var errSocketGone = fmt.Errorf("socket closed: %w", context.Canceled)
 
 // flushSocket is a writer's turn on s: it writes everything queued, then
-// either hands s back to the ready list or marks it idle.
+// either hands s back to the ready list or marks it idle. It never waits
+// for a client: when s's socket buffer is full, a goroutine of s's own
+// (finishBatch) waits for room and writes the rest, and this writer moves
+// on. So the pool needs no more writers than cores, and a thousand
+// clients that stop reading hold up none of them.
 func (a *App) flushSocket(s *socket) {
 	s.mu.Lock()
 	dead := s.dead
@@ -207,18 +213,61 @@ func (a *App) flushSocket(s *socket) {
 	if !dead && len(batch) > 0 {
 		a.m.batch.Observe(float64(len(batch)))
 		for i, f := range batch {
-			if err := a.write(s, f); err != nil {
-				s.mu.Lock()
-				s.kill()
-				s.mu.Unlock()
-				// Wakes the handler's read, which then cleans up.
-				_ = s.conn.CloseNow()
+			n, err := s.wire.tryFrame(f)
+			if err != nil {
+				a.m.errors[errWrite].Inc()
+				a.writeFailed(s)
+				break
+			}
+			if n < len(f) {
+				a.m.waits.Inc()
+				a.send.wg.Go(func() { a.finishBatch(s, f[n:], batch[i+1:]) })
+				return
+			}
+			a.m.sent.Inc()
+			batch[i] = nil
+		}
+	}
+	a.flushed(s)
+}
+
+// finishBatch writes rest (the tail of a frame flushSocket began) and the
+// frames after it, waiting for room; the sweeper's write timeout bounds
+// the wait.
+func (a *App) finishBatch(s *socket, rest []byte, batch []frame) {
+	s.writeSince.Store(a.hub.now.Load())
+	err := s.wire.finish(rest)
+	s.writeSince.Store(0)
+	if err != nil {
+		a.m.errors[errWrite].Inc()
+	} else {
+		a.m.sent.Inc()
+		for i, f := range batch {
+			if err = a.write(s, f); err != nil {
 				break
 			}
 			a.m.sent.Inc()
 			batch[i] = nil
 		}
 	}
+	if err != nil {
+		a.writeFailed(s)
+	}
+	a.flushed(s)
+}
+
+// writeFailed gives up on s after a failed write.
+func (a *App) writeFailed(s *socket) {
+	s.mu.Lock()
+	s.kill()
+	s.mu.Unlock()
+	// Wakes the handler's read, which then cleans up.
+	_ = s.conn.CloseNow()
+}
+
+// flushed ends a writer's turn on s: s goes back to the ready list if more
+// was queued meanwhile, else it is marked idle.
+func (a *App) flushed(s *socket) {
 	s.mu.Lock()
 	again := len(s.queue) > 0 && !s.dead
 	if !again {

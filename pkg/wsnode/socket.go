@@ -64,6 +64,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered with an HTTP error, which front logs
 	}
 	s.conn = c
+	s.wire = w.(*upgradeWriter).wire
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
@@ -117,9 +118,9 @@ func (a *App) runSocket(s *socket, first bool) {
 		}
 	}()
 	if first {
-		var buf [128]byte
+		var buf [headroom + 128]byte
 		// Written directly: nothing can be queued before the first subscribe.
-		if err = a.write(s, protocol.AppendConnectionEstablished(buf[:0], s.id, protocol.ActivityTimeout)); err != nil {
+		if err = a.write(s, framed(protocol.AppendConnectionEstablished(buf[:headroom], s.id, protocol.ActivityTimeout))); err != nil {
 			return
 		}
 		a.m.sent.Inc()
@@ -206,8 +207,8 @@ var closeReasons = map[protocol.Code]string{
 // refuse sends pusher:error with perr's code, then closes with that code,
 // as soketi and reverb do; pusher-js acts on either.
 func (a *App) refuse(s *socket, perr *protocol.Error) {
-	var buf [256]byte
-	if err := a.write(s, perr.AppendTo(buf[:0])); err == nil {
+	var buf [headroom + 256]byte
+	if err := a.write(s, framed(perr.AppendTo(buf[:headroom]))); err == nil {
 		_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
 	}
 	_ = s.conn.CloseNow()
@@ -245,7 +246,7 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 	switch f.Event {
 	case protocol.EventPing:
 		a.m.received[framePing].Inc()
-		return a.queueReply(s, protocol.Pong)
+		return a.queueReply(s, pongFrame)
 	case protocol.EventPong:
 		a.m.received[framePong].Inc()
 		return nil
@@ -413,9 +414,9 @@ func (a *App) sendError(s *socket, sc *scratch, err error) error {
 // writer goroutine, or the handler before the socket can receive
 // deliveries). The sweeper watches writeSince, so a client that stops
 // reading is cut after writeTimeout without a timer per write.
-func (a *App) write(s *socket, b []byte) error {
+func (a *App) write(s *socket, f frame) error {
 	s.writeSince.Store(a.hub.now.Load())
-	err := s.conn.Write(context.Background(), websocket.MessageText, b)
+	err := s.wire.writeFrame(f)
 	s.writeSince.Store(0)
 	if err != nil {
 		a.m.errors[errWrite].Inc()
