@@ -122,6 +122,12 @@ var (
 	auditSrc string
 	//go:embed scripts/repair.lua
 	repairSrc string
+	//go:embed scripts/nodeseen.lua
+	nodeSeenSrc string
+	//go:embed scripts/candidates.lua
+	candidatesSrc string
+	//go:embed scripts/forget.lua
+	forgetSrc string
 
 	applyScript = redis.NewScript(eventlogSrc + libSrc + applySrc)
 	reapScript  = redis.NewScript(eventlogSrc + libSrc + reapSrc)
@@ -133,6 +139,12 @@ var (
 	// in a pipeline, so loadScripts need not load them.
 	auditScript  = redis.NewScript(auditSrc)
 	repairScript = redis.NewScript(repairSrc)
+	// The node-level liveness scripts: nodeSeen runs with EVAL in the
+	// recorder's pipeline (it is short, and EVAL never meets NOSCRIPT, so a
+	// fresh liveness shard cannot fail a flush), the others with Run.
+	nodeSeenScript   = redis.NewScript(nodeSeenSrc)
+	candidatesScript = redis.NewScript(candidatesSrc)
+	forgetScript     = redis.NewScript(forgetSrc)
 )
 
 // loadScripts loads every script on every master, so EVALSHA in pipelines
@@ -149,6 +161,22 @@ func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// Node-level liveness keys, beside the liveness channels under the
+// {liveness} tag (one slot, the shard the cleaner checks subscriptions on):
+// livenessSeenKey is a sorted set of node -> its last write (unix ms by
+// that shard's clock), written by the node's recorder with every flush as a
+// command of its own, so the per-app units stay single-slot;
+// livenessSubscribedKey holds node -> the last such write made while the
+// node's liveness subscription was confirmed. The cleaner finds the nodes
+// to check there in one read, whatever the number of apps (see
+// Store.LivenessCandidates), and entries older than dead-after are dropped.
+const (
+	livenessSeenKey       = livenessTag + "seen"
+	livenessSubscribedKey = livenessTag + "subscribed"
+)
+
+func livenessKeys() []string { return []string{livenessSeenKey, livenessSubscribedKey} }
 
 // Keys of the listing read side (listing.go). Caches, locks and snapshots
 // are the only keys with a TTL: losing one costs a recomputation, never a

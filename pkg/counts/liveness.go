@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,8 @@ type Liveness struct {
 	ping    time.Duration
 	log     hclog.Logger
 
-	since atomic.Int64 // unix ns the current subscription was confirmed; 0: none
+	since atomic.Int64  // unix ns the current subscription was confirmed; 0: none
+	ups   chan struct{} // one token after each confirmation, see Ups
 }
 
 // NewNodeLiveness returns the liveness subscription of node, pinged every
@@ -60,8 +62,13 @@ func newLiveness(rdb redis.UniversalClient, channel string, ping time.Duration, 
 	if ping <= 0 {
 		ping = time.Second
 	}
-	return &Liveness{rdb: rdb, channel: channel, ping: ping, log: log.Named("liveness")}
+	return &Liveness{rdb: rdb, channel: channel, ping: ping, log: log.Named("liveness"), ups: make(chan struct{}, 1)}
 }
+
+// Ups receives after each confirmed subscription (tokens coalesce while
+// nobody reads). It has one reader: the node's Recorder, which then records
+// the confirmation with its node-level last-seen.
+func (l *Liveness) Ups() <-chan struct{} { return l.ups }
 
 // Since returns when the current subscription was confirmed by Redis, or the
 // zero time while there is none.
@@ -176,6 +183,10 @@ func (l *Liveness) hold(ctx context.Context, up func()) (keep *redis.PubSub, err
 					subscribed = true
 					l.since.Store(time.Now().UnixNano())
 					up()
+					select {
+					case l.ups <- struct{}{}:
+					default:
+					}
 				}
 			default:
 				// Redis unsubscribed us: on Cluster, the slot moved.
@@ -225,6 +236,83 @@ func (s *Store) Liveness(ctx context.Context, canary *Liveness, trustAfter time.
 	return live, dead, trusted, nil
 }
 
+// Candidate is a node the liveness check should look at: its node-level
+// last-seen (unix ms by the liveness shard's clock) is past the grace.
+type Candidate struct {
+	Node string
+	Seen int64
+	// Subscribed: the node recorded that its liveness subscription was
+	// confirmed, so a missing one means it closed (not that the node never
+	// held one).
+	Subscribed bool
+}
+
+// LivenessCandidates returns, in one script on the liveness shard, up to
+// limit nodes whose node-level last-seen is at least grace and at most
+// window old, oldest first; it drops entries older than window on the
+// way. Its cost is O(log nodes + nodes returned + entries dropped), whatever
+// the number of apps. A node whose recorder writes no node-level entry (a
+// build without it, or one whose entry was lost) is never returned.
+func (s *Store) LivenessCandidates(ctx context.Context, grace, window time.Duration, limit int) ([]Candidate, error) {
+	res, err := candidatesScript.Run(ctx, s.rdb, livenessKeys(), grace.Milliseconds(), window.Milliseconds(), limit).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("find liveness candidates: %w", err)
+	}
+	out := make([]Candidate, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
+		node, _ := res[i].(string)
+		seen, _ := res[i+1].(string)
+		ms, err := strconv.ParseFloat(seen, 64)
+		if err != nil {
+			return nil, fmt.Errorf("liveness candidate %q has last-seen %q: %w", node, seen, err)
+		}
+		sub, _ := res[i+2].(int64)
+		out = append(out, Candidate{Node: node, Seen: int64(ms), Subscribed: sub == 1})
+	}
+	return out, nil
+}
+
+// AppsOf returns the apps in which node has a contribution: one ZSCORE per
+// app, in one pipeline (one round trip per shard). It is O(apps), for a
+// node the liveness check found dead, never on every check.
+func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
+	apps, err := s.Apps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make([]*redis.FloatCmd, len(apps))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, app := range apps {
+			cmds[i] = p.ZScore(ctx, nodesKey(app), node)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("find the apps of node %s: %w", node, err)
+	}
+	var out []string
+	for i, app := range apps {
+		switch err := cmds[i].Err(); {
+		case err == nil:
+			out = append(out, app)
+		case !errors.Is(err, redis.Nil):
+			return nil, fmt.Errorf("find the apps of node %s: %w", node, err)
+		}
+	}
+	return out, nil
+}
+
+// ForgetNode deletes node's node-level liveness entries unless its
+// last-seen there is no longer seen (the node wrote since): the cleaner
+// calls it once it has reaped the node everywhere. It reports whether it
+// deleted them.
+func (s *Store) ForgetNode(ctx context.Context, node string, seen int64) (bool, error) {
+	n, err := forgetScript.Run(ctx, s.rdb, livenessKeys(), node, seen).Int()
+	if err != nil {
+		return false, fmt.Errorf("forget node %s: %w", node, err)
+	}
+	return n == 1, nil
+}
 // StaleNodesMany is StaleNodes for several apps in one pipeline (one round
 // trip per shard holding them): for each app, up to limit nodes whose
 // last-seen is at least age old by that app's shard clock.

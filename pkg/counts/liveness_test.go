@@ -2,6 +2,7 @@ package counts
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +86,79 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 	proxy.Heal()
 	require.Eventually(t, func() bool { return l.Since().After(first) }, 5*time.Second, 5*time.Millisecond, "no new subscription after the heal")
 	require.Eventually(t, func() bool { return subs() == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestNodeLevelLastSeen: a recorder given its node's Liveness records the
+// node-level last-seen on the liveness shard with every flush, and the
+// confirmation of its subscription as soon as it comes (before any
+// heartbeat); LivenessCandidates returns the node once that is past the
+// grace and drops it past the window; ForgetNode spares a node that wrote
+// since it was read, and Remove forgets it. A recorder without a Liveness
+// records nothing. AppsOf names the apps the node has counts in.
+func TestNodeLevelLastSeen(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		store := NewStore(rdb)
+		live := NewNodeLiveness(rdb, "n", time.Second, logging.TestLogger(t))
+		rec := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Liveness: live, Logger: logging.TestLogger(t)})
+		old := NewRecorder(rdb, "old", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
+		for _, app := range []string{"a1", "a2"} {
+			rec.Add(app, "room", 1)
+			old.Add(app, "room", 1)
+		}
+		old.Add("a3", "room", 1)
+		require.NoError(t, rec.Flush(ctx))
+		require.NoError(t, old.Flush(ctx))
+		all := func() []Candidate {
+			c, err := store.LivenessCandidates(ctx, 0, time.Hour, 100)
+			require.NoError(t, err)
+			return c
+		}
+		cands := all()
+		require.Len(t, cands, 1, "only the node with a Liveness records a node-level entry")
+		require.Equal(t, "n", cands[0].Node)
+		require.False(t, cands[0].Subscribed, "its subscription is not confirmed yet")
+
+		// The confirmation is recorded by Run, without waiting for a flush.
+		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }()
+		wg.Go(func() { live.Run(ctx) })
+		wg.Go(func() { _ = rec.Run(ctx) })
+		require.Eventually(t, func() bool { c := all(); return len(c) == 1 && c[0].Subscribed }, 5*time.Second, 5*time.Millisecond)
+		require.Equal(t, cands[0].Seen, all()[0].Seen, "a confirmation does not move the last-seen")
+
+		// Within the grace it is no candidate; past the window it is dropped.
+		c, err := store.LivenessCandidates(ctx, time.Hour, 2*time.Hour, 100)
+		require.NoError(t, err)
+		require.Empty(t, c)
+		time.Sleep(20 * time.Millisecond)
+		c, err = store.LivenessCandidates(ctx, 0, 10*time.Millisecond, 100)
+		require.NoError(t, err)
+		require.Empty(t, c)
+		require.Empty(t, all(), "an entry past the window is dropped")
+
+		require.NoError(t, rec.Heartbeat(ctx))
+		seen := all()[0].Seen
+		time.Sleep(5 * time.Millisecond)
+		require.NoError(t, rec.Heartbeat(ctx))
+		ok, err := store.ForgetNode(ctx, "n", seen)
+		require.NoError(t, err)
+		require.False(t, ok, "a node that wrote since it was read is kept")
+		ok, err = store.ForgetNode(ctx, "n", all()[0].Seen)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Empty(t, all())
+
+		apps, err := store.AppsOf(ctx, "old")
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"a1", "a2", "a3"}, apps)
+		require.NoError(t, rec.Heartbeat(ctx))
+		require.Len(t, all(), 1)
+		require.NoError(t, rec.Remove(ctx))
+		require.Empty(t, all(), "a graceful stop forgets the node")
+		apps, err = store.AppsOf(ctx, "n")
+		require.NoError(t, err)
+		require.Empty(t, apps)
+	})
 }

@@ -35,6 +35,12 @@ type RecorderOptions struct {
 	// LogEvents, if set, says which apps keep an event log (EventLogKey):
 	// every flush and the final Remove append their edges to it.
 	LogEvents func(app string) bool
+	// Liveness, if set, is the node's liveness subscription (its Ups are
+	// read by Run). Every flush then also records the node-level last-seen
+	// on the liveness shard, marked subscribed while Liveness is confirmed,
+	// and so does each confirmation; Remove deletes it. The cleaner's
+	// liveness check looks only at nodes that record it.
+	Liveness *Liveness
 }
 
 // Recorder is one wsnode's view of its own counts: it keeps the node's local
@@ -213,11 +219,21 @@ func (r *Recorder) Run(ctx context.Context) error {
 	window := time.NewTimer(0)
 	<-window.C
 	backoff := time.Duration(0)
+	var ups <-chan struct{} // nil, never ready, without a Liveness
+	if r.opts.Liveness != nil {
+		ups = r.opts.Liveness.Ups()
+	}
 	for {
 		heartbeat := false
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-ups:
+			// Record the confirmation at once, not at the next flush: a
+			// node killed before then is reaped by the liveness check
+			// only if it is recorded.
+			r.markLive(ctx)
+			continue
 		case <-tick.C:
 			heartbeat = true
 		case <-r.wake:
@@ -411,7 +427,8 @@ func chunk(app string, pending map[string]int64) []*op {
 }
 
 func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error {
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var seen *redis.Cmd
+	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if len(newApps) > 0 {
 			p.SAdd(ctx, appsKey, toAny(newApps)...)
 		}
@@ -435,9 +452,59 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			fields = append(fields, o.declare...)
 			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node, r.logs(o.app), fields...), args...)
 		}
+		// After the apps' writes: on one Redis the node-level last-seen
+		// is then never older than the per-app ones it summarises.
+		if r.opts.Liveness != nil {
+			seen = r.nodeSeen(ctx, p, false)
+		}
 		return nil
 	})
-	return err
+	if seen == nil || err == nil {
+		return err
+	}
+	// The node-level entry only speeds up the cleaner: its failure (the
+	// liveness shard down, say) must not fail the counts' flush.
+	if serr := seen.Err(); serr != nil {
+		r.log.Debug("cannot record the node-level last-seen; the cleaner reaps this node by dead-after if it dies meanwhile", "error", serr)
+	}
+	for _, c := range cmds {
+		if c != seen && c.Err() != nil {
+			return c.Err()
+		}
+	}
+	return nil
+}
+
+// nodeSeen queues the node-level last-seen write on c (see
+// RecorderOptions.Liveness); confirmOnly records a confirmed subscription
+// without moving the last-seen of a node that has one.
+func (r *Recorder) nodeSeen(ctx context.Context, c redis.Scripter, confirmOnly bool) *redis.Cmd {
+	subscribed, only := "0", "0"
+	if !r.opts.Liveness.Since().IsZero() {
+		subscribed = "1"
+	}
+	if confirmOnly {
+		only = "1"
+	}
+	return nodeSeenScript.Eval(ctx, c, livenessKeys(), r.node, subscribed, only)
+}
+
+// markLive records that the liveness subscription is confirmed, after each
+// confirmation, if the node has counts to be reaped. The last-seen stays
+// what the flushes wrote: a subscription says the process lives, not that
+// its counts are current.
+func (r *Recorder) markLive(ctx context.Context) {
+	r.syncMu.Lock() // after Remove, nothing is recorded
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	skip := r.closed || len(r.apps) == 0
+	r.mu.Unlock()
+	if skip {
+		return
+	}
+	if err := r.nodeSeen(ctx, r.rdb, true).Err(); err != nil && ctx.Err() == nil {
+		r.log.Debug("cannot record the confirmed liveness subscription; the next flush does", "error", err)
+	}
 }
 
 // settle records each op's outcome. Any op whose result is not a clean
@@ -521,7 +588,14 @@ func (r *Recorder) Remove(ctx context.Context) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		// The node-level entry stays: the cleaner's liveness check reaps
+		// what is left once the subscription goes.
 		return fmt.Errorf("remove node %s: %w", r.node, err)
+	}
+	if r.opts.Liveness != nil {
+		if _, err := s.ForgetNode(ctx, r.node, -1); err != nil {
+			return err
+		}
 	}
 	return nil
 }

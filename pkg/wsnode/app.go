@@ -176,8 +176,8 @@ func New(opts Options) (_ *App, err error) {
 	a.ann = newAnnouncer(a)
 	a.gate, a.admission, a.waiters = admission.New(a.rdb), admission.NewReporter(a.rdb, a.bus, a.reg, a.log), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
-	a.rec = a.newRecorder(a.reg)
 	a.live = counts.NewNodeLiveness(a.rdb, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
+	a.rec = a.newRecorder(a.reg)
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
@@ -238,6 +238,7 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		Registerer: reg,
 		OnFlushed:  a.ann.flushed,
 		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(a.cfg.Apps.ByID(app)) },
+		Liveness:   a.live,
 	})
 }
 

@@ -1,0 +1,18 @@
+-- nodeseen.lua: record a node's node-level last-seen on the liveness shard,
+-- by its clock, and whether the node's liveness subscription is confirmed.
+-- KEYS[1] seen (node -> ms), KEYS[2] subscribed (node -> ms)
+-- ARGV[1] node id, ARGV[2] '1' when the node's subscription is confirmed,
+-- ARGV[3] '1' when the call only records a confirmation: the last-seen,
+-- which says when the node last wrote its counts, is then only set if the
+-- node has none yet.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[1], 'NX', now, ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+end
+if ARGV[2] == '1' then
+  redis.call('ZADD', KEYS[2], now, ARGV[1])
+end
+return now
