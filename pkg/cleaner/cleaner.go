@@ -64,9 +64,11 @@ type App struct {
 
 	canary *counts.Liveness // nil with --liveness-interval 0
 	// seenLive: nodes this cleaner saw holding a liveness subscription, and
-	// when. Only those are reaped by the liveness check: a node that never
-	// subscribed (one not yet subscribed at start, or a build without the
-	// subscription during a rolling upgrade) waits for dead-after.
+	// when. Only those, and nodes that recorded a confirmed subscription
+	// with their node-level last-seen, are reaped by the liveness check: a
+	// node that never subscribed waits for dead-after (and one that
+	// records no node-level last-seen, a build from before it during a
+	// rolling upgrade, is never looked at).
 	liveMu   sync.Mutex // guards seenLive for tests; one goroutine writes it
 	seenLive map[string]time.Time
 	// missing: nodes a trusted check found without a subscription, and
@@ -76,13 +78,8 @@ type App struct {
 	// whose new subscription lands within one interval) does not get it
 	// reaped.
 	missing map[string]int
-	checks  int // liveness checks so far; every livenessRefresh-th looks at every node
+	checks  int // liveness checks so far
 }
-
-// livenessRefresh: every this many liveness checks, the check names every
-// registered node, not only those past the grace, so a new node, and one
-// that writes more often than the grace, are soon in seenLive.
-const livenessRefresh = 5
 
 // Reasons a node is reaped, as logged and in the reaped_nodes_total metric.
 const (
@@ -387,37 +384,19 @@ func (a *App) livenessLoop(ctx context.Context, held func() bool) {
 }
 
 // checkLiveness reaps the nodes whose liveness subscription vanished and
-// whose last-seen is at least the liveness grace old. Its cost: one SMEMBERS,
-// one pipeline of stale.lua (one per app, one round trip per shard holding
-// apps; each O(log nodes + nodes returned)) and, when some node is past the
-// grace, one PUBSUB NUMSUB (SHARDNUMSUB on Cluster, on the liveness shard)
-// naming those nodes: three round trips, O(apps + nodes) work in Redis.
-// Every livenessRefresh-th check names every registered node, and a reap
-// costs what a heartbeat-stale reap costs.
+// whose last-seen is at least the liveness grace old. Its cost does not
+// grow with the number of apps: one script on the liveness shard finds the
+// nodes whose node-level last-seen (counts.Store.LivenessCandidates) is past
+// the grace, and, when there are some, one PUBSUB NUMSUB (SHARDNUMSUB on
+// Cluster) names them: two round trips, O(log nodes + candidates) work in
+// Redis. Only a node found dead goes per app (counts.Store.AppsOf, one
+// ZSCORE per app), and a reap costs what a heartbeat-stale reap costs.
 func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
-	apps, err := a.store.Apps(ctx)
+	candidates, err := a.store.LivenessCandidates(ctx, a.cfg.LivenessGrace, a.cfg.DeadAfter, livenessBatch)
 	if err != nil {
 		return err
-	}
-	age, limit := a.cfg.LivenessGrace, reapBatch
-	if a.checks%livenessRefresh == 0 {
-		age, limit = 0, 10000
 	}
 	a.checks++
-	candidates, err := a.store.StaleNodesMany(ctx, apps, age, limit)
-	if err != nil {
-		return err
-	}
-	var nodes []string
-	seen := map[string]bool{}
-	for _, ns := range candidates {
-		for _, n := range ns {
-			if !seen[n] {
-				seen[n] = true
-				nodes = append(nodes, n)
-			}
-		}
-	}
 	a.liveMu.Lock()
 	defer a.liveMu.Unlock()
 	now := time.Now()
@@ -431,8 +410,12 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 			delete(a.missing, n)
 		}
 	}
-	if len(nodes) == 0 {
+	if len(candidates) == 0 {
 		return nil
+	}
+	nodes := make([]string, len(candidates))
+	for i, c := range candidates {
+		nodes[i] = c.Node
 	}
 	live, dead, trusted, err := a.store.Liveness(ctx, a.canary, livenessTrustAfter, nodes)
 	if err != nil {
@@ -455,25 +438,74 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 		}
 		isDead[n] = was && first < check
 	}
-	for app, ns := range candidates {
-		for _, n := range ns {
-			if !isDead[n] {
-				continue
-			}
-			if _, was := a.seenLive[n]; !was {
-				continue
-			}
-			// The reap itself re-checks the grace atomically: a node that
-			// wrote since the read above is spared.
-			if !held() || ctx.Err() != nil {
-				return nil
-			}
-			if err := a.reap(ctx, app, n, reasonClosed); err != nil {
-				return err
-			}
+	for _, c := range candidates {
+		if !isDead[c.Node] {
+			continue
+		}
+		// Seen subscribed, by this cleaner or by the node itself (it
+		// records a confirmed subscription with its last-seen): a node
+		// that never held one is not dead for missing it.
+		if _, was := a.seenLive[c.Node]; !was && !c.Subscribed {
+			continue
+		}
+		if !held() || ctx.Err() != nil {
+			return nil
+		}
+		if err := a.reapEverywhere(ctx, held, c); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// livenessBatch bounds the nodes one liveness check looks at (oldest
+// last-seen first): the deployment's nodes, not its apps.
+const livenessBatch = 1000
+
+// reapParallel is how many apps' reaps of one dead node are in flight at
+// once: a node in thousands of apps is reaped in a fraction of the round
+// trips' sum, and Redis still sees only a few scripts queued.
+const reapParallel = 8
+
+// reapEverywhere reaps the dead node c in every app it has a contribution
+// in, each reap re-checking the grace atomically (a node that wrote since
+// is spared), then forgets its node-level entry unless it wrote there
+// since. A node spared in some app keeps writing that entry if it is
+// alive; if it is not (a build without the entry), the entry's absence
+// leaves it to dead-after.
+func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate) error {
+	apps, err := a.store.AppsOf(ctx, c.Node)
+	if err != nil {
+		return err
+	}
+	sem := make(chan struct{}, reapParallel)
+	errs := make(chan error, len(apps))
+	var wg sync.WaitGroup
+	for _, app := range apps {
+		if !held() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := a.reap(ctx, app, c.Node, reasonClosed); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err // the node stays a candidate: the next check retries
+	}
+	if !held() || ctx.Err() != nil {
+		return nil
+	}
+	// A new subscription, should the node be alive, must be missed by two
+	// checks again.
+	delete(a.missing, c.Node)
+	_, err = a.store.ForgetNode(ctx, c.Node, c.Seen)
+	return err
 }
 
 // announce tells the surviving nodes' subscribers what a dead node's

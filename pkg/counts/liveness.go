@@ -313,37 +313,3 @@ func (s *Store) ForgetNode(ctx context.Context, node string, seen int64) (bool, 
 	}
 	return n == 1, nil
 }
-// StaleNodesMany is StaleNodes for several apps in one pipeline (one round
-// trip per shard holding them): for each app, up to limit nodes whose
-// last-seen is at least age old by that app's shard clock.
-func (s *Store) StaleNodesMany(ctx context.Context, apps []string, age time.Duration, limit int) (map[string][]string, error) {
-	for try := 0; ; try++ {
-		cmds := make([]*redis.Cmd, len(apps))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, app := range apps {
-				cmds[i] = staleScript.EvalSha(ctx, p, []string{nodesKey(app)}, age.Milliseconds(), limit)
-			}
-			return nil
-		})
-		if isNoScript(err) && try == 0 {
-			if err := loadScripts(ctx, s.rdb); err != nil {
-				return nil, fmt.Errorf("load count scripts: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find stale nodes: %w", err)
-		}
-		out := make(map[string][]string, len(apps))
-		for i, app := range apps {
-			nodes, err := cmds[i].StringSlice()
-			if err != nil {
-				return nil, fmt.Errorf("find stale nodes of %s: %w", app, err)
-			}
-			if len(nodes) > 0 {
-				out[app] = nodes
-			}
-		}
-		return out, nil
-	}
-}
