@@ -2,6 +2,7 @@ package cleaner
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -21,8 +22,13 @@ import (
 // livenessCleaner is a cleaner whose dead-after is far away, so only the
 // liveness check can reap within a test.
 func livenessCleaner(t *testing.T, redisURL string, deadAfter time.Duration) *App {
+	return livenessCleanerOn(t, config.Common{Redis: redisURL}, deadAfter)
+}
+
+// livenessCleanerOn is livenessCleaner on the Redis (or Cluster) of common.
+func livenessCleanerOn(t *testing.T, common config.Common, deadAfter time.Duration) *App {
 	cfg := config.DefaultCleaner()
-	cfg.Redis = redisURL
+	cfg.Redis, cfg.RedisCluster = common.Redis, common.RedisCluster
 	cfg.DeadAfter = deadAfter
 	cfg.ScanInterval = 50 * time.Millisecond
 	cfg.LeaseTTL = 0
@@ -55,10 +61,18 @@ func startLiveNode(t *testing.T, srv *redistest.Server, id string, heartbeat tim
 	opts.ClientName = id
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	n := &liveNode{
-		rec:  counts.NewRecorder(rdb, id, counts.RecorderOptions{Heartbeat: heartbeat}),
-		live: counts.NewNodeLiveness(rdb, id, heartbeat, logging.TestLogger(t)),
+	return startLiveNodeOn(t, rdb, id, heartbeat, true)
+}
+
+// startLiveNodeOn starts node id on its own client rdb. Without entry its
+// recorder records no node-level last-seen, as a build from before it.
+func startLiveNodeOn(t *testing.T, rdb redis.UniversalClient, id string, heartbeat time.Duration, entry bool) *liveNode {
+	n := &liveNode{live: counts.NewNodeLiveness(rdb, id, heartbeat, logging.TestLogger(t))}
+	opts := counts.RecorderOptions{Heartbeat: heartbeat, Logger: logging.TestLogger(t)}
+	if entry {
+		opts.Liveness = n.live
 	}
+	n.rec = counts.NewRecorder(rdb, id, opts)
 	var recCtx, liveCtx context.Context
 	recCtx, n.stopRec = context.WithCancel(context.Background())
 	liveCtx, n.stopLive = context.WithCancel(context.Background())
@@ -88,8 +102,8 @@ func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 	victim.rec.Add("app", "room", 2)
 	live.rec.Add("app", "room", 3)
 	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 5 }, 5*time.Second, 5*time.Millisecond)
-	// Past the cleaner's trust window, and seen live by it.
-	require.Eventually(t, func() bool { _, ok := a.seenLiveCopy()["victim"]; return ok }, 5*time.Second, 10*time.Millisecond)
+	// Past the cleaner's trust window, and recorded subscribed.
+	waitWatched(t, a, store, "victim")
 
 	victim.stopRec()
 	victim.stopLive()
@@ -110,7 +124,7 @@ func TestLivenessSparesAHungNode(t *testing.T) {
 	hung := startLiveNode(t, srv, "hung", 50*time.Millisecond)
 	hung.rec.Add("app", "room", 2)
 	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 2 }, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { _, ok := a.seenLiveCopy()["hung"]; return ok }, 5*time.Second, 10*time.Millisecond)
+	waitWatched(t, a, store, "hung")
 
 	hung.stopRec() // heartbeats stop; the liveness subscription stays
 	stopped := time.Now()
@@ -138,7 +152,7 @@ func TestLivenessBlipReapsAndTheNodeRepublishes(t *testing.T) {
 	n := startLiveNode(t, srv, "blip", 400*time.Millisecond)
 	n.rec.Add("app", "room", 4)
 	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 4 }, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { _, ok := a.seenLiveCopy()["blip"]; return ok }, 5*time.Second, 10*time.Millisecond)
+	waitWatched(t, a, store, "blip")
 	before := n.live.Since()
 
 	// Drop the node's pub/sub connection until the cleaner has reaped it
@@ -187,4 +201,191 @@ func (a *App) seenLiveCopy() map[string]time.Time {
 	a.liveMu.Lock()
 	defer a.liveMu.Unlock()
 	return maps.Clone(a.seenLive)
+}
+
+// waitWatched waits until a's liveness check can reap node: the cleaner
+// trusts its check (its canary has held long enough) and the node has
+// recorded its confirmed subscription with its node-level last-seen.
+func waitWatched(t *testing.T, a *App, store *counts.Store, node string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		since := a.canary.Since()
+		return !since.IsZero() && time.Since(since) > livenessTrustAfter
+	}, 10*time.Second, 10*time.Millisecond, "the cleaner never trusted its liveness check")
+	require.Eventually(t, func() bool { return recordedSubscribed(t, store, node) }, 5*time.Second, 5*time.Millisecond,
+		"%s never recorded its subscription", node)
+}
+
+// recordedSubscribed: node's node-level entry says its subscription was
+// confirmed.
+func recordedSubscribed(t *testing.T, store *counts.Store, node string) bool {
+	cands, err := store.LivenessCandidates(context.Background(), 0, time.Hour, 10000)
+	require.NoError(t, err)
+	for _, c := range cands {
+		if c.Node == node {
+			return c.Subscribed
+		}
+	}
+	return false
+}
+
+// backends runs f against a single Redis and a 3-master Cluster, with a
+// dial that returns a client of its own, named as given in CLIENT LIST.
+func backends(t *testing.T, f func(t *testing.T, common config.Common, dial func(name string) redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) {
+		srv := redistest.New(t)
+		f(t, config.Common{Redis: srv.URL()}, func(name string) redis.UniversalClient {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, ClientName: name})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.NewCluster(t)
+		f(t, config.Common{RedisCluster: c.Seeds()}, func(name string) redis.UniversalClient {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.Seeds(), ","), ClientName: name})
+			t.Cleanup(func() { _ = cc.Close() })
+			return cc
+		})
+	})
+}
+
+// TestLivenessReapsANodeInEveryOfManyApps: a node with counts in 500 apps
+// loses its liveness subscription and its heartbeat at once (SIGKILL). The
+// check, which looks at nodes and not at apps, still reaps it in every
+// app, by reason connection_closed, long before dead-after; the live node
+// in the same apps keeps its counts.
+func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
+	backends(t, func(t *testing.T, common config.Common, dial func(string) redis.UniversalClient) {
+		const apps = 500
+		ctx := context.Background()
+		rdb := dial("test")
+		store := counts.NewStore(rdb)
+		a := livenessCleanerOn(t, common, time.Minute)
+		const heartbeat = 250 * time.Millisecond
+		victim := startLiveNodeOn(t, dial("victim"), "victim", heartbeat, true)
+		live := startLiveNodeOn(t, dial("live"), "live", heartbeat, true)
+		appName := func(i int) string { return fmt.Sprintf("app%d", i) }
+		for i := range apps {
+			victim.rec.Add(appName(i), "room", 2)
+			live.rec.Add(appName(i), "room", 3)
+		}
+		counted := func(want int64) bool {
+			for i := range apps {
+				n, err := store.Channel(ctx, appName(i), "room")
+				require.NoError(t, err)
+				if n != want {
+					return false
+				}
+			}
+			return true
+		}
+		require.Eventually(t, func() bool { return counted(5) }, 20*time.Second, 100*time.Millisecond)
+		waitWatched(t, a, store, "victim")
+
+		victim.stopRec()
+		victim.stopLive()
+		died := time.Now()
+		reaped := func() (n float64) {
+			for i := range apps {
+				n += testutil.ToFloat64(a.m.reaped.WithLabelValues(appName(i), reasonClosed))
+			}
+			return n
+		}
+		require.Eventually(t, func() bool { return reaped() == apps }, 20*time.Second, 5*time.Millisecond,
+			"the node was not reaped in every app by the liveness check")
+		took := time.Since(died)
+		t.Logf("reaped in %d apps %v after its connection closed", apps, took.Round(time.Millisecond))
+		require.Less(t, took, 5*time.Second, "the liveness check took as long as a heartbeat would")
+		require.True(t, counted(3), "only the dead node's counts are gone")
+		for i := range apps {
+			require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues(appName(i), reasonHeartbeat)))
+		}
+		require.False(t, recordedSubscribed(t, store, "victim"), "a node reaped everywhere keeps no node-level entry")
+	})
+}
+
+// TestLivenessReapsANodeKilledBeforeTheCheckSawIt: a node killed before
+// any liveness check looked at it (in its first moments) is reaped by the
+// check all the same, because it recorded its confirmed subscription
+// itself; the cleaner never saw it subscribed. The checks are driven by
+// hand so that none runs before the kill.
+func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
+	srv := redistest.New(t)
+	store := counts.NewStore(srv.Client(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := config.DefaultCleaner()
+	cfg.Redis, cfg.AdminAddr, cfg.LeaseTTL = srv.URL(), "", 0
+	cfg.DeadAfter, cfg.LivenessGrace = time.Minute, 100*time.Millisecond
+	a, err := New(Options{Config: cfg, Logger: logging.TestLogger(t), Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.rdb.Close() })
+	canaryDone := make(chan struct{})
+	go func() { defer close(canaryDone); a.canary.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-canaryDone })
+
+	n := startLiveNode(t, srv, "early", time.Hour) // no heartbeat: only its first write
+	n.rec.Add("app", "room", 2)
+	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 2 }, 5*time.Second, 5*time.Millisecond)
+	waitWatched(t, a, store, "early")
+	n.stopRec()
+	n.stopLive()
+
+	always := func() bool { return true }
+	require.Eventually(t, func() bool {
+		require.NoError(t, a.checkLiveness(ctx, always))
+		return len(channelsOf(t, store)) == 0
+	}, 5*time.Second, 20*time.Millisecond, "a node the check never saw subscribed waits for dead-after")
+	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
+	require.NotContains(t, a.seenLiveCopy(), "early", "the cleaner saw it subscribed after all")
+}
+
+// TestLivenessLeavesNodesWithoutEntryToDeadAfter: a node that records no
+// node-level last-seen (a build from before it, during a rolling upgrade)
+// and one whose entry was lost are killed; the liveness check never looks
+// at them, so both are reaped at dead-after by their heartbeat, never
+// early.
+func TestLivenessLeavesNodesWithoutEntryToDeadAfter(t *testing.T) {
+	srv := redistest.New(t)
+	store := counts.NewStore(srv.Client(t))
+	ctx := context.Background()
+	const deadAfter = 1500 * time.Millisecond
+	a := livenessCleaner(t, srv.URL(), deadAfter)
+	old := startLiveNodeOn(t, srv.Client(t), "old", 50*time.Millisecond, false)
+	lost := startLiveNode(t, srv, "lost", 50*time.Millisecond)
+	old.rec.Add("app", "room", 2)
+	lost.rec.Add("app", "room", 3)
+	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 5 }, 5*time.Second, 5*time.Millisecond)
+	waitWatched(t, a, store, "lost")
+
+	old.stopRec()
+	old.stopLive()
+	lost.stopRec()
+	_, err := store.ForgetNode(ctx, "lost", -1) // the entry is lost, the subscription still held
+	require.NoError(t, err)
+	lost.stopLive()
+	killed := time.Now()
+	for time.Since(killed) < deadAfter-300*time.Millisecond {
+		require.EqualValues(t, 5, channelsOf(t, store)["room"], "reaped by the liveness check without a node-level entry")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return len(channelsOf(t, store)) == 0 }, 3*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 2, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)))
+	require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
+}
+
+// TestLivenessCheckCostDoesNotGrowWithApps: in the steady state (every
+// node alive) a liveness check runs as many Redis commands with 1,000 apps
+// as with 10, counted by INFO commandstats; before the node-level
+// last-seen it ran three per app.
+func TestLivenessCheckCostDoesNotGrowWithApps(t *testing.T) {
+	perCheck := func(apps int) float64 {
+		f := newFleet(t, apps)
+		const checks = 30
+		load := f.measure(t, checks, func() {}, func() {})
+		return float64(load.calls) / checks
+	}
+	few, many := perCheck(10), perCheck(1000)
+	t.Logf("commands per check: %.1f with 10 apps, %.1f with 1,000", few, many)
+	require.InDelta(t, few, many, 1, "the check's work grows with the number of apps")
 }
