@@ -32,6 +32,17 @@
 //     heartbeat; a connection that goes silent (a partition, a pause) is
 //     kept open until a new subscription is confirmed, so only a closed
 //     connection, never a silent one, makes a live node look dead.
+//   - Node-level last-seen (RecorderOptions.Liveness): beside the per-app
+//     last-seen, a node's recorder records with every flush, as a command
+//     of its own on the liveness shard (so the per-app units stay
+//     single-slot), when the node last wrote (by that shard's clock) and
+//     whether its liveness subscription was confirmed; a confirmation is
+//     recorded as soon as it comes. Store.LivenessCandidates finds the
+//     nodes past a grace in one script, O(log nodes + nodes returned),
+//     whatever the number of apps, and drops entries older than its window
+//     (dead-after), so the set holds only nodes seen that recently. A
+//     failure to record it never fails a flush. Remove, and the cleaner
+//     once it has reaped a node everywhere (ForgetNode), delete it.
 //
 // The event log (EventLogKey, eventlog.go, scripts/eventlog.lua):
 //
