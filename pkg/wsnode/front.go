@@ -24,7 +24,7 @@ import (
 // connections, reads each request head into a pooled buffer, and hands an
 // upgrade of /app/{key} to the handler with a minimal http.Request and a
 // ResponseWriter whose Hijack gives websocket.Accept the connection with
-// 512-byte buffers. Anything else is answered with a short HTTP error and
+// small buffers (socketConn). Anything else is answered with a short HTTP error and
 // the connection is closed: the port serves nothing but WebSockets.
 //
 // Why: in a connection storm net/http's server took about a third of a
@@ -561,6 +561,8 @@ type upgradeWriter struct {
 	hijacked func()
 	// wire is the hijacked connection.
 	wire *wire
+	// conn is the upgraded socket's connection (set by Hijack).
+	conn *socketConn
 }
 
 func (w *upgradeWriter) Header() http.Header {
@@ -582,29 +584,35 @@ func (w *upgradeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Hijack hands over the connection as a wire holding the 101, with a
-// 512-byte read buffer that holds what the client sent behind its head.
+// Hijack hands over the connection as a wire, which writes and holds the
+// 101, over a socketConn, which reads and starts with what the client sent
+// behind its head.
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked == nil || w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack without a 101 response")
 	}
 	w.hijacked()
 	w.hijacked = nil
-	br := bufio.NewReaderSize(w.c, socketBufferSize)
-	if n := len(w.early); n > 0 {
-		// websocket.Accept reads on from what the reader holds.
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(w.early), w.c), max(n, socketBufferSize))
-		if _, err := br.Peek(n); err != nil {
-			return nil, nil, err
-		}
-		w.early = nil
+	fc, ok := w.c.(*frontConn)
+	if !ok {
+		return nil, nil, errors.New("hijack of a connection front did not accept")
 	}
+	w.conn = newSocketConn(fc, w.early)
+	w.early = nil
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 	_ = w.header.Write(&head)
 	head.WriteString("\r\n")
-	w.wire = newWire(w.c, head.Bytes())
-	return w.wire, bufio.NewReadWriter(br, bufio.NewWriterSize(w.wire, controlBufferSize)), nil
+	w.wire = newWire(w.conn, head.Bytes())
+	return w.wire, bufio.NewReadWriter(newSocketBufio(w.conn), bufio.NewWriterSize(w.wire, controlBufferSize)), nil
+}
+
+// upgradedConn is the socketConn of an upgrade w handed over, or nil.
+func upgradedConn(w http.ResponseWriter) *socketConn {
+	if uw, ok := w.(*upgradeWriter); ok {
+		return uw.conn
+	}
+	return nil
 }
 
 // controlBufferSize is the write buffer websocket.Conn keeps for its own
@@ -613,8 +621,8 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Write.
 const controlBufferSize = 128 + 2
 
-// socketBufferSize is a socket's read buffer: Pusher frames from clients
-// are small; larger ones are read past the buffer.
+// socketBufferSize is the chunk a socket reads into (socketConn): Pusher
+// frames from clients are small; larger ones are read past it.
 const socketBufferSize = 512
 
 // finish sends a response that is not an upgrade and closes the

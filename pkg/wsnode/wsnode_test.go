@@ -51,6 +51,40 @@ func TestFramesBehindHandshake(t *testing.T) {
 	require.Contains(t, c.read(t), `"channel":"early-2"`)
 }
 
+// The socket reads its frames through its own chunked reader (socketConn),
+// which stops at each frame's end and waits between frames: frames must
+// come out whole however they arrive, several in one segment, one byte per
+// segment, or larger than a read.
+func TestFramesHoweverTheyArrive(t *testing.T) {
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	const ping, pong = `{"event":"pusher:ping","data":{}}`, `{"event":"pusher:pong","data":"{}"}`
+
+	var three []byte
+	for range 3 {
+		three = append(three, wstest.TextFrame(ping)...)
+	}
+	_, err := c.Write(three)
+	require.NoError(t, err)
+	for range 3 {
+		require.Equal(t, pong, c.read(t))
+	}
+
+	for _, b := range wstest.TextFrame(ping) {
+		_, err := c.Write([]byte{b})
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, pong, c.read(t))
+
+	large := `{"event":"pusher:ping","data":{"pad":"` + strings.Repeat("x", 5000) + `"}}`
+	_, err = c.Write(append(wstest.TextFrame(large), wstest.TextFrame(ping)...))
+	require.NoError(t, err)
+	require.Equal(t, pong, c.read(t))
+	require.Equal(t, pong, c.read(t))
+}
+
 func TestRefusedConnections(t *testing.T) {
 	n := startNode(t).run(t)
 	for _, tc := range []struct {

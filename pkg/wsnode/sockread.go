@@ -1,0 +1,196 @@
+package wsnode
+
+import (
+	"bufio"
+	"encoding/binary"
+	"math"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// socketConn is the connection front hands websocket.Accept: the
+// frontConn, read through the socket's own Read (websocket.Conn's
+// bufio.Reader reads from the net.Conn it is given). It exists so that an
+// idle socket costs less:
+//
+//   - It reads the connection into a pooled chunk that it holds only while
+//     the chunk has unread bytes, so an idle socket holds no read buffer:
+//     the bufio.Reader in front of it is bufio's minimum, 16 bytes (was
+//     512).
+//   - It hands out no byte past the end of the frame being read, so the
+//     bufio.Reader is empty once a frame is read, and unread tells the
+//     socket's goroutine, without a race with websocket.Conn's own readers,
+//     whether a next frame is already here. If none is, the goroutine waits
+//     for one in waitReadable, a few frames deep, instead of inside
+//     websocket.Conn's read path: a parked goroutine then fits the smallest
+//     stack, 2 KiB (was 4 KiB).
+//
+// Read is called only under websocket.Conn's read lock, so one at a time.
+type socketConn struct {
+	*frontConn
+	raw syscall.RawConn // nil: waitReadable does not wait (read path waits)
+	// chunk[r:w] are the bytes read and not handed out yet; chunk is nil
+	// when there are none.
+	chunk *[]byte
+	r, w  int32
+	// unread is w-r, for the socket's goroutine (see waitReadable).
+	unread atomic.Int32
+	// frameLeft is how many bytes of the frame being handed out are left,
+	// its header included; 0 at a frame boundary.
+	frameLeft int64
+}
+
+// readChunkSize is one read(2) from a socket: Pusher frames from clients
+// are small, and a larger frame is read straight into the caller's buffer.
+const readChunkSize = socketBufferSize
+
+var readChunks = sync.Pool{New: func() any { b := make([]byte, readChunkSize); return &b }}
+
+// newSocketReader reads from c, starting with early (what the client sent
+// behind its request head, or nil).
+func newSocketConn(c *frontConn, early []byte) *socketConn {
+	sr := &socketConn{frontConn: c}
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		sr.raw, _ = sc.SyscallConn()
+	}
+	if len(early) > 0 {
+		sr.chunk, sr.w = &early, int32(len(early))
+		sr.unread.Store(sr.w)
+	}
+	return sr
+}
+
+func (sr *socketConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if sr.chunk == nil && sr.frameLeft >= readChunkSize && len(p) >= readChunkSize {
+		// Well inside a large frame: read straight into p.
+		n, err := sr.frontConn.Read(p[:min(int64(len(p)), sr.frameLeft)])
+		sr.frameLeft -= int64(n)
+		return n, err
+	}
+	if sr.frameLeft == 0 {
+		// A frame starts here: its header says where it ends.
+		if err := sr.fillHeader(); err != nil {
+			return 0, err
+		}
+	} else if sr.chunk == nil {
+		if err := sr.fill(); err != nil {
+			return 0, err
+		}
+	}
+	b := (*sr.chunk)[sr.r:sr.w]
+	n := copy(p, b[:min(int64(len(b)), sr.frameLeft)])
+	sr.r += int32(n)
+	sr.frameLeft -= int64(n)
+	sr.unread.Store(sr.w - sr.r)
+	if sr.r == sr.w {
+		if len(*sr.chunk) == readChunkSize { // else early bytes, not pooled
+			readChunks.Put(sr.chunk)
+		}
+		sr.chunk, sr.r, sr.w = nil, 0, 0
+	}
+	return n, nil
+}
+
+// fill reads what the connection has into a chunk; sr has no unread bytes.
+// A failed read takes no chunk.
+func (sr *socketConn) fill() error {
+	chunk := readChunks.Get().(*[]byte)
+	n, err := sr.frontConn.Read(*chunk)
+	if n == 0 {
+		readChunks.Put(chunk)
+		return err
+	}
+	// A TCP read returns bytes or an error, not both; an error behind
+	// bytes would come again with the next read.
+	sr.chunk, sr.r, sr.w = chunk, 0, int32(n)
+	return nil
+}
+
+// fillHeader reads until the unread bytes hold a whole frame header, then
+// sets frameLeft to the frame's length, header included.
+func (sr *socketConn) fillHeader() error {
+	for {
+		if sr.chunk != nil {
+			if n, ok := frameLength((*sr.chunk)[sr.r:sr.w]); ok {
+				sr.frameLeft = n
+				return nil
+			}
+		}
+		if err := sr.fillMore(); err != nil {
+			return err
+		}
+	}
+}
+
+// fillMore reads more behind the unread bytes, which are less than a frame
+// header, moving them to the front of a pooled chunk first.
+func (sr *socketConn) fillMore() error {
+	if sr.chunk == nil {
+		return sr.fill()
+	}
+	chunk := sr.chunk
+	if len(*chunk) != readChunkSize { // early bytes: continue in a pooled chunk
+		chunk = readChunks.Get().(*[]byte)
+	}
+	w := int32(copy(*chunk, (*sr.chunk)[sr.r:sr.w]))
+	sr.chunk, sr.r, sr.w = chunk, 0, w
+	n, err := sr.frontConn.Read((*chunk)[w:])
+	sr.w += int32(n)
+	sr.unread.Store(sr.w)
+	if n == 0 {
+		return err
+	}
+	return nil
+}
+
+// frameLength is the length of the WebSocket frame that b starts with, its
+// header included, and whether b holds all of the header (RFC 6455 5.2).
+// A length past what int64 holds is clamped: websocket.Conn refuses it.
+func frameLength(b []byte) (int64, bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	header, payload := 2, uint64(b[1]&0x7f)
+	switch payload {
+	case 126:
+		header += 2
+	case 127:
+		header += 8
+	}
+	if b[1]&0x80 != 0 {
+		header += 4 // masking key
+	}
+	if len(b) < header {
+		return 0, false
+	}
+	switch payload {
+	case 126:
+		payload = uint64(binary.BigEndian.Uint16(b[2:]))
+	case 127:
+		payload = binary.BigEndian.Uint64(b[2:])
+	}
+	return int64(min(payload, math.MaxInt64-uint64(header))) + int64(header), true
+}
+
+// waitReadable returns once the connection has something to read (a
+// frame, its end, an error), or at once if sr or the bufio.Reader before it
+// hold unread bytes; the caller then reads a frame. Called only by the
+// socket's goroutine between frames, when the bufio.Reader is empty (Read
+// hands out no byte past the frame read).
+func (sr *socketConn) waitReadable() {
+	if sr.raw == nil || sr.unread.Load() > 0 {
+		return
+	}
+	// Errors show again in the frame's read.
+	_ = sr.raw.Read(peekReadable)
+}
+
+// newSocketBufio is the bufio.Reader websocket.Conn reads sr through:
+// bufio's minimum, since sr holds the chunk a read fills. (websocket.Accept
+// keeps the buffer and points the reader at the connection Hijack returns,
+// which is sr.)
+func newSocketBufio(sr *socketConn) *bufio.Reader { return bufio.NewReaderSize(sr, 16) }
