@@ -177,10 +177,10 @@ func frameLength(b []byte) (int64, bool) {
 }
 
 // waitReadable returns once the connection has something to read (a
-// frame, its end, an error), or at once if sr or the bufio.Reader before it
-// hold unread bytes; the caller then reads a frame. Called only by the
-// socket's goroutine between frames, when the bufio.Reader is empty (Read
-// hands out no byte past the frame read).
+// frame, its end, an error), or at once if sr holds unread bytes; the
+// caller then reads a frame. Called only by the socket's goroutine between
+// frames, when the bufio.Reader in front of sr is empty (Read hands out no
+// byte past the frame read).
 func (sr *socketConn) waitReadable() {
 	if sr.raw == nil || sr.unread.Load() > 0 {
 		return
