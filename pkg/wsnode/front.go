@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -202,15 +201,6 @@ func (c *frontConn) Close() error {
 		c.f.open.Add(-1)
 	}
 	return err
-}
-
-// SyscallConn gives the socket's file descriptor to write without
-// waiting (wire.tryFrame).
-func (c *frontConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
 }
 
 // CloseWrite shuts the write side of the connection (lingerClose).
@@ -547,7 +537,7 @@ func cutLine(b []byte) (line, rest []byte) {
 }
 
 // upgradeWriter is the http.ResponseWriter a handler gets from front. An
-// upgrade's 101 is not sent on its own: Hijack leaves it in the wire, so
+// upgrade's 101 is not sent on its own: Hijack leaves it in the socketConn, so
 // that it leaves in one segment with the first frame (one
 // write(2) fewer per socket, and one read fewer for the client). Any other
 // response is collected and sent by finish, which closes the connection.
@@ -559,8 +549,6 @@ type upgradeWriter struct {
 	body   []byte
 	// hijacked is called by Hijack, then set to nil.
 	hijacked func()
-	// wire is the hijacked connection.
-	wire *wire
 	// conn is the upgraded socket's connection (set by Hijack).
 	conn *socketConn
 }
@@ -584,9 +572,8 @@ func (w *upgradeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Hijack hands over the connection as a wire, which writes and holds the
-// 101, over a socketConn, which reads and starts with what the client sent
-// behind its head.
+// Hijack hands over the connection as a socketConn, which starts with what
+// the client sent behind its head and holds the 101 until the first frame.
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked == nil || w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack without a 101 response")
@@ -597,14 +584,13 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if !ok {
 		return nil, nil, errors.New("hijack of a connection front did not accept")
 	}
-	w.conn = newSocketConn(fc, w.early)
-	w.early = nil
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 	_ = w.header.Write(&head)
 	head.WriteString("\r\n")
-	w.wire = newWire(w.conn, head.Bytes())
-	return w.wire, bufio.NewReadWriter(newSocketBufio(w.conn), bufio.NewWriterSize(w.wire, controlBufferSize)), nil
+	w.conn = newSocketConn(fc, w.early, head.Bytes())
+	w.early = nil
+	return w.conn, bufio.NewReadWriter(newSocketBufio(w.conn), bufio.NewWriterSize(w.conn, controlBufferSize)), nil
 }
 
 // upgradedConn is the socketConn of an upgrade w handed over, or nil.
@@ -616,10 +602,9 @@ func upgradedConn(w http.ResponseWriter) *socketConn {
 }
 
 // controlBufferSize is the write buffer websocket.Conn keeps for its own
-// control frames (the node's frames bypass it, see wire): a close or pong
-// frame is at most 2 + 125 bytes and must fit, so that each leaves in one
-// Write.
-const controlBufferSize = 128 + 2
+// control frames: bufio's smallest, since the node's frames bypass it and
+// socketConn gathers websocket.Conn's frames whole.
+const controlBufferSize = 16
 
 // socketBufferSize is the chunk a socket reads into (socketConn): Pusher
 // frames from clients are small; larger ones are read past it.

@@ -20,8 +20,9 @@ type socket struct {
 	id   string
 	app  *apps.App // nil until the handshake accepted the app
 	conn *websocket.Conn
-	// wire is conn's connection, which the writers send frames on.
-	wire  *wire
+	// wire is conn's connection, which the writers send frames on and
+	// the socket's goroutine waits on between frames.
+	wire  *socketConn
 	shard uint32
 	// subs is small (pusher-js apps subscribe to a handful); a slice costs
 	// less per socket than a map.

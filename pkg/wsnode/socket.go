@@ -49,7 +49,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	// The id is set before the socket is shared with the sweeper and drain.
 	s := &socket{id: a.ids.Next()}
 	// w is front's: the connection comes with small buffers and the 101
-	// waits in the write buffer for connection_established.
+	// waits in the socketConn for connection_established.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Pusher accepts any origin: apps restrict access with channel
 		// auth, not origins.
@@ -64,7 +64,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered with an HTTP error, which front logs
 	}
 	s.conn = c
-	s.wire = w.(*upgradeWriter).wire
+	s.wire = upgradedConn(w)
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
@@ -95,7 +95,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	// already), then hands the socket to a fresh goroutine whose stack grows
 	// only as deep as the read loop needs (see runSocket).
 	a.hub.handOff()
-	a.runSocket(s, upgradedConn(w), true)
+	a.runSocket(s, true)
 }
 
 // runSocket serves one frame of s (first: the connection_established
@@ -106,10 +106,10 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 // (measured at 10,000 idle sockets: 8 KiB of stack each before, 4 KiB
 // after). A goroutine start per client frame is cheap next to the frame's
 // handling, and there is still one goroutine per socket at any time.
-// The wait itself is sr's (waitReadable): 560 bytes of frames, which fit
+// The wait itself is the socketConn's (waitReadable): 560 bytes of frames, which fit
 // the smallest stack, 2 KiB; parked in websocket.Conn's read path it took
 // 1,960 bytes and a 4 KiB stack.
-func (a *App) runSocket(s *socket, sr *socketConn, first bool) {
+func (a *App) runSocket(s *socket, first bool) {
 	var err error
 	handedOff := false
 	// Deferred so that even a panic uncounts the socket's channels: a
@@ -127,12 +127,12 @@ func (a *App) runSocket(s *socket, sr *socketConn, first bool) {
 			return
 		}
 		a.m.sent.Inc()
-	} else if sr != nil {
-		sr.waitReadable()
+	} else {
+		s.wire.waitReadable()
 	}
 	if err = a.serveFrame(s); err == nil {
 		handedOff = true
-		go a.runSocket(s, sr, false)
+		go a.runSocket(s, false)
 	}
 }
 

@@ -26,10 +26,14 @@ import (
 //     websocket.Conn's read path: a parked goroutine then fits the smallest
 //     stack, 2 KiB (was 4 KiB).
 //
-// Read is called only under websocket.Conn's read lock, so one at a time.
+// Read is called only under websocket.Conn's read lock, so one at a time;
+// the write side is in wire.go.
 type socketConn struct {
 	*frontConn
-	raw syscall.RawConn // nil: waitReadable does not wait (read path waits)
+	// raw reads and writes without waiting (waitReadable, tryFrame); nil
+	// if the connection has no descriptor: then the read path waits, and
+	// finish writes every frame.
+	raw syscall.RawConn
 	// chunk[r:w] are the bytes read and not handed out yet; chunk is nil
 	// when there are none.
 	chunk *[]byte
@@ -39,6 +43,18 @@ type socketConn struct {
 	// frameLeft is how many bytes of the frame being handed out are left,
 	// its header included; 0 at a frame boundary.
 	frameLeft int64
+
+	// The write side (wire.go). mu keeps each frame whole on the wire.
+	mu sync.Mutex
+	// pending is the handshake's 101 response, sent in one write with the
+	// first frame (one write(2) fewer per socket).
+	pending []byte
+	// closeSent is set once websocket.Conn sent a close frame: no data
+	// frame may follow it.
+	closeSent bool
+	// gather holds the pieces of a frame websocket.Conn is writing (Write);
+	// only websocket.Conn's writer, one at a time, touches it.
+	gather []byte
 }
 
 // readChunkSize is one read(2) from a socket: Pusher frames from clients
@@ -47,10 +63,11 @@ const readChunkSize = socketBufferSize
 
 var readChunks = sync.Pool{New: func() any { b := make([]byte, readChunkSize); return &b }}
 
-// newSocketReader reads from c, starting with early (what the client sent
-// behind its request head, or nil).
-func newSocketConn(c *frontConn, early []byte) *socketConn {
-	sr := &socketConn{frontConn: c}
+// newSocketConn reads from c, starting with early (what the client sent
+// behind its request head, or nil), and writes pending (the 101) with its
+// first frame.
+func newSocketConn(c *frontConn, early, pending []byte) *socketConn {
+	sr := &socketConn{frontConn: c, pending: pending}
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		sr.raw, _ = sc.SyscallConn()
 	}

@@ -3,7 +3,6 @@ package wsnode
 import (
 	"encoding/binary"
 	"net"
-	"sync"
 	"syscall"
 
 	"github.com/headcount/headcount/pkg/protocol"
@@ -50,77 +49,67 @@ func framed(b []byte) frame {
 // frameOf frames a copy of payload.
 func frameOf(payload []byte) frame { return framed(append(newPayload(len(payload)), payload...)) }
 
-// wire is a socket's connection under its websocket.Conn, shared by two
-// writers: the node's writers send frames with tryFrame and writeFrame,
-// and websocket.Conn sends its own control frames (pongs, the close)
-// through Write, one flush of its buffer per frame. mu keeps each frame
-// whole, so the two never interleave on the wire.
-type wire struct {
-	net.Conn
-	// raw writes without waiting (tryFrame); nil if Conn has no file
-	// descriptor, and then finish writes every frame.
-	raw syscall.RawConn
-	mu  sync.Mutex
-	// pending is the handshake's 101 response, sent in one write with the
-	// first frame (one write(2) fewer per socket).
-	pending []byte
-	// closeSent is set once websocket.Conn sent a close frame: no data
-	// frame may follow it.
-	closeSent bool
-}
-
-func newWire(c net.Conn, pending []byte) *wire {
-	w := &wire{Conn: c, pending: pending}
-	if sc, ok := c.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			w.raw = raw
-		}
-	}
-	return w
-}
+// socketConn's write side. Two writers share the connection: the node's
+// writers send frames with tryFrame and writeFrame, and websocket.Conn
+// sends its own control frames (pongs, the close) through Write. mu keeps
+// each frame whole, so the two never interleave on the wire. The fields
+// are in socketConn (sockread.go).
 
 // opClose is the first byte of a final close frame.
 const opClose = 0x88
 
-// Write carries websocket.Conn's own frames. Its buffer holds nothing but
-// them, each flushed whole, so every Write starts with a frame's first byte.
-func (w *wire) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(p) > 0 && p[0] == opClose {
-		w.closeSent = true
+// Write carries websocket.Conn's own frames. They reach it through a
+// bufio.Writer of bufio's smallest size (an idle socket holds no real
+// buffer), so a frame may come in pieces: they are gathered here, and each
+// frame goes out whole under mu. websocket.Conn writes one frame at a time
+// and flushes each, so what is gathered starts at a frame's first byte.
+func (sr *socketConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
 	}
-	return w.send(p)
+	sr.gather = append(sr.gather, p...)
+	if n, ok := frameLength(sr.gather); !ok || int64(len(sr.gather)) < n {
+		return len(p), nil // more of the frame to come
+	}
+	f := sr.gather
+	sr.gather = nil
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if f[0] == opClose {
+		sr.closeSent = true
+	}
+	_, err := sr.send(f)
+	return len(p), err
 }
 
 // writeFrame sends f, waiting for room in the socket's buffer, unless the
 // connection sent its close frame already.
-func (w *wire) writeFrame(f frame) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closeSent {
+func (sr *socketConn) writeFrame(f frame) error {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.closeSent {
 		return net.ErrClosed
 	}
-	_, err := w.send(f)
+	_, err := sr.send(f)
 	return err
 }
 
 // tryFrame sends as much of f as the socket's buffer takes now, without
-// waiting, and returns how much that was. When it is less than f, w stays
+// waiting, and returns how much that was. When it is less than f, sr stays
 // locked, mid-frame, and the caller must send the rest with finish (from
 // any goroutine): nothing else may go out in between.
-func (w *wire) tryFrame(f frame) (int, error) {
-	w.mu.Lock()
-	if w.closeSent {
-		w.mu.Unlock()
+func (sr *socketConn) tryFrame(f frame) (int, error) {
+	sr.mu.Lock()
+	if sr.closeSent {
+		sr.mu.Unlock()
 		return 0, net.ErrClosed
 	}
-	if w.raw == nil || w.pending != nil {
+	if sr.raw == nil || sr.pending != nil {
 		return 0, nil // finish writes it, the 101 first
 	}
 	var n int
 	var werr error
-	err := w.raw.Write(func(fd uintptr) bool {
+	err := sr.raw.Write(func(fd uintptr) bool {
 		for {
 			n, werr = syscall.Write(int(fd), f)
 			if werr != syscall.EINTR {
@@ -135,7 +124,7 @@ func (w *wire) tryFrame(f frame) (int, error) {
 		n, werr = 0, nil
 	}
 	if werr != nil || n >= len(f) {
-		w.mu.Unlock()
+		sr.mu.Unlock()
 		if werr != nil {
 			return 0, werr
 		}
@@ -145,24 +134,24 @@ func (w *wire) tryFrame(f frame) (int, error) {
 }
 
 // finish sends rest, what tryFrame could not, waiting for room, and
-// unlocks w.
-func (w *wire) finish(rest []byte) error {
-	defer w.mu.Unlock()
-	_, err := w.send(rest)
+// unlocks sr.
+func (sr *socketConn) finish(rest []byte) error {
+	defer sr.mu.Unlock()
+	_, err := sr.send(rest)
 	return err
 }
 
-// send writes p, behind the pending 101 if it was not sent yet (w.mu held).
-func (w *wire) send(p []byte) (int, error) {
-	if w.pending == nil {
-		return w.Conn.Write(p)
+// send writes p, behind the pending 101 if it was not sent yet (sr.mu held).
+func (sr *socketConn) send(p []byte) (int, error) {
+	if sr.pending == nil {
+		return sr.frontConn.Write(p)
 	}
 	// One write(2) for both: a copy of two short messages costs less than
 	// a second syscall (Conn is wrapped, so net.Buffers would not writev).
-	head := len(w.pending)
-	b := append(w.pending, p...)
-	w.pending = nil
-	n, err := w.Conn.Write(b)
+	head := len(sr.pending)
+	b := append(sr.pending, p...)
+	sr.pending = nil
+	n, err := sr.frontConn.Write(b)
 	return max(n-head, 0), err
 }
 
