@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/load"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -26,7 +27,7 @@ import (
 // With HC_BENCH_PLOTS set, delivery latency against subscribers is
 // plotted there. Run: go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
 func BenchmarkLoad(b *testing.B) {
-	n := raiseFileLimit(b, 15000)
+	n := proctest.RaiseFileLimit(b, 15000)
 	rounds(b, "storm", func(b *testing.B) load.Summary {
 		srv := redistest.New(b)
 		ws := startWSNode(b, "ws-storm", "--redis", srv.URL())
@@ -39,7 +40,7 @@ func BenchmarkLoad(b *testing.B) {
 	var p50, p99 series
 	for _, subs := range []int{1, 100, 10000} {
 		b.Run("delivery/subs="+strconv.Itoa(subs), func(b *testing.B) {
-			raiseFileLimit(b, subs)
+			proctest.RaiseFileLimit(b, subs)
 			srv := redistest.New(b)
 			a, c := startWSNode(b, "ws-a", "--redis", srv.URL()), startWSNode(b, "ws-b", "--redis", srv.URL())
 			api := startHTTPAPIs(b, 1, "--redis", srv.URL())[0]

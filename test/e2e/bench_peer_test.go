@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/load"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -70,7 +71,7 @@ func BenchmarkPeer(b *testing.B) {
 	peerServerJS(b)
 	sockets := envInt("HC_PEER_SOCKETS", 10000)
 	subscribers := envInt("HC_PEER_SUBSCRIBERS", 10000)
-	raiseFileLimit(b, max(sockets, subscribers))
+	proctest.RaiseFileLimit(b, max(sockets, subscribers))
 
 	sideBySide(b, "idle-memory", func(b *testing.B, kind string) []peerMetric {
 		c := startCluster(b, kind, 1)
@@ -83,10 +84,10 @@ func BenchmarkPeer(b *testing.B) {
 		openIdle(b, c.ws[0], 100, &conns) // warm the pools and the Redis connections
 		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
 		pid := c.nodes[0].cmd.Process.Pid
-		base := settledRSS(b, pid)
+		base := proctest.SettledRSS(b, pid)
 		openIdle(b, c.ws[0], sockets, &conns)
 		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
-		grown := settledRSS(b, pid) - base
+		grown := proctest.SettledRSS(b, pid) - base
 		return []peerMetric{{"KiB/socket", float64(grown) / 1024 / float64(sockets)}, {"sockets", float64(sockets)}}
 	})
 

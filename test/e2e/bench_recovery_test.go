@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -26,7 +27,7 @@ import (
 // Run: go test -run '^$' -bench Recovery -benchtime 1x ./test/e2e/
 func BenchmarkRecovery(b *testing.B) {
 	const sockets, channels = 1000, 100
-	raiseFileLimit(b, 2*sockets)
+	proctest.RaiseFileLimit(b, 2*sockets)
 	rounds(b, "sigkill", func(b *testing.B) time.Duration {
 		srv := redistest.New(b)
 		store := counts.NewStore(srv.Client(b))

@@ -15,12 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -36,7 +36,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SOCKETS")); err == nil && v > 0 {
 		n = v
 	}
-	n = raiseFileLimit(b, n)
+	n = proctest.RaiseFileLimit(b, n)
 	srv := redistest.New(b)
 	addr, admin := freeAddr(b), freeAddr(b)
 	// --max-sockets: where the limit could not be raised, n (and the 100
@@ -56,7 +56,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	}()
 	open(100, &conns) // warm the pools and the Redis connections
 	waitSubscribed(b, store, len(conns))
-	base := settledRSS(b, node.cmd.Process.Pid)
+	base := proctest.SettledRSS(b, node.cmd.Process.Pid)
 	goroutines := metric(admin, "go_goroutines")
 
 	b.ResetTimer()
@@ -71,7 +71,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 			waitSubscribed(b, store, len(conns))
 			t := time.Now()
 			steps.xs = append(steps.xs, float64(len(conns)-100))
-			steps.ys = append(steps.ys, float64(settledRSS(b, node.cmd.Process.Pid)-base)/(1<<20))
+			steps.ys = append(steps.ys, float64(proctest.SettledRSS(b, node.cmd.Process.Pid)-base)/(1<<20))
 			paused += time.Since(t)
 		}
 	}
@@ -79,7 +79,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	opened := time.Since(start) - paused
 	b.StopTimer()
 
-	rss := settledRSS(b, node.cmd.Process.Pid)
+	rss := proctest.SettledRSS(b, node.cmd.Process.Pid)
 	if dir := plotDir(); dir != "" {
 		steps.xs, steps.ys = append(steps.xs, float64(n)), append(steps.ys, float64(rss-base)/(1<<20))
 		steps.name = "wsnode RSS growth"
@@ -142,65 +142,6 @@ func waitCounted(b testing.TB, store *counts.Store, prefix string, want int) {
 	}
 }
 
-// settledRSS reads a process's resident memory once two readings 500 ms
-// apart agree within 1% (the runtime returns freed spans lazily).
-func settledRSS(b testing.TB, pid int) int64 {
-	prev := rss(b, pid)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(500 * time.Millisecond)
-		cur := rss(b, pid)
-		if d := cur - prev; d < prev/100 && -d < prev/100 {
-			return cur
-		}
-		prev = cur
-	}
-	return prev
-}
-
-func rss(b testing.TB, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
-}
-
-// raiseFileLimit lifts this process's open-file limit (inherited by the
-// wsnode it starts) to fit n sockets on each side, and for a wsnode's
-// default --max-sockets (90% of the limit) to hold n, and returns how many
-// sockets fit this process if it cannot.
-func raiseFileLimit(b testing.TB, n int) int {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		b.Fatal(err)
-	}
-	want := uint64(max(n+1000, n*10/9+100))
-	if lim.Cur >= want {
-		return n
-	}
-	lim.Cur = want
-	if lim.Max < want {
-		lim.Max = want // allowed as root
-	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-		b.Logf("cannot raise the open-file limit to %d (%v): measuring %d sockets", want, err, int(lim.Cur)-1000)
-		return int(lim.Cur) - 1000
-	}
-	return n
-}
-
 // BenchmarkPublishLatency measures publish-to-delivery latency for one
 // channel with HC_BENCH_SUBSCRIBERS (default 10,000) subscribers spread over
 // two wsnode processes: the benchmark publishes through the same Redis bus
@@ -214,7 +155,7 @@ func BenchmarkPublishLatency(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
 		n = v
 	}
-	n = raiseFileLimit(b, n)
+	n = proctest.RaiseFileLimit(b, n)
 	const events = 20
 	srv := redistest.New(b)
 	rdb := srv.Client(b)
@@ -354,7 +295,7 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
 		n = v
 	}
-	n = raiseFileLimit(b, 2*n) / 2 // both ends of every socket are in this process
+	n = proctest.RaiseFileLimit(b, 2*n) / 2 // both ends of every socket are in this process
 	const events, writers = 20, 16
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -69,7 +69,9 @@ func BenchmarkIdleSockets(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("EVENTLOOP_SOCKETS")); err == nil && v > 0 {
 		n = v
 	}
-	raiseFileLimit(b, n)
+	if fit := proctest.RaiseFileLimit(b, n); fit < n {
+		b.Fatalf("the open-file limit fits %d sockets, not %d: lower EVENTLOOP_SOCKETS", fit, n)
+	}
 	b.Run("eventloop", func(b *testing.B) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), serveEnv+"=127.0.0.1:0")
@@ -123,11 +125,11 @@ func measure(b *testing.B, pid int, addr string, n int) {
 		}
 	}
 	open(100)
-	base := settledRSS(b, pid)
+	base := proctest.SettledRSS(b, pid)
 	b.ResetTimer()
 	open(n)
 	b.StopTimer()
-	b.ReportMetric(float64(settledRSS(b, pid)-base)/1024/float64(n), "KiB/conn")
+	b.ReportMetric(float64(proctest.SettledRSS(b, pid)-base)/1024/float64(n), "KiB/conn")
 	b.ReportMetric(float64(n), "conns")
 }
 
@@ -175,55 +177,5 @@ func waitReady(b *testing.B, url string) {
 			b.Fatalf("not ready at %s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// settledRSS reads a process's resident memory once two readings 500 ms
-// apart agree within 1% (the Go runtime returns freed memory lazily).
-func settledRSS(b *testing.B, pid int) int64 {
-	prev := rss(b, pid)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		cur := rss(b, pid)
-		if d := cur - prev; d < prev/100 && -d < prev/100 {
-			return cur
-		}
-		prev = cur
-	}
-	return prev
-}
-
-func rss(b *testing.B, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
-}
-
-// raiseFileLimit lifts the open-file limit (inherited by the servers) to
-// fit n sockets and the warm-up ones, or fails b.
-func raiseFileLimit(b *testing.B, n int) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		b.Fatal(err)
-	}
-	want := uint64(n + 1000)
-	if lim.Cur >= want {
-		return
-	}
-	lim.Cur = min(want, lim.Max)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < want {
-		b.Fatalf("cannot raise the open-file limit to %d (hard limit %d): lower EVENTLOOP_SOCKETS", want, lim.Max)
 	}
 }
