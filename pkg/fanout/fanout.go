@@ -75,6 +75,8 @@ func topicName(app, channel string) string { return prefix + "{" + app + "}:ev:"
 type interest struct {
 	app, channel string
 	refs         int
+	// confirmed: Redis answered this node's subscribe to the topic.
+	confirmed bool
 }
 
 // Bus fans events out between nodes through Redis pub/sub (sharded pub/sub
@@ -91,6 +93,9 @@ type Bus struct {
 	want  map[string]*interest // topic -> interest, present while refs > 0
 	dirty map[string]string    // topic -> app, changed since the last reconcile
 	wake  chan struct{}
+	// confirmed, if not nil, is closed when Redis confirms a subscribe
+	// (WaitJoined).
+	confirmed chan struct{}
 
 	running atomic.Bool
 
@@ -212,6 +217,49 @@ func (b *Bus) Join(app, channel string) {
 	b.dirty[topic] = app
 	b.mu.Unlock()
 	b.poke()
+}
+
+// WaitJoined waits until Redis has confirmed this node's subscribe to each
+// of app's channels that is joined (or ctx ends). A publish after it
+// reaches this node's subscribers. Without it, an event published right
+// after a Join, like the subscription_count a subscribe causes, can pass
+// the subscribe and never arrive: Join only queues the subscribe.
+func (b *Bus) WaitJoined(ctx context.Context, app string, channels []string) error {
+	for _, ch := range channels {
+		topic := topicName(app, ch)
+		for {
+			b.mu.Lock()
+			in := b.want[topic]
+			if in == nil || in.confirmed {
+				b.mu.Unlock()
+				break
+			}
+			if b.confirmed == nil {
+				b.confirmed = make(chan struct{})
+			}
+			confirmed := b.confirmed
+			b.mu.Unlock()
+			select {
+			case <-confirmed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// confirm records Redis's answer to a subscribe of topic.
+func (b *Bus) confirm(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if in := b.want[topic]; in != nil && !in.confirmed {
+		in.confirmed = true
+		if b.confirmed != nil {
+			close(b.confirmed)
+			b.confirmed = nil
+		}
+	}
 }
 
 // Leave drops one unit of interest; the last Leave unsubscribes. Delivery
@@ -635,6 +683,9 @@ func (r *runner) receive(sh *shard) {
 		case *redis.Message:
 			r.dispatch(msg)
 		case *redis.Subscription:
+			if msg.Kind == "subscribe" || msg.Kind == "ssubscribe" {
+				b.confirm(msg.Channel)
+			}
 			if msg.Kind == "sunsubscribe" && b.wanted(msg.Channel) {
 				// Redis unsubscribed us by itself: the slot moved. (Our own
 				// SUNSUBSCRIBE is for a channel no longer wanted, unless it

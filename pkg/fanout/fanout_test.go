@@ -531,3 +531,27 @@ func waitGoroutines(t *testing.T, base int) {
 		time.Sleep(tick)
 	}
 }
+
+// TestPublishAfterWaitJoinedArrives: an event published as soon as
+// WaitJoined returns after a Join reaches the joining node, on every one of
+// many fresh channels (a subscriber's own subscription_count). Without the
+// wait the publish overtakes the subscribe and most are lost.
+func TestPublishAfterWaitJoinedArrives(t *testing.T) {
+	backends(t, func(t *testing.T, be backend) {
+		n := newNode(t, be.client(t), nil).start(t)
+		n.waitHealthy(t)
+		pub := New(be.client(t), Options{})
+		const channels = 100
+		for i := range channels {
+			ch := "fresh-" + strconv.Itoa(i)
+			n.Join("app-1", ch)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			require.NoError(t, n.WaitJoined(ctx, "app-1", []string{ch}))
+			cancel()
+			publish(t, pub, "app-1", Message{Channel: ch, Event: "count", Data: strconv.Itoa(i)})
+		}
+		for i := range channels {
+			n.waitFor(t, "app-1", "fresh-"+strconv.Itoa(i), 1)
+		}
+	})
+}

@@ -109,6 +109,7 @@ func (n *announcer) publishPending(ctx context.Context) {
 	q := n.q
 	n.q = nil
 	n.mu.Unlock()
+	n.waitJoined(ctx, q)
 	now := time.Now()
 	for _, f := range q {
 		for _, e := range f.Members {
@@ -130,6 +131,30 @@ func (n *announcer) publishPending(ctx context.Context) {
 				continue // presence channels have member events instead
 			}
 			n.count(ctx, chanKey{f.App, ch}, c, now)
+		}
+	}
+}
+
+// waitJoined waits until this node's subscribes to the channels whose
+// counts q announces are in place in Redis: a count reaches this node's
+// subscribers through the bus too, and a socket whose own subscribe caused
+// it must not miss it because the subscribe is still on its way. The wait
+// is bounded, so an outage delays counts and stops nothing.
+func (n *announcer) waitJoined(ctx context.Context, q []counts.Flushed) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, f := range q {
+		if len(f.Channels) == 0 || !n.wantsCounts(f.App) {
+			continue
+		}
+		chs := make([]string, 0, len(f.Channels))
+		for ch, c := range f.Channels {
+			if c > 0 {
+				chs = append(chs, ch)
+			}
+		}
+		if n.a.bus.WaitJoined(ctx, f.App, chs) != nil {
+			return
 		}
 	}
 }
