@@ -14,7 +14,9 @@
 // Leave are reference-counted and only change the desired state under a
 // mutex; Run's goroutine turns changes into SUBSCRIBE and UNSUBSCRIBE
 // commands in batches, so a Join followed by a Leave before that nets out
-// to nothing.
+// to nothing. "Subscribed" starts when Redis answers the subscribe, not at
+// Join: WaitJoined waits for that answer, so a message published after it
+// returns reaches the node.
 //
 // Guarantees:
 //
