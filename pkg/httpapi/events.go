@@ -17,9 +17,9 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-// Pusher's publishing limits (PUSHER-PROTOCOL 3.3, 3.4, 3.9); an app's
-// MaxEventChannelsAtOnce, MaxEventBatchSize and MaxEventPayloadInKb
-// override the last three.
+// Pusher's publishing limits (channels per event, events per batch, payload
+// size); an app's MaxEventChannelsAtOnce, MaxEventBatchSize and
+// MaxEventPayloadInKb override the last three.
 const (
 	maxEventNameLength     = 200
 	defaultMaxChannels     = 100
@@ -315,7 +315,7 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 // triggerBatch serves POST /apps/{app_id}/batch_events: up to 10 events,
 // each on one channel, all in one pipeline. The response is {} unless an
 // item asks for info; then {"batch":[...]} aligned with the request (never
-// {"batch":{}}, which pusher-http-go cannot decode: PUSHER-PROTOCOL 3.4).
+// {"batch":{}}, which pusher-http-go cannot decode).
 func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	body := req.body
 	evs, err := parseBatch(body, req.app)

@@ -162,7 +162,8 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 }
 
 // clientEvent relays a client-* event to the channel's other subscribers
-// on every node, following Pusher's rules (PUSHER-PROTOCOL 1.7).
+// on every node, following Pusher's rules (private and presence channels
+// only, never echoed to the sender, rate-limited per socket).
 func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	refuse := func(code protocol.Code, msg string) error {
 		a.m.errors[errClientEvent].Inc()
@@ -278,7 +279,7 @@ func (a *App) unwatchTerminate(s *socket) {
 }
 
 // terminate closes s on the HTTP API's order: pusher:error 4009 and then
-// close code 4009 (PUSHER-PROTOCOL 3.8), which pusher-js treats as refused
+// close code 4009 (Pusher's terminate_connections), which pusher-js treats as refused
 // and does not reconnect from. It is called from deliver, so the write and
 // close handshake run on a short-lived goroutine bounded by closeSlots, as
 // closeAsync's do; frames still queued for s are dropped.

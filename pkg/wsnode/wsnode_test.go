@@ -26,7 +26,7 @@ func TestHandshake(t *testing.T) {
 	c := dial(t, n.url(appKey, pusherJSQuery))
 	f := read(t, c)
 	require.Equal(t, "pusher:connection_established", f.Event)
-	// data is a JSON string holding the object (PUSHER-PROTOCOL 1.2), which
+	// data is a JSON string holding the object, as Pusher sends it, which
 	// frame.data enforces.
 	require.True(t, strings.HasPrefix(f.raw, `{"event":"pusher:connection_established","data":"{\"socket_id\":\"`), f.raw)
 	d := f.data(t)
