@@ -361,7 +361,7 @@ func (a *App) Run(ctx context.Context) error {
 			default:
 				// A stuck write: the peer does not read, so a close
 				// handshake would only wait out its own timeout. Cutting
-				// the TCP connection also unblocks the writer.
+				// the TCP connection also ends the waiting write.
 				s.closing.Store(true)
 				_ = s.conn.CloseNow()
 			}

@@ -19,7 +19,8 @@ import (
 // own, and the socket's handler waits for room instead: a client's own
 // burst (pusher-js sends every subscribe at once on connect) slows its
 // reads down and never cuts it. A client that stops reading its replies
-// blocks its writer, and the sweeper's write timeout cuts it.
+// leaves their write waiting on its own goroutine (finishBatch), and the
+// sweeper's write timeout cuts it.
 //
 // The frame budget is the per-socket channel limit and more: a socket on
 // every channel it may hold can be sent one delivery per channel at once
@@ -284,9 +285,9 @@ func (a *App) flushed(s *socket) {
 // instead of at once (42xx): a client that cannot keep up would otherwise
 // come straight back into the same burst it just fell behind on.
 //
-// If a write to it is in progress right now, it is stuck on a full TCP
-// buffer (writes that fit take microseconds): a close frame could not get
-// through either, and cutting the connection frees the writer at once.
+// If a write to it is in progress right now, it is waiting for room in a
+// full TCP buffer (writes that fit never wait): a close frame could not
+// get through either, and cutting the connection ends the wait at once.
 func (a *App) slowConsumer(s *socket) {
 	a.m.slow.Inc()
 	a.log.Debug("disconnecting slow consumer", "socket_id", s.id)

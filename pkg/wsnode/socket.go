@@ -415,9 +415,10 @@ func (a *App) sendError(s *socket, sc *scratch, err error) error {
 	return a.reply(s, sc.out)
 }
 
-// write sends one frame now; the caller is the only writer at the time (a
-// writer goroutine, or the handler before the socket can receive
-// deliveries). The sweeper watches writeSince, so a client that stops
+// write sends one frame, waiting for room in the socket's buffer (the
+// socketConn keeps concurrent frames whole). Its callers: the handler
+// before the socket can receive deliveries, a socket's finishBatch, and
+// refuseNow. The sweeper watches writeSince, so a client that stops
 // reading is cut after writeTimeout without a timer per write.
 func (a *App) write(s *socket, f frame) error {
 	s.writeSince.Store(a.hub.now.Load())
