@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/protocol"
 )
 
 var (
@@ -83,7 +84,7 @@ func RuleFor(app *apps.App, channel string) Rule {
 
 // Limited reports whether the apps file may limit channel at all: only
 // presence channels count distinct users, so only they are gated.
-func Limited(channel string) bool { return strings.HasPrefix(channel, "presence-") }
+func Limited(channel string) bool { return protocol.ChannelKind(channel).HasMembers() }
 
 func (r Rule) args(user string) []any {
 	return []any{user, r.Capacity, r.Ticket.Milliseconds(), r.Grace.Milliseconds(), r.Dropout.Milliseconds()}

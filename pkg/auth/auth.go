@@ -265,7 +265,7 @@ func missingBodyMD5() *Error {
 // without channel_data (the member comes from pusher:signin) is signed like
 // a private one, as the server SDKs sign it when given no presence data.
 func ChannelAuthString(socketID, channel, channelData string) string {
-	if channelData != "" && protocol.ChannelKind(channel) == protocol.KindPresence {
+	if channelData != "" && protocol.ChannelKind(channel).HasMembers() {
 		return socketID + ":" + channel + ":" + channelData
 	}
 	return socketID + ":" + channel

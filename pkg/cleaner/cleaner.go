@@ -528,7 +528,7 @@ func (a *App) announce(ctx context.Context, app string, reaped counts.Reaped) {
 	}
 	if cfg != nil && cfg.EnableSubscriptionCount {
 		for ch, n := range reaped.Channels {
-			if k := protocol.ChannelKind(ch); k != protocol.KindPresence && k != protocol.KindUser {
+			if protocol.ChannelKind(ch).AnnouncesCounts() {
 				msgs = append(msgs, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(n)})
 			}
 		}

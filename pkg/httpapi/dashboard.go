@@ -23,6 +23,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/protocol"
 )
 
 //go:embed dashboard
@@ -230,7 +231,7 @@ func (a *App) overviewChannels(ctx context.Context, app *apps.App, resp *overvie
 		return
 	}
 	resp.StaleNodes, _ = strconv.Atoi(rep.header.Get(headerStaleNodes))
-	rep = a.callAPI(ctx, app, http.MethodGet, path, url.Values{"filter_by_prefix": {presencePrefix}, "info": {"user_count"}}, nil)
+	rep = a.callAPI(ctx, app, http.MethodGet, path, url.Values{"filter_by_prefix": {protocol.PresencePrefix}, "info": {"user_count"}}, nil)
 	var users struct {
 		Channels map[string]listAttributes `json:"channels"`
 	}

@@ -219,10 +219,10 @@ type counted struct {
 // channels only.
 func (a *App) queueCounts(ctx context.Context, p redis.Pipeliner, app string, ev *event, channel string) *counts.PendingCounts {
 	kind := protocol.ChannelKind(channel)
-	if !ev.wantInfo() || kind == protocol.KindUser || (!ev.subs && kind != protocol.KindPresence) {
+	if !ev.wantInfo() || !kind.Counted() || (!ev.subs && !kind.HasMembers()) {
 		return nil
 	}
-	return a.store.QueueCounts(ctx, p, app, channel, ev.users && kind == protocol.KindPresence)
+	return a.store.QueueCounts(ctx, p, app, channel, ev.users && kind.HasMembers())
 }
 
 // result turns a read into the response entry; a failed read leaves the

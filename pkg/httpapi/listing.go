@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
@@ -42,9 +41,6 @@ const (
 	orderBySubscription = "subscription_count"
 )
 
-// presencePrefix starts presence channel names.
-const presencePrefix = "presence-"
-
 // setFreshness writes the freshness headers of counts read with f, age
 // before the answer.
 func setFreshness(w http.ResponseWriter, f counts.Freshness, age time.Duration) {
@@ -74,7 +70,7 @@ func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiReque
 		case attr != "user_count":
 			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s for a channel listing: only user_count is available", strconv.Quote(attr)))
 			return
-		case !strings.HasPrefix(prefix, presencePrefix):
+		case !protocol.ChannelKind(prefix).HasMembers(): // every name the prefix selects is a presence channel
 			a.refuse(w, r, http.StatusBadRequest, "info=user_count is only available for presence channels: set filter_by_prefix to presence- or a longer presence prefix")
 			return
 		}
@@ -242,17 +238,6 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// isCacheChannel reports whether name is a cache channel (Pusher's cache-,
-// private-cache-, private-encrypted-cache- and presence-cache- prefixes).
-func isCacheChannel(name string) bool {
-	for _, p := range []string{"cache-", "private-cache-", "private-encrypted-cache-", "presence-cache-"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // channelInfo is the body of GET /apps/{app_id}/channels/{channel_name};
 // occupied is always present, the counts only when asked for and occupied.
 type channelInfo struct {
@@ -271,7 +256,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}
-	presence := protocol.ChannelKind(name) == protocol.KindPresence
+	presence := protocol.ChannelKind(name).HasMembers()
 	wantSubscriptions, wantUsers, wantRank := false, false, false
 	notImplemented := ""
 	for _, attr := range infoAttrs(req.query.Get("info")) {
@@ -287,7 +272,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		case "rank":
 			wantRank = true
 		case "cache":
-			if !isCacheChannel(name) {
+			if !protocol.IsCacheChannel(name) {
 				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
 				return
 			}

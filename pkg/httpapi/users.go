@@ -29,7 +29,7 @@ func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) 
 		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}
-	if protocol.ChannelKind(name) != protocol.KindPresence {
+	if !protocol.ChannelKind(name).HasMembers() {
 		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Users can only be listed for presence channels, and %s is not one", strconv.Quote(name)))
 		return
 	}

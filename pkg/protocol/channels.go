@@ -13,31 +13,98 @@ const MaxChannelNameLength = 200
 
 var channelNamePattern = regexp.MustCompile(`^[-a-zA-Z0-9_=@,.;]+$`)
 
+// Kind is what a channel's name prefix makes it. Every rule that depends
+// on a channel's kind is a method here, so a prefix is tested in this file
+// only.
+type Kind uint8
+
 // Channel kinds, decided by name prefix.
 const (
-	KindPublic    = "public"
-	KindPrivate   = "private"
-	KindEncrypted = "private-encrypted"
-	KindPresence  = "presence"
-	KindUser      = "user" // #server-to-user-{id}
+	KindPublic    Kind = iota
+	KindPrivate        // private-
+	KindEncrypted      // private-encrypted-
+	KindPresence       // presence-
+	KindUser           // #server-to-user-{id}
 )
 
-// UserChannelPrefix starts the channel a signed-in user receives events on.
-const UserChannelPrefix = "#server-to-user-"
+// Name prefixes of the kinds. A cache channel is any kind whose name goes
+// on with "cache-" (cache-, private-cache-, private-encrypted-cache-,
+// presence-cache-).
+const (
+	PresencePrefix    = "presence-"
+	privatePrefix     = "private-"
+	encryptedPrefix   = "private-encrypted-"
+	UserChannelPrefix = "#server-to-user-" // the channel a signed-in user receives events on
+	cachePart         = "cache-"
+)
 
 // ChannelKind returns the kind of a (valid) channel name.
-func ChannelKind(name string) string {
+func ChannelKind(name string) Kind {
 	switch {
-	case strings.HasPrefix(name, "private-encrypted-"):
+	case strings.HasPrefix(name, encryptedPrefix):
 		return KindEncrypted
-	case strings.HasPrefix(name, "private-"):
+	case strings.HasPrefix(name, privatePrefix):
 		return KindPrivate
-	case strings.HasPrefix(name, "presence-"):
+	case strings.HasPrefix(name, PresencePrefix):
 		return KindPresence
 	case strings.HasPrefix(name, UserChannelPrefix):
 		return KindUser
 	}
 	return KindPublic
+}
+
+// String is the kind's name in logs and errors.
+func (k Kind) String() string {
+	switch k {
+	case KindPrivate:
+		return "private"
+	case KindEncrypted:
+		return "private-encrypted"
+	case KindPresence:
+		return "presence"
+	case KindUser:
+		return "user"
+	}
+	return "public"
+}
+
+// Counted: the channel's subscriptions are counted in Redis. A user
+// channel is not: it is not a channel an application subscribes to but
+// where the server reaches a signed-in user.
+func (k Kind) Counted() bool { return k != KindUser }
+
+// AnnouncesCounts: a change of the channel's count is announced as
+// subscription_count (the pusher_internal event and the webhook) when the
+// app asks for it. Presence channels announce members instead.
+func (k Kind) AnnouncesCounts() bool { return k.Counted() && !k.HasMembers() }
+
+// HasMembers: the channel has presence members (user ids and info, member
+// events, user_count), and so is the only kind admission may limit.
+func (k Kind) HasMembers() bool { return k == KindPresence }
+
+// Encrypted: events on the channel are end-to-end encrypted, so the
+// server never publishes plain data there.
+func (k Kind) Encrypted() bool { return k == KindEncrypted }
+
+// AllowsClientEvents: clients may send client-* events on the channel.
+// Encrypted channels refuse them: the server could not check what it
+// relays, and Pusher refuses them too.
+func (k Kind) AllowsClientEvents() bool { return k == KindPrivate || k == KindPresence }
+
+// NeedsAuth: subscribing needs a signature from the app's auth endpoint.
+func (k Kind) NeedsAuth() bool {
+	return k == KindPrivate || k == KindEncrypted || k == KindPresence
+}
+
+// IsCacheChannel reports whether name is a cache channel, whose last event
+// is kept for new subscribers.
+func IsCacheChannel(name string) bool {
+	for _, p := range []string{"", privatePrefix, encryptedPrefix, PresencePrefix} {
+		if strings.HasPrefix(name, p+cachePart) {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidateChannelName reports why name is not a channel a client or the HTTP

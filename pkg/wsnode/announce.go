@@ -127,8 +127,8 @@ func (n *announcer) publishPending(ctx context.Context) {
 			continue
 		}
 		for ch, c := range f.Channels {
-			if k := protocol.ChannelKind(ch); k == protocol.KindPresence || k == protocol.KindUser {
-				continue // presence channels have member events instead
+			if !protocol.ChannelKind(ch).AnnouncesCounts() {
+				continue
 			}
 			n.count(ctx, chanKey{f.App, ch}, c, now)
 		}

@@ -176,9 +176,9 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	switch {
 	case f.Channel == "":
 		return refuse(protocol.CodeNone, "Client event "+clip(f.Event)+" has no channel")
-	case kind == protocol.KindEncrypted:
+	case kind.Encrypted():
 		return refuse(protocol.CodeNone, "Client events cannot be sent on encrypted channels")
-	case kind != protocol.KindPrivate && kind != protocol.KindPresence:
+	case !kind.AllowsClientEvents():
 		return refuse(protocol.CodeNone, "Client events are only allowed on private and presence channels, not "+clip(f.Channel))
 	case len(f.Event) > maxClientEventNameLen:
 		return refuse(protocol.CodeNone, "Client event name is over "+strconv.Itoa(maxClientEventNameLen)+" characters")

@@ -288,7 +288,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	// A repeated subscribe is answered again but counted once. For
 	// presence the member list is sent again (it may have changed).
 	if i := s.subIndex(ch); i >= 0 {
-		if protocol.ChannelKind(ch) == protocol.KindPresence {
+		if protocol.ChannelKind(ch).HasMembers() {
 			return a.presenceSucceeded(s, sc, ch, s.subs[i].member)
 		}
 		sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
@@ -321,18 +321,16 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 }
 
 // join records a subscription: socket list, counts, delivery index, bus.
-// #server-to-user- channels are not counted: they are not channels an
-// app lists or asks counts for (Pusher does not show them either).
+// User channels are not counted (protocol.Kind.Counted).
 func (a *App) join(s *socket, ch string, p presence) {
 	s.subs = append(s.subs, sub{channel: ch, member: p})
-	switch protocol.ChannelKind(ch) {
-	case protocol.KindUser:
-	case protocol.KindPrivate, protocol.KindEncrypted, protocol.KindPresence:
+	kind := protocol.ChannelKind(ch)
+	if kind.NeedsAuth() {
 		// An authorized subscription authorizes the connection, as
 		// Pusher's authorized connections allow.
 		s.authBy.Store(0)
-		fallthrough
-	default:
+	}
+	if kind.Counted() {
 		a.rec.Add(s.app.ID, ch, 1)
 	}
 	if p.user != "" {
@@ -354,7 +352,7 @@ func (a *App) leave(s *socket, i int) {
 	s.subs = s.subs[:last]
 	a.index.remove(chanKey{s.app.ID, sb.channel}, s)
 	a.bus.Leave(s.app.ID, sb.channel)
-	if protocol.ChannelKind(sb.channel) != protocol.KindUser {
+	if protocol.ChannelKind(sb.channel).Counted() {
 		a.rec.Add(s.app.ID, sb.channel, -1)
 	}
 	if sb.member.user != "" {
