@@ -140,6 +140,28 @@ func BenchmarkPeer(b *testing.B) {
 		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
 	})
 
+	// delivery-split-cpus: the same, with every server-side process
+	// (redis-server included) on half the CPUs and this process, the load
+	// tool, on the other half. On a small machine the load tool's readers
+	// and the servers' writers otherwise take turns on the same cores,
+	// which a deployment, whose clients are elsewhere, never sees.
+	if serverCPUs, loadCPUs, ok := proctest.SplitCPUs(); ok {
+		sideBySide(b, "delivery-split-cpus", func(b *testing.B, kind string) []peerMetric {
+			c := startCluster(b, kind, 2)
+			for _, pid := range c.all {
+				proctest.Pin(b, pid, serverCPUs)
+			}
+			proctest.Pin(b, os.Getpid(), loadCPUs)
+			defer proctest.Pin(b, os.Getpid(), append(slices.Clone(serverCPUs), loadCPUs...))
+			sum := runLoad(b, load.Config{WS: c.ws, API: c.api, Sockets: subscribers, HotShare: 1,
+				SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
+			if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
+				b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
+			}
+			return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
+		})
+	}
+
 	sideBySide(b, "recovery", func(b *testing.B, kind string) []peerMetric {
 		const perNode, channels = 1000, 10
 		c := startCluster(b, kind, 2)
@@ -222,6 +244,7 @@ type cluster struct {
 	nodes []*proc  // each node's process, in the order of ws
 	api   string   // the HTTP API: headcount's httpapi, or soketi's first node
 	rdb   *redis.Client
+	all   []int // every server-side process: nodes, API, cleaners, redis-server
 }
 
 func (c cluster) pids() []int {
@@ -238,20 +261,22 @@ func (c cluster) pids() []int {
 func startCluster(b *testing.B, kind string, nodes int) cluster {
 	b.Helper()
 	srv := redistest.New(b)
-	c := cluster{rdb: srv.Client(b)}
+	c := cluster{rdb: srv.Client(b), all: []int{srv.PID()}}
 	switch kind {
 	case headcountServer:
 		quiet := []string{"--redis", srv.URL(), "--log-level", "warn"}
 		for i := range 2 {
 			cl := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", quiet...)
 			waitReady(b, cl.p, cl.admin)
+			c.all = append(c.all, cl.p.cmd.Process.Pid)
 		}
 		for i := range nodes {
 			n := startDefault(b, "ws-"+strconv.Itoa(i), "wsnode", append(slices.Clone(quiet), "--node-id", "n"+strconv.Itoa(i))...)
 			waitReady(b, n.p, n.admin)
 			c.ws, c.nodes = append(c.ws, n.addr), append(c.nodes, n.p)
 		}
-		c.api = startHTTPAPIs(b, 1, quiet...)[0].addr
+		api := startHTTPAPIs(b, 1, quiet...)[0]
+		c.api, c.all = api.addr, append(c.all, api.p.cmd.Process.Pid)
 	case peerServer:
 		js := peerServerJS(b)
 		_, redisPort, _ := strings.Cut(srv.Addr, ":")
@@ -281,6 +306,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 	default:
 		b.Fatalf("unknown server %q", kind)
 	}
+	c.all = append(c.all, c.pids()...)
 	return c
 }
 

@@ -28,6 +28,9 @@ type Server struct {
 	dir  string
 }
 
+// PID is the redis-server process's id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // URL returns the server's redis:// URL (db 0).
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
