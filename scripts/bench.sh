@@ -118,7 +118,9 @@ peer_section() {
 	echo "Redis ${redis_version:-unknown}. soketi $soketi_version (test/peer) with uWebSockets.js $uws_version (the npm override;"
 	echo "soketi 1.6.1 asks for v20.10.0, which only a git host serves). Both servers on loopback with their default timings,"
 	echo "each measure on fresh processes and a fresh redis-server, ${HC_PEER_ROUNDS:-3} rounds alternating which server goes"
-	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores."
+	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores,"
+	echo "except in delivery-split-cpus, where every server-side process (redis-server too) runs on one half of the CPUs and"
+	echo "the load tool on the other, as in a deployment whose clients are elsewhere."
 	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go."
 	echo
 	echo "How the two differ where the ratios are far from 1 (the designs, not this run's numbers):"

@@ -59,6 +59,8 @@ const (
 //   - delivery: HC_PEER_SUBSCRIBERS (default 10,000) subscribers of one
 //     channel over two nodes, 5 events a second for 4 s through the HTTP
 //     API (the load tool, as BenchmarkLoad's delivery): p50/p99.
+//   - delivery-split-cpus: the same with every server-side process on
+//     one half of the CPUs and the load tool on the other.
 //   - recovery: two nodes holding 1,000 sockets each on 10 channels; one
 //     is SIGKILLed; the survivor's HTTP API (headcount's httpapi, soketi's
 //     live node) is read every 100 ms until every channel's count equals
@@ -130,14 +132,16 @@ func BenchmarkPeer(b *testing.B) {
 		}
 	})
 
-	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
-		c := startCluster(b, kind, 2)
+	deliver := func(b *testing.B, c cluster) []peerMetric {
 		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, Sockets: subscribers, HotShare: 1,
 			SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
 		if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
 			b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
 		}
 		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
+	}
+	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
+		return deliver(b, startCluster(b, kind, 2))
 	})
 
 	// delivery-split-cpus: the same, with every server-side process
@@ -153,12 +157,7 @@ func BenchmarkPeer(b *testing.B) {
 			}
 			proctest.Pin(b, os.Getpid(), loadCPUs)
 			defer proctest.Pin(b, os.Getpid(), append(slices.Clone(serverCPUs), loadCPUs...))
-			sum := runLoad(b, load.Config{WS: c.ws, API: c.api, Sockets: subscribers, HotShare: 1,
-				SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
-			if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
-				b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
-			}
-			return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
+			return deliver(b, c)
 		})
 	}
 
