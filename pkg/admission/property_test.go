@@ -213,7 +213,7 @@ func newPropWorld(t testing.TB, client func() redis.UniversalClient, app, ch str
 		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb), store: counts.NewStore(rdb),
 			local: map[string]int{}, due: map[string]int64{}, waiters: map[string]bool{}}
 		n.rec = counts.NewRecorder(rdb, n.id, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
-			OnFlushed: func(f counts.Flushed) {
+			OnFlushed: func(f counts.Edges) {
 				for _, e := range f.Members {
 					if !e.Added && e.Channel == ch {
 						n.left = append(n.left, e.UserID)

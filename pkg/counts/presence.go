@@ -23,42 +23,45 @@ type MemberEdge struct {
 	UserInfo json.RawMessage
 }
 
-// Flushed reports what one atomic unit of one app changed cluster-wide.
-// Recorder calls RecorderOptions.OnFlushed with it from the flushing
-// goroutine.
-type Flushed struct {
+// Edges reports what one atomic unit of one app changed cluster-wide: a
+// flush of a node's changes, a node's removal, or the reaping of a dead
+// node. Recorder calls RecorderOptions.OnFlushed with it from the flushing
+// goroutine; Store.ReapNode returns it inside Reaped.
+type Edges struct {
 	App string
 	// Channels holds the global subscription count, right after the unit,
 	// of every channel whose count it changed (0: vacated).
 	Channels map[string]int64
-	// Members lists the presence joins and leaves the unit caused.
+	// Members lists the presence joins and leaves the unit caused (a reap
+	// causes leaves only).
 	Members []MemberEdge
 }
 
-// Reaped reports what reaping one dead node removed.
-type Reaped struct {
-	// Fields is how many entries of the node's contribution were subtracted.
-	Fields int
-	// Channels holds the new global count of every channel the node was
-	// subscribed to (0: vacated).
-	Channels map[string]int64
-	// Members lists presence members whose last socket was on the node
-	// (Added is false).
-	Members []MemberEdge
-	// SinceSeen is how long before the reap, by the clock of the app's
-	// Redis shard, the node was last seen: the reap latency.
-	SinceSeen time.Duration
-}
+// Empty reports whether the unit changed nothing cluster-wide.
+func (e Edges) Empty() bool { return len(e.Channels) == 0 && len(e.Members) == 0 }
 
-// Vacated returns the channels the reap emptied.
-func (r Reaped) Vacated() []string {
+// Vacated returns the channels the unit emptied.
+func (e Edges) Vacated() []string {
 	var out []string
-	for ch, n := range r.Channels {
+	for ch, n := range e.Channels {
 		if n == 0 {
 			out = append(out, ch)
 		}
 	}
 	return out
+}
+
+// Reaped reports what reaping (or removing) one node removed.
+type Reaped struct {
+	// Edges are the new global counts of every channel the node was
+	// subscribed to, and the presence members whose last socket was on
+	// the node.
+	Edges
+	// Fields is how many entries of the node's contribution were subtracted.
+	Fields int
+	// SinceSeen is how long before the reap, by the clock of the app's
+	// Redis shard, the node was last seen: the reap latency.
+	SinceSeen time.Duration
 }
 
 // scriptResult is what apply.lua and reap.lua return.

@@ -20,7 +20,7 @@ type edgeLog struct {
 	counts  map[string]int64
 }
 
-func (l *edgeLog) record(f Flushed) {
+func (l *edgeLog) record(f Edges) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range f.Members {

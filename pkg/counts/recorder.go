@@ -31,7 +31,7 @@ type RecorderOptions struct {
 	// OnFlushed, if set, is told after each successful flush what it changed
 	// cluster-wide (new global counts, presence joins and leaves), so the
 	// node can announce them. It runs on the flushing goroutine: keep it short.
-	OnFlushed func(Flushed)
+	OnFlushed func(Edges)
 	// LogEvents, if set, says which apps keep an event log (EventLogKey):
 	// every flush and the final Remove append their edges to it.
 	LogEvents func(app string) bool
@@ -512,7 +512,7 @@ func (r *Recorder) markLive(ctx context.Context) {
 // contribution from the local truth; this is what keeps a retry from
 // counting twice. It reports whether a contribution was found missing, and
 // what the successful ops changed cluster-wide.
-func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Flushed) {
+func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, o := range ops {
@@ -528,7 +528,7 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Flush
 				st.declare = nil
 			}
 			if len(res.channels) > 0 || len(res.members) > 0 {
-				flushed = append(flushed, Flushed{App: o.app, Channels: res.channels, Members: res.members})
+				flushed = append(flushed, Edges{App: o.app, Channels: res.channels, Members: res.members})
 			}
 		case err == nil && res.status == statusUndeclared:
 			// Old fields of ours in Redis that the local truth dropped:
@@ -583,8 +583,8 @@ func (r *Recorder) Remove(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		if r.opts.OnFlushed != nil && (len(reaped.Channels) > 0 || len(reaped.Members) > 0) {
-			r.opts.OnFlushed(Flushed{App: app, Channels: reaped.Channels, Members: reaped.Members})
+		if r.opts.OnFlushed != nil && !reaped.Empty() {
+			r.opts.OnFlushed(reaped.Edges)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

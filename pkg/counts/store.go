@@ -143,6 +143,6 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 	if res.status < 0 {
 		return false, Reaped{}, nil
 	}
-	return true, Reaped{Fields: int(res.status), Channels: res.channels, Members: res.members,
-		SinceSeen: time.Duration(res.ageMs) * time.Millisecond}, nil
+	return true, Reaped{Edges: Edges{App: app, Channels: res.channels, Members: res.members},
+		Fields: int(res.status), SinceSeen: time.Duration(res.ageMs) * time.Millisecond}, nil
 }

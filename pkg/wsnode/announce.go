@@ -28,7 +28,7 @@ const (
 type announcer struct {
 	a    *App
 	mu   sync.Mutex
-	q    []counts.Flushed
+	q    []counts.Edges
 	wake chan struct{}
 
 	// pubMu serializes publishing (the announcer goroutine, and the final
@@ -48,7 +48,7 @@ func newAnnouncer(a *App) *announcer {
 }
 
 // flushed is the recorder's OnFlushed: it only queues.
-func (n *announcer) flushed(f counts.Flushed) {
+func (n *announcer) flushed(f counts.Edges) {
 	if len(f.Members) == 0 && !n.wantsCounts(f.App) {
 		return
 	}
@@ -140,7 +140,7 @@ func (n *announcer) publishPending(ctx context.Context) {
 // subscribers through the bus too, and a socket whose own subscribe caused
 // it must not miss it because the subscribe is still on its way. The wait
 // is bounded, so an outage delays counts and stops nothing.
-func (n *announcer) waitJoined(ctx context.Context, q []counts.Flushed) {
+func (n *announcer) waitJoined(ctx context.Context, q []counts.Edges) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	for _, f := range q {
