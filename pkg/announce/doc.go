@@ -1,0 +1,40 @@
+// Package announce turns a change of the counts or of an admission gate
+// into everything it causes, the same way in every process that sees one:
+// a wsnode's flush, a node's removal, the cleaner's reap of a dead node,
+// and each gate call of the HTTP API and the wsnodes.
+//
+// For count changes (counts.Edges), an Announcer publishes on the bus:
+//
+//   - member_added for a presence member's first socket in the cluster, to
+//     everyone but the member's own sockets, and member_removed for their
+//     last;
+//   - the admission gate's Left for each member who left, so a
+//     capacity-limited channel keeps their seat for the grace;
+//   - the new count of each channel whose kind announces counts
+//     (protocol.Kind.AnnouncesCounts), as pusher_internal:subscription_count
+//     when the app enables it and as the subscription_count webhook when
+//     one of its webhooks asks for it. A vacated channel announces no count
+//     (its subscribers are gone; the webhooks hear channel_vacated), and a
+//     presence channel announces members instead.
+//
+// channel_occupied, channel_vacated, member_added and member_removed
+// webhooks are not sent from here: the count scripts append them to the
+// app's event log in the same atomic unit as the change.
+//
+// For gate calls, Admission records the call's metrics, appends the
+// admission webhooks the app asks for, and tells the nodes holding the
+// channel's waiters, on protocol.AdmissionChannel, that the list moved.
+//
+// Guarantees and limits:
+//
+//   - Every announcement is best effort, at most once, like every bus
+//     event: a failed publish or append is logged and counted, never
+//     retried. The counts themselves are exact already.
+//   - The rule of what is announced lives here only; callers choose how:
+//     Throttle holds back counts of busy channels (Pusher's documented
+//     rule), WaitJoined delays counts until the caller's own bus has
+//     joined the channels, Hooks queues webhook events without blocking.
+//   - An Announcer is safe for concurrent use. Concurrent Announce calls
+//     may interleave their publishes; a caller that needs one order per
+//     channel (a wsnode) serializes its calls.
+package announce
