@@ -104,8 +104,9 @@ const (
 
 // Changes are what a script did besides answering: users it admitted from
 // the head of the list, waiters it struck for silence and slots it freed
-// (tickets not used in time, leavers past their grace). Callers report them
-// (metrics, webhooks) and tell connected waiters (Notify).
+// (tickets not used in time, leavers past their grace). Callers announce
+// them (metrics, webhooks, a notice to the nodes holding waiters) through
+// package announce.
 type Changes struct {
 	Promoted, Dropped, Freed []string
 }

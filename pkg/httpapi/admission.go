@@ -188,10 +188,10 @@ func (a *App) clearCapacity(w http.ResponseWriter, r *http.Request, req *apiRequ
 	a.writeJSON(w, struct{}{})
 }
 
-// afterGate reports a gate call (admission.Reporter.Report) within a
+// afterGate announces a gate call (announce.Announcer.Admission) within a
 // second of its own, whatever the request's context does.
 func (a *App) afterGate(ap *apps.App, ch string, st admission.State, c admission.Changes, notify bool, direct string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	a.admission.Report(ctx, ap, ch, st, c, direct, notify)
+	a.announce.Admission(ctx, ap, ch, st, c, direct, notify)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/announce"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -61,8 +62,10 @@ type App struct {
 	// bus publishes events to the nodes; publish-only, so it needs no Run.
 	bus *fanout.Bus
 	// gate is the admission gate of capacity-limited channels.
-	gate      *admission.Gate
-	admission *admission.Reporter
+	gate *admission.Gate
+	// announce reports gate calls: metrics, admission webhooks, and a
+	// notice to the nodes holding the channel's waiters.
+	announce *announce.Announcer
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
 	// audits caches GET .../audit per app (dashboard_status.go).
@@ -136,7 +139,7 @@ func New(opts Options) (_ *App, err error) {
 	})
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
 	a.gate = admission.New(a.rdb)
-	a.admission = admission.NewReporter(a.rdb, a.bus, reg, a.log)
+	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Metrics: admission.NewMetrics(reg), Logger: a.log})
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()

@@ -116,20 +116,3 @@ func (p *Producer) flush(ctx context.Context, first queued, has bool) {
 		}
 	}
 }
-
-// AdmissionEvents are the admission webhooks app asks for, of one gate
-// call's outcome: users admitted and waiters struck.
-func AdmissionEvents(app *apps.App, channel string, admitted, dropped []string) []Event {
-	var evs []Event
-	if Wants(app, AdmissionAdmitted) {
-		for _, u := range admitted {
-			evs = append(evs, Event{Name: AdmissionAdmitted, Channel: channel, UserID: u})
-		}
-	}
-	if Wants(app, AdmissionDropped) {
-		for _, u := range dropped {
-			evs = append(evs, Event{Name: AdmissionDropped, Channel: channel, UserID: u})
-		}
-	}
-	return evs
-}

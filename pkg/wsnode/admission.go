@@ -64,7 +64,7 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
 		}
 		if reentry {
-			a.admission.Metrics.Reentered(s.app.ID)
+			a.announce.Metrics().Reentered(s.app.ID)
 		}
 		a.unwait(s, ch)
 	}
@@ -240,7 +240,7 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 	}
 	// Tells other nodes when their waiters moved too.
 	rctx, rcancel := context.WithTimeout(ctx, a.tun.redisTimeout)
-	a.admission.Report(rctx, ap, k.channel, st, changes, "", false)
+	a.announce.Admission(rctx, ap, k.channel, st, changes, "", false)
 	rcancel()
 	a.log.Debug("checked in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "waiting", st.Waiting, "occupancy", st.Occupancy, "promoted", len(changes.Promoted), "dropped", len(changes.Dropped), "freed", len(changes.Freed))
 	for i, s := range socks {
@@ -272,22 +272,9 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 	}
 }
 
-// leftChannel starts the grace of a member whose last socket left ch
-// anywhere in the cluster (the announcer's 1->0 edge).
-func (a *App) leftChannel(ctx context.Context, app, ch, user string) {
-	ap := a.cfg.Apps.ByID(app)
-	if ap == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
-	defer cancel()
-	rule := admission.RuleFor(ap, ch)
-	kept, err := a.gate.Left(ctx, app, ch, user, rule)
-	if err != nil {
-		// The slot is then freed at its expiry instead: never kept.
-		a.log.Warn("cannot start an admission grace", "app", app, "channel", ch, "user_id", user, "error", err)
-		return
-	}
+// leftChannel is told, once the gate started the grace of user, whose last
+// socket left ch anywhere in the cluster, whether a slot was kept.
+func (a *App) leftChannel(app, ch, user string, rule admission.Rule, kept bool) {
 	// Settle the gate when the seat frees, so the head of the list is
 	// admitted at once, not at some later check-in: when the grace ends,
 	// which is also when the hold of the user's last subscribe has ended
@@ -335,7 +322,7 @@ func (a *App) settleDue(ctx context.Context, now time.Time) {
 		cctx, cancel := context.WithTimeout(ctx, a.tun.redisTimeout)
 		st, changes, err := a.gate.State(cctx, k.app, k.channel, admission.RuleFor(ap, k.channel))
 		if err == nil {
-			a.admission.Report(cctx, ap, k.channel, st, changes, "", false)
+			a.announce.Admission(cctx, ap, k.channel, st, changes, "", false)
 		}
 		cancel()
 		if err != nil {

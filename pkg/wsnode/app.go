@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/announce"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -105,11 +106,12 @@ type App struct {
 	index *index
 	send  *sender
 	ann   *announcer
-	// gate, admission and waiters serve capacity-limited channels
-	// (admission.go).
-	gate      *admission.Gate
-	admission *admission.Reporter
-	waiters   *waiters
+	// announce says what count changes and gate calls cause (member
+	// events, subscription counts, webhooks, the gate's leaves).
+	announce *announce.Announcer
+	// gate and waiters serve capacity-limited channels (admission.go).
+	gate    *admission.Gate
+	waiters *waiters
 	// hooks appends client events to the apps' webhook logs.
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
@@ -174,8 +176,9 @@ func New(opts Options) (_ *App, err error) {
 	a.store = counts.NewStore(a.rdb)
 	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
-	a.gate, a.admission, a.waiters = admission.New(a.rdb), admission.NewReporter(a.rdb, a.bus, a.reg, a.log), newWaiters()
+	a.gate, a.waiters = admission.New(a.rdb), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
+	a.announce = a.newAnnounce()
 	a.live = counts.NewNodeLiveness(a.rdb, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
 	a.rec = a.newRecorder(a.reg)
 
@@ -239,6 +242,27 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		OnFlushed:  a.ann.flushed,
 		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(a.cfg.Apps.ByID(app)) },
 		Liveness:   a.live,
+	})
+}
+
+// newAnnounce builds the node's announcer: counts of busy channels
+// throttled, held until this node's bus has joined their channels, their
+// webhooks queued without blocking; a member's leave settles the gate when
+// the seat may free.
+func (a *App) newAnnounce() *announce.Announcer {
+	return announce.New(announce.Options{
+		Apps:           a.cfg.Apps,
+		Bus:            a.bus,
+		Redis:          a.rdb,
+		Gate:           a.gate,
+		Hooks:          a.hooks,
+		Metrics:        admission.NewMetrics(a.reg),
+		Logger:         a.log,
+		Timeout:        a.tun.redisTimeout,
+		Throttle:       true,
+		WaitJoined:     true,
+		OnLeft:         a.leftChannel,
+		OnPublishError: func() { a.m.errors[errPublish].Inc() },
 	})
 }
 

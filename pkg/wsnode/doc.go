@@ -64,8 +64,9 @@
 // Presence: a socket's join and leave are recorded with AddMember; the
 // member_added and member_removed events are published (through the bus, to
 // every node) only from the cluster-wide 0->1 and 1->0 edges the recorder
-// reports after a flush, so a user with sockets on several nodes is added
-// once and removed once. subscription_succeeded lists the cluster's members
+// reports after a flush (by package announce, which the cleaner's reap
+// uses too), so a user with sockets on several nodes is added once and
+// removed once. subscription_succeeded lists the cluster's members
 // (Redis) merged with this node's members not flushed yet. Channel-data
 // signatures are over socket_id:channel:channel_data as received; a
 // presence subscription without channel_data takes its member from the
