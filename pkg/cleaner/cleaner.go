@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/announce"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/lease"
-	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
 	hcrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
@@ -53,8 +53,9 @@ type App struct {
 	log   hclog.Logger
 	rdb   redis.UniversalClient
 	store *counts.Store
-	gate  *admission.Gate // grace for a reaped node's members of limited channels
-	bus   *fanout.Bus
+	// ann tells the surviving nodes' subscribers and the app's webhooks
+	// what a reap changed, as the dead node's sockets' leaving would have.
+	ann   *announce.Announcer
 	lease *lease.Lease // nil with --lease-ttl 0: always active
 	admin *hcrun.Server
 	ready hcrun.Readiness
@@ -167,12 +168,18 @@ func New(opts Options) (*App, error) {
 		log:   opts.Logger.Named("cleaner"),
 		rdb:   rdb,
 		store: counts.NewStore(rdb),
-		gate:  admission.New(rdb),
-		bus:   fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
 		m:     newMetrics(opts.Registry),
 
 		auditEvery: opts.AuditInterval,
 	}
+	a.ann = announce.New(announce.Options{
+		Apps:           opts.Config.Apps,
+		Bus:            fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
+		Redis:          rdb,
+		Gate:           admission.New(rdb),
+		Logger:         a.log,
+		OnPublishError: a.m.announceErrors.Inc,
+	})
 	if opts.Config.LeaseTTL > 0 {
 		a.lease = lease.New(rdb, LeaseKey, opts.Config.LeaseTTL)
 	}
@@ -342,7 +349,10 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 
 // reap reaps node of app if its last-seen is still old enough for reason
 // (dead-after, or the liveness grace), in the reap's one atomic unit, and
-// announces what that changed.
+// announces what that changed: member_removed and the seats' grace for
+// members whose last socket it held, and new subscription counts (socket
+// event and webhook) where the app asks for them. The occupancy webhooks
+// (channel_vacated, member_removed) are in the reap's unit already.
 func (a *App) reap(ctx context.Context, app, node, reason string) error {
 	age := a.cfg.DeadAfter
 	if reason == reasonClosed {
@@ -356,7 +366,7 @@ func (a *App) reap(ctx context.Context, app, node, reason string) error {
 	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
 	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "channels", len(reaped.Channels),
 		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
-	a.announce(ctx, app, reaped)
+	a.ann.Announce(ctx, reaped.Edges)
 	return nil
 }
 
@@ -506,37 +516,4 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 	delete(a.missing, c.Node)
 	_, err = a.store.ForgetNode(ctx, c.Node, c.Seen)
 	return err
-}
-
-// announce tells the surviving nodes' subscribers what a dead node's
-// sockets would have said on leaving: member_removed for members whose last
-// socket it held, and new subscription counts where the app asks for them.
-// Publishing is at most once, like all events; the counts are already exact.
-func (a *App) announce(ctx context.Context, app string, reaped counts.Reaped) {
-	var msgs []fanout.Message
-	cfg := a.cfg.Apps.ByID(app)
-	for _, m := range reaped.Members {
-		msgs = append(msgs, fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID)})
-		// A member of a capacity-limited channel keeps the seat for the
-		// grace, as if its socket had left (a crashed node is a network blip
-		// to its users); without this the seat would wait for its expiry.
-		if cfg != nil && !m.Added {
-			if _, err := a.gate.Left(ctx, app, m.Channel, m.UserID, admission.RuleFor(cfg, m.Channel)); err != nil {
-				a.log.Warn("cannot start a reaped member's admission grace; its seat frees at its expiry", "app", app, "channel", m.Channel, "user_id", m.UserID, "error", err)
-			}
-		}
-	}
-	if cfg != nil && cfg.EnableSubscriptionCount {
-		for ch, n := range reaped.Channels {
-			if protocol.ChannelKind(ch).AnnouncesCounts() {
-				msgs = append(msgs, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(n)})
-			}
-		}
-	}
-	for _, m := range msgs {
-		if err := a.bus.Publish(ctx, app, m); err != nil {
-			a.m.announceErrors.Inc()
-			a.log.Warn("could not announce a dead node's leavers", "app", app, "channel", m.Channel, "event", m.Event, "error", err)
-		}
-	}
 }
