@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
-	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
@@ -28,7 +28,8 @@ import (
 
 // TestMain fails the package if goroutines of ours outlive the tests.
 func TestMain(m *testing.M) {
-	leaktest.Main(m, "headcount/pkg/announce.", "headcount/pkg/fanout.(*runner)")
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/maintnotifications.(*CircuitBreakerManager).cleanupLoop"))
 }
 
 const (
