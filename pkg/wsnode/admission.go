@@ -48,7 +48,7 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 		members, err = a.store.Members(ctx, s.app.ID, ch)
 	}
 	if err != nil {
-		a.m.errors[errRedis].Inc()
+		a.m.errors[reasonRedis].Inc()
 		a.log.Warn("cannot read presence members or check admission", "app", s.app.ID, "channel", ch, "error", err)
 		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list or admission cannot be read right now; try again"})
@@ -56,7 +56,7 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 	if !local {
 		ok, reentry, position, waiting, err := joined()
 		if err != nil { // not expected once the transaction succeeded
-			a.m.errors[errRedis].Inc()
+			a.m.errors[reasonRedis].Inc()
 			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 				Message: "admission cannot be checked right now; try again"})
 		}
@@ -234,7 +234,7 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 	st, changes, states, err := a.gate.CheckIn(cctx, k.app, k.channel, users, rule)
 	cancel()
 	if err != nil {
-		a.m.errors[errRedis].Inc()
+		a.m.errors[reasonRedis].Inc()
 		a.log.Warn("cannot check in waiters", "app", k.app, "channel", k.channel, "waiters", len(users), "error", err)
 		return
 	}

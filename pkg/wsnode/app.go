@@ -184,7 +184,7 @@ func New(opts Options) (_ *App, err error) {
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
-	if a.ws, err = listenFront(cfg.Addr, maxSockets, a.serveWS, a.log.Named("front"), func(r string) { a.m.errors[r].Inc() }); err != nil {
+	if a.ws, err = listenFront(cfg.Addr, maxSockets, a.serveWS, a.log.Named("front"), func(r reason) { a.m.errors[r].Inc() }); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
@@ -262,7 +262,7 @@ func (a *App) newAnnounce() *announce.Announcer {
 		Throttle:       true,
 		WaitJoined:     true,
 		OnLeft:         a.leftChannel,
-		OnPublishError: func() { a.m.errors[errPublish].Inc() },
+		OnPublishError: func() { a.m.errors[reasonPublish].Inc() },
 	})
 }
 
@@ -367,18 +367,18 @@ func (a *App) Run(ctx context.Context) error {
 	}, func(error) {})
 
 	g.Add(func() error {
-		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason string) {
-			if s.closing.Load() && reason != errWriteTimeout {
+		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason reason) {
+			if s.closing.Load() && reason != reasonWriteTimeout {
 				return // closed already, waiting for its handler
 			}
 			a.m.errors[reason].Inc()
-			a.log.Debug("closing socket", "reason", reason, "socket_id", s.id)
+			a.log.Debug("closing socket", "reason", reason.String(), "socket_id", s.id)
 			switch reason {
-			case errNotAuthorized:
+			case reasonNotAuthorized:
 				// pusher-js does not reconnect from 4009 (refused).
 				a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized,
 					Message: "Connection not authorized within " + a.cfg.UserAuthTimeout.String() + ": this app requires pusher:signin (or a private or presence subscription)"})
-			case errIdle:
+			case reasonIdle:
 				// 4201: pusher-js reconnects at once, which is right for a
 				// client whose network silently dropped.
 				a.closeAsync(s, protocol.CodePongNotReceived, "activity timeout: no frame or pong received")
@@ -447,7 +447,7 @@ func (a *App) drain() {
 	a.ws.Shutdown(2 * time.Second)
 	start := time.Now()
 	a.hub.drain(a.cfg.Drain, a.tun.drainGrace, a.tun.drainConcurrency, func(n int) {
-		a.m.errors[errDrainForcedClosed].Add(float64(n))
+		a.m.errors[reasonDrainForcedClosed].Add(float64(n))
 		a.log.Warn("sockets did not finish their close handshake in time; cut them", "sockets", n)
 	})
 	a.log.Info("drained", "sockets", n, "took", time.Since(start).Round(time.Millisecond))

@@ -52,7 +52,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 		}
 		var err error
 		if m, err = protocol.ParseChannelData(sub.ChannelData); err != nil {
-			a.m.errors[errMalformed].Inc()
+			a.m.errors[reasonMalformed].Inc()
 			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionInvalid, Status: http.StatusBadRequest, Message: err.Error()})
 		}
 	} else {
@@ -74,7 +74,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 }
 
 func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
-	a.m.errors[errPresenceLimit].Inc()
+	a.m.errors[reasonPresenceLimit].Inc()
 	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
 }
 
@@ -85,7 +85,7 @@ func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence) e
 	members, err := a.store.Members(ctx, s.app.ID, ch)
 	cancel()
 	if err != nil {
-		a.m.errors[errRedis].Inc()
+		a.m.errors[reasonRedis].Inc()
 		a.log.Warn("cannot read presence members", "app", s.app.ID, "channel", ch, "error", err)
 		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list cannot be read right now; try again"})
@@ -132,11 +132,11 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join 
 func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 	si, err := f.Signin()
 	if err != nil {
-		a.m.errors[errMalformed].Inc()
+		a.m.errors[reasonMalformed].Inc()
 		return a.sendError(s, sc, err)
 	}
 	fail := func(msg string) error {
-		a.m.errors[errAuth].Inc()
+		a.m.errors[reasonAuth].Inc()
 		return a.sendError(s, sc, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Sign-in refused: " + msg})
 	}
 	if err := auth.CheckSigninAuth(s.app, s.id, si.UserData, si.Auth); err != nil {
@@ -166,7 +166,7 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 // only, never echoed to the sender, rate-limited per socket).
 func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	refuse := func(code protocol.Code, msg string) error {
-		a.m.errors[errClientEvent].Inc()
+		a.m.errors[reasonClientEvent].Inc()
 		return a.sendError(s, sc, &protocol.Error{Code: code, Message: msg})
 	}
 	if !s.app.EnableClientMessages {
@@ -201,7 +201,7 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	err := a.bus.Publish(ctx, s.app.ID, fanout.Message{Channel: f.Channel, Event: f.Event, Data: data,
 		UserID: s.subs[i].member.user, ExceptSocket: s.id})
 	if err != nil {
-		a.m.errors[errPublish].Inc()
+		a.m.errors[reasonPublish].Inc()
 		a.log.Warn("cannot publish client event", "app", s.app.ID, "channel", f.Channel, "error", err)
 		return refuse(protocol.CodeNone, "Client event could not be delivered; try again")
 	}

@@ -43,7 +43,7 @@ type front struct {
 	ln      net.Listener
 	handler http.HandlerFunc
 	log     hclog.Logger
-	onError func(reason string) // counts a refused connection or a failed accept
+	onError func(reason) // counts a refused connection or a failed accept
 
 	// maxConns caps the connections open on the port (0: no cap); open
 	// counts them, from their accept to their first Close (frontConn).
@@ -78,7 +78,7 @@ const (
 
 var headPool = sync.Pool{New: func() any { b := make([]byte, headBufferSize); return &b }}
 
-func listenFront(addr string, maxConns int, handler http.HandlerFunc, log hclog.Logger, onError func(string)) (*front, error) {
+func listenFront(addr string, maxConns int, handler http.HandlerFunc, log hclog.Logger, onError func(reason)) (*front, error) {
 	// No TCP keepalive: the sweeper closes sockets silent past the idle
 	// timeout (pusher-js pings every 120 s), and the kernel's probes would
 	// cost four setsockopt(2) calls per accepted socket.
@@ -110,7 +110,7 @@ func (f *front) Serve() error {
 				return nil
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			f.onError(errAccept)
+			f.onError(reasonAccept)
 			if n, ok := f.acceptLog.allow(time.Now()); ok {
 				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
 			}
@@ -153,7 +153,7 @@ const refusingAtOnce = 16
 // once, which can reset them: what matters then is the descriptor.
 // pusher-js retries either way.
 func (f *front) refuseAtCap(c net.Conn) {
-	f.onError(errSocketCap)
+	f.onError(reasonSocketCap)
 	if n, ok := f.capLog.allow(time.Now()); ok {
 		f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 			"max_sockets", f.maxConns, "refused", n)
@@ -299,7 +299,7 @@ func (f *front) handshake(c net.Conn) {
 	}
 	if w.hijacked != nil {
 		if w.status >= 400 {
-			f.onError(errHandshake)
+			f.onError(reasonHandshake)
 			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
 				"error", strings.TrimSpace(string(w.body)))
 		}

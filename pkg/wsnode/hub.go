@@ -185,11 +185,11 @@ func (h *hub) len() int {
 // silent past idle or stuck in a write past writeTimeout, every interval
 // until ctx ends; onClose closes them.
 // It replaces per-socket timers: one goroutine and one ticker for the node.
-func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Duration, onClose func(s *socket, reason string)) {
+func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Duration, onClose func(s *socket, reason reason)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var victims []*socket
-	var reasons []string
+	var reasons []reason
 	for {
 		select {
 		case <-ctx.Done():
@@ -203,11 +203,11 @@ func (h *hub) sweep(ctx context.Context, interval, idle, writeTimeout time.Durat
 				sh.mu.RLock()
 				for s := range sh.sockets {
 					if w := s.writeSince.Load(); w != 0 && ms-w > writeTimeout.Milliseconds() {
-						victims, reasons = append(victims, s), append(reasons, errWriteTimeout)
+						victims, reasons = append(victims, s), append(reasons, reasonWriteTimeout)
 					} else if ms-s.lastSeen.Load() > idle.Milliseconds() {
-						victims, reasons = append(victims, s), append(reasons, errIdle)
+						victims, reasons = append(victims, s), append(reasons, reasonIdle)
 					} else if by := s.authBy.Load(); by != 0 && ms >= by {
-						victims, reasons = append(victims, s), append(reasons, errNotAuthorized)
+						victims, reasons = append(victims, s), append(reasons, reasonNotAuthorized)
 					}
 				}
 				sh.mu.RUnlock()

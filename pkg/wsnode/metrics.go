@@ -5,52 +5,107 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Frame types counted in frames_received_total; a fixed set so a client
-// cannot create label values.
+// frameType is a type of frame counted in frames_received_total. The set
+// is fixed, so a client cannot create label values, and each value's
+// counter is registered up front: the socket path does no label lookups.
+type frameType uint8
+
 const (
-	frameMalformed   = "malformed"
-	frameBinary      = "binary"
-	framePing        = "ping"
-	framePong        = "pong"
-	frameSubscribe   = "subscribe"
-	frameUnsubscribe = "unsubscribe"
-	frameSignin      = "signin"
-	frameClientEvent = "client_event"
-	frameOther       = "other"
+	frameMalformed frameType = iota
+	frameBinary
+	framePing
+	framePong
+	frameSubscribe
+	frameUnsubscribe
+	frameSignin
+	frameClientEvent
+	frameOther
+	frameTypeCount // the number of frame types; not a type
 )
 
-// Error reasons counted in errors_total.
+// frameLabels are the frame types' label values.
+var frameLabels = [frameTypeCount]string{
+	frameMalformed:   "malformed",
+	frameBinary:      "binary",
+	framePing:        "ping",
+	framePong:        "pong",
+	frameSubscribe:   "subscribe",
+	frameUnsubscribe: "unsubscribe",
+	frameSignin:      "signin",
+	frameClientEvent: "client_event",
+	frameOther:       "other",
+}
+
+func (t frameType) String() string { return frameLabels[t] }
+
+// reason is why a connection or a request was refused, or a connection
+// failed: the reason label of errors_total. Counters are indexed by it, so
+// a reason that has no counter cannot be written (a constant index out of
+// range does not compile), and every reason's counter exists from the
+// start, at zero.
+type reason uint8
+
 const (
-	errAppNotFound       = "app_not_found"
-	errAppDisabled       = "app_disabled"
-	errBadProtocol       = "bad_protocol"
-	errMalformed         = "malformed_frame"
-	errInvalidChannel    = "invalid_channel"
-	errChannelLimit      = "channel_limit"
-	errUnsupportedEvent  = "unsupported_event"
-	errFrameTooBig       = "frame_too_big"
-	errWrite             = "write"
-	errIdle              = "idle_timeout"
-	errWriteTimeout      = "write_timeout"
-	errDrainForcedClosed = "drain_forced_close"
-	errConnectionLimit   = "connection_limit"
-	errAuth              = "auth"
-	errPresenceLimit     = "presence_limit"
-	errRedis             = "redis"
-	errClientEvent       = "client_event_refused"
-	errPublish           = "publish"
-	errAccept            = "accept"
-	errHandshake         = "handshake_refused"
-	errNotAuthorized     = "user_auth_timeout"
-	errSocketCap         = "socket_cap"
+	reasonAppNotFound reason = iota
+	reasonAppDisabled
+	reasonBadProtocol
+	reasonMalformed
+	reasonInvalidChannel
+	reasonChannelLimit
+	reasonUnsupportedEvent
+	reasonFrameTooBig
+	reasonWrite
+	reasonIdle
+	reasonWriteTimeout
+	reasonDrainForcedClosed
+	reasonConnectionLimit
+	reasonAuth
+	reasonPresenceLimit
+	reasonRedis
+	reasonClientEvent
+	reasonPublish
+	reasonAccept
+	reasonHandshake
+	reasonNotAuthorized
+	reasonSocketCap
+	reasonCount // the number of reasons; not a reason
 )
+
+// reasonLabels are the reasons' label values: dashboards and alerts select
+// on them, so they do not change.
+var reasonLabels = [reasonCount]string{
+	reasonAppNotFound:       "app_not_found",
+	reasonAppDisabled:       "app_disabled",
+	reasonBadProtocol:       "bad_protocol",
+	reasonMalformed:         "malformed_frame",
+	reasonInvalidChannel:    "invalid_channel",
+	reasonChannelLimit:      "channel_limit",
+	reasonUnsupportedEvent:  "unsupported_event",
+	reasonFrameTooBig:       "frame_too_big",
+	reasonWrite:             "write",
+	reasonIdle:              "idle_timeout",
+	reasonWriteTimeout:      "write_timeout",
+	reasonDrainForcedClosed: "drain_forced_close",
+	reasonConnectionLimit:   "connection_limit",
+	reasonAuth:              "auth",
+	reasonPresenceLimit:     "presence_limit",
+	reasonRedis:             "redis",
+	reasonClientEvent:       "client_event_refused",
+	reasonPublish:           "publish",
+	reasonAccept:            "accept",
+	reasonHandshake:         "handshake_refused",
+	reasonNotAuthorized:     "user_auth_timeout",
+	reasonSocketCap:         "socket_cap",
+}
+
+func (r reason) String() string { return reasonLabels[r] }
 
 type metrics struct {
 	open          prometheus.Gauge
 	total         prometheus.Counter
 	subscriptions prometheus.Gauge
-	received      map[string]prometheus.Counter
-	errors        map[string]prometheus.Counter
+	received      [frameTypeCount]prometheus.Counter
+	errors        [reasonCount]prometheus.Counter
 	// sent counts frames written to sockets; busIn messages the bus
 	// delivered to this node; clientEvents client events published.
 	sent         prometheus.Counter
@@ -124,26 +179,21 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 			Name: "headcount_wsnode_write_waits_total",
 			Help: "Writes that found the client's socket buffer full: a goroutine of the socket's own waited for room (the write timeout bounds it) while the writers went on.",
 		}),
-		received: map[string]prometheus.Counter{},
-		errors:   map[string]prometheus.Counter{},
 	}
 	// Children are resolved once so the socket path does no label lookups.
 	frames := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_wsnode_frames_received_total",
 		Help: "Frames received from clients, by type.",
 	}, []string{"type"})
-	for _, t := range []string{frameMalformed, frameBinary, framePing, framePong, frameSubscribe, frameUnsubscribe, frameSignin, frameClientEvent, frameOther} {
-		m.received[t] = frames.WithLabelValues(t)
+	for t, label := range frameLabels {
+		m.received[t] = frames.WithLabelValues(label)
 	}
 	errs := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_wsnode_errors_total",
 		Help: "Refused connections, refused requests and connection failures, by reason.",
 	}, []string{"reason"})
-	for _, r := range []string{errAppNotFound, errAppDisabled, errBadProtocol, errMalformed, errInvalidChannel,
-		errChannelLimit, errUnsupportedEvent, errFrameTooBig, errWrite, errIdle, errWriteTimeout, errDrainForcedClosed,
-		errConnectionLimit, errAuth, errPresenceLimit, errRedis, errClientEvent, errPublish, errAccept, errHandshake,
-		errNotAuthorized, errSocketCap} {
-		m.errors[r] = errs.WithLabelValues(r)
+	for r, label := range reasonLabels {
+		m.errors[r] = errs.WithLabelValues(label)
 	}
 	return m
 }

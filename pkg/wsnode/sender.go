@@ -216,7 +216,7 @@ func (a *App) flushSocket(s *socket) {
 		for i, f := range batch {
 			n, err := s.wire.tryFrame(f)
 			if err != nil {
-				a.m.errors[errWrite].Inc()
+				a.m.errors[reasonWrite].Inc()
 				a.writeFailed(s)
 				break
 			}
@@ -240,7 +240,7 @@ func (a *App) finishBatch(s *socket, rest []byte, batch []frame) {
 	err := s.wire.finish(rest)
 	s.writeSince.Store(0)
 	if err != nil {
-		a.m.errors[errWrite].Inc()
+		a.m.errors[reasonWrite].Inc()
 	} else {
 		a.m.sent.Inc()
 		for i, f := range batch {

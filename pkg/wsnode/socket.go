@@ -79,7 +79,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if perr := a.checkConnectionLimit(app); perr != nil {
-		a.m.errors[errConnectionLimit].Inc()
+		a.m.errors[reasonConnectionLimit].Inc()
 		a.refuse(s, perr)
 		a.hub.remove(s)
 		return
@@ -138,23 +138,23 @@ func (a *App) runSocket(s *socket, first bool) {
 
 // admit checks the app key and protocol version; on refusal it returns the
 // error to send (its code is also the close code) and the metric reason.
-func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, string) {
+func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
 	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
 	app := a.cfg.Apps.ByKey(key)
 	switch {
 	case app == nil:
-		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, errAppNotFound
+		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, reasonAppNotFound
 	case !app.Enabled:
-		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, errAppDisabled
+		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, reasonAppDisabled
 	}
 	v := queryValue(r.URL.RawQuery, "protocol")
 	if v == "" {
-		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, errBadProtocol
+		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, reasonBadProtocol
 	}
 	if n, err := strconv.Atoi(v); err != nil || n < minProtocol || n > maxProtocol {
-		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, errBadProtocol
+		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
 	}
-	return app, nil, ""
+	return app, nil, 0 // no refusal: the reason is not read
 }
 
 // queryValue is url.Values.Get for one name without building the map.
@@ -245,7 +245,7 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 	f, err := protocol.Decode(sc.in.Bytes())
 	if err != nil {
 		a.m.received[frameMalformed].Inc()
-		a.m.errors[errMalformed].Inc()
+		a.m.errors[reasonMalformed].Inc()
 		return a.sendError(s, sc, err)
 	}
 	switch f.Event {
@@ -269,7 +269,7 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 		a.m.received[frameClientEvent].Inc()
 		return a.clientEvent(s, sc, f)
 	}
-	a.m.errors[errUnsupportedEvent].Inc()
+	a.m.errors[reasonUnsupportedEvent].Inc()
 	a.m.received[frameOther].Inc()
 	return a.sendError(s, sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
 }
@@ -277,12 +277,12 @@ func (a *App) onFrame(s *socket, sc *scratch) error {
 func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	sub, err := f.Subscribe()
 	if err != nil {
-		a.m.errors[errMalformed].Inc()
+		a.m.errors[reasonMalformed].Inc()
 		return a.sendError(s, sc, err)
 	}
 	ch := sub.Channel
 	if err := protocol.ValidateChannelName(ch); err != nil {
-		a.m.errors[errInvalidChannel].Inc()
+		a.m.errors[reasonInvalidChannel].Inc()
 		return a.sendError(s, sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
 	}
 	// A repeated subscribe is answered again but counted once. For
@@ -295,7 +295,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		return a.reply(s, sc.out)
 	}
 	if len(s.subs) >= a.tun.maxChannels {
-		a.m.errors[errChannelLimit].Inc()
+		a.m.errors[reasonChannelLimit].Inc()
 		return a.sendError(s, sc, &protocol.SubscriptionError{
 			Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
 			Message: "this connection is already subscribed to " + strconv.Itoa(a.tun.maxChannels) + " channels",
@@ -373,7 +373,7 @@ func (s *socket) subIndex(ch string) int {
 // authFailed answers a refused subscription with an AuthError (status 401)
 // on the channel, as soketi does and pusher-js reports; the socket stays open.
 func (a *App) authFailed(s *socket, sc *scratch, ch string, err error) error {
-	a.m.errors[errAuth].Inc()
+	a.m.errors[reasonAuth].Inc()
 	return a.sendError(s, sc, &protocol.SubscriptionError{
 		Channel: ch, Type: protocol.SubscriptionAuth, Status: http.StatusUnauthorized, Message: err.Error(),
 	})
@@ -382,7 +382,7 @@ func (a *App) authFailed(s *socket, sc *scratch, ch string, err error) error {
 func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	ch, err := f.Unsubscribe()
 	if err != nil {
-		a.m.errors[errMalformed].Inc()
+		a.m.errors[reasonMalformed].Inc()
 		return a.sendError(s, sc, err)
 	}
 	// Pusher sends no reply, and none for a channel that was not subscribed.
@@ -423,7 +423,7 @@ func (a *App) write(s *socket, f frame) error {
 	err := s.wire.writeFrame(f)
 	s.writeSince.Store(0)
 	if err != nil {
-		a.m.errors[errWrite].Inc()
+		a.m.errors[reasonWrite].Inc()
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil
@@ -451,7 +451,7 @@ func (a *App) closed(s *socket, err error) {
 	a.hub.remove(s)
 	_ = s.conn.CloseNow()
 	if errors.Is(err, websocket.ErrMessageTooBig) {
-		a.m.errors[errFrameTooBig].Inc()
+		a.m.errors[reasonFrameTooBig].Inc()
 	}
 	if a.log.IsDebug() {
 		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.ID, "channels", n, "close_status", int(websocket.CloseStatus(err)), "error", err)

@@ -1,0 +1,48 @@
+package wsnode
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// The label values of errors_total and frames_received_total are part of
+// the node's metrics contract: each one exists from the start, at zero, and
+// no other does.
+func TestMetricLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newMetrics(reg, func() float64 { return 0 })
+	require.ElementsMatch(t, []string{
+		"app_not_found", "app_disabled", "bad_protocol", "malformed_frame", "invalid_channel",
+		"channel_limit", "unsupported_event", "frame_too_big", "write", "idle_timeout", "write_timeout",
+		"drain_forced_close", "connection_limit", "auth", "presence_limit", "redis", "client_event_refused",
+		"publish", "accept", "handshake_refused", "user_auth_timeout", "socket_cap",
+	}, labelValues(t, reg, "headcount_wsnode_errors_total", "reason"))
+	require.ElementsMatch(t, []string{
+		"malformed", "binary", "ping", "pong", "subscribe", "unsubscribe", "signin", "client_event", "other",
+	}, labelValues(t, reg, "headcount_wsnode_frames_received_total", "type"))
+}
+
+// labelValues is the values of label across the series of metric in reg,
+// each of which must be at zero.
+func labelValues(t *testing.T, reg *prometheus.Registry, metric, label string) []string {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var values []string
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			require.Zero(t, m.GetCounter().GetValue())
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					values = append(values, l.GetValue())
+				}
+			}
+		}
+	}
+	return values
+}
