@@ -22,6 +22,7 @@ import (
 	"github.com/headcount/headcount/pkg/redisx"
 	hrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
+	"github.com/headcount/headcount/pkg/wsfront"
 )
 
 // Options configure a node.
@@ -116,7 +117,7 @@ type App struct {
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
-	ws         *front
+	ws         *wsfront.Front
 	admin      *hrun.Server // nil when --admin-addr is empty
 	hub        *hub
 	ids        *protocol.SocketIDs
@@ -157,7 +158,7 @@ func New(opts Options) (_ *App, err error) {
 		if a.ws == nil { // New failed before listening; nobody scrapes
 			return 0
 		}
-		return float64(a.ws.open.Load())
+		return float64(a.ws.Open())
 	})
 
 	var cleanups []func()
@@ -184,7 +185,8 @@ func New(opts Options) (_ *App, err error) {
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
-	if a.ws, err = listenFront(cfg.Addr, maxSockets, a.serveWS, a.log.Named("front"), func(r reason) { a.m.errors[r].Inc() }); err != nil {
+	if a.ws, err = wsfront.Listen(cfg.Addr, wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
+		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }}); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
@@ -219,7 +221,7 @@ func (a *App) socketCap() int {
 }
 
 // closeUnserved releases the listener of a server that never served.
-func closeUnserved(s *front) { s.Shutdown(0) }
+func closeUnserved(s *wsfront.Front) { s.Shutdown(0) }
 
 // Addr is the WebSocket listener's address (host:port).
 func (a *App) Addr() string { return a.ws.Addr() }
@@ -303,7 +305,7 @@ func (a *App) Run(ctx context.Context) error {
 		errc := make(chan error, 1)
 		go func() { errc <- a.ws.Serve() }()
 		a.ready.Set(true)
-		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID, "max_sockets", a.ws.maxConns)
+		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID, "max_sockets", a.ws.MaxConns())
 		var err error
 		served := false
 		select {

@@ -5,27 +5,22 @@
 // publishes them to Redis as this node's contribution, and exchanges events
 // with the other nodes through a fanout.Bus.
 //
-// The WebSocket port is served by a lean HTTP front (front.go), not
-// net/http's server: it reads each request head into a pooled buffer,
+// The WebSocket port is served by a lean HTTP front (package wsfront),
+// not net/http's server: it reads each request head into a pooled buffer,
 // upgrades GET /app/{key} through websocket.Accept and answers anything
-// else with an HTTP error and a close. It refuses every head net/http's
-// server refuses (FuzzFrontHead holds it to that). A client has 10 s to
-// send its head (one sweep, no timer per connection); heads over 16 KiB get
-// 431. An error response is written, the write side shut, and what the
-// client still sends discarded for up to a second before the close, so a
-// client still sending its request reads the answer rather than a reset.
+// else with an HTTP error and a close; wsfront's doc says what it refuses
+// and how an answer reaches a client still sending. The upgrade hands the
+// node a socketConn (sockread.go, wire.go), which holds the 101 until the
+// first frame and keeps an idle socket's buffers small.
 //
 // Socket cap: the port holds at most --max-sockets connections at once,
-// those still sending their head and upgraded sockets alike; the accepted
-// net.Conn is wrapped so that its first Close, however the socket ends,
-// gives its place back. The accept loop answers a connection past the cap
-// with a fixed 503 and closes it (draining it on a short goroutine, at most
-// 16 at a time, else closing at once); it counts
-// errors_total{reason="socket_cap"} and logs at most one line per 10 s.
-// The default cap is the open-file limit less max(64, a tenth of it), so
-// one client cannot take the descriptors the node needs for Redis and its
-// admin port. A failed accept (out of descriptors anyway) is retried after
-// 5 ms, doubling up to a second, and logged at most once per 10 s.
+// those still sending their head and upgraded sockets alike; a connection
+// past it is answered with a fixed 503 and closed, counted in
+// errors_total{reason="socket_cap"}. The default cap is the open-file limit
+// less max(64, a tenth of it), so one client cannot take the descriptors
+// the node needs for Redis and its admin port. The front's refusals count
+// as errors_total{reason="handshake_refused"}, its failed accepts as
+// reason="accept".
 //
 // Concurrency: each socket is served by exactly one goroutine of its own,
 // started by the handshake's goroutine (which then returns, so the

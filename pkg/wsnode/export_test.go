@@ -15,12 +15,6 @@ func (a *App) SetIdleTimeout(idle, sweep time.Duration) {
 	a.tun.idleTimeout, a.tun.sweepEvery = idle, sweep
 }
 
-// SetHeadTimeout shortens the time a client has to send its request head,
-// and its sweep period; call it before Run.
-func (a *App) SetHeadTimeout(timeout, sweep time.Duration) {
-	a.ws.headTimeout, a.ws.sweepEvery = timeout, sweep
-}
-
 // SetCoalesce widens the window the node's recorder gathers changes in
 // before it writes them (a slow flush); call it before Run. The rebuilt
 // recorder's metrics go to a registry of their own.
@@ -43,10 +37,6 @@ func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
 func (a *App) SetWriteTimeout(write, sweep time.Duration) {
 	a.tun.writeTimeout, a.tun.sweepEvery = write, sweep
 }
-
-// RealHeads are request heads captured from real clients, keyed by client;
-// their path is /app/app-key.
-var RealHeads = realHeads
 
 // WritesWaiting counts the sockets with a write in progress, which for a
 // client that stopped reading means waiting for room in its buffer.

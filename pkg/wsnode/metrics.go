@@ -3,6 +3,8 @@ package wsnode
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/headcount/headcount/pkg/wsfront"
 )
 
 // frameType is a type of frame counted in frames_received_total. The set
@@ -99,6 +101,19 @@ var reasonLabels = [reasonCount]string{
 }
 
 func (r reason) String() string { return reasonLabels[r] }
+
+// frontReason is the reason a refusal or failure of the WebSocket port's
+// front is counted under.
+func frontReason(r wsfront.Reason) reason {
+	switch r {
+	case wsfront.AcceptFailed:
+		return reasonAccept
+	case wsfront.AtCap:
+		return reasonSocketCap
+	default: // wsfront.Refused: an HTTP error answered to a request
+		return reasonHandshake
+	}
+}
 
 type metrics struct {
 	open          prometheus.Gauge

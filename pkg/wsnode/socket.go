@@ -16,6 +16,7 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/wsfront"
 )
 
 // scratch holds one frame's input and output. Sockets borrow one per frame
@@ -64,7 +65,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered with an HTTP error, which front logs
 	}
 	s.conn = c
-	s.wire = upgradedConn(w)
+	s.wire, _ = wsfront.Upgraded(w).(*socketConn)
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")

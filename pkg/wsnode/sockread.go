@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"encoding/binary"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/headcount/headcount/pkg/wsfront"
 )
 
-// socketConn is the connection front hands websocket.Accept: the
-// frontConn, read through the socket's own Read (websocket.Conn's
+// socketConn is the connection the front (wsfront) hands websocket.Accept:
+// the accepted wsfront.Conn, read through the socket's own Read (websocket.Conn's
 // bufio.Reader reads from the net.Conn it is given). It exists so that an
 // idle socket costs less:
 //
@@ -29,7 +32,7 @@ import (
 // Read is called only under websocket.Conn's read lock, so one at a time;
 // the write side is in wire.go.
 type socketConn struct {
-	*frontConn
+	*wsfront.Conn
 	// raw reads and writes without waiting (waitReadable, tryFrame); nil
 	// if the connection has no descriptor: then the read path waits, and
 	// finish writes every frame.
@@ -59,15 +62,28 @@ type socketConn struct {
 
 // readChunkSize is one read(2) from a socket: Pusher frames from clients
 // are small, and a larger frame is read straight into the caller's buffer.
-const readChunkSize = socketBufferSize
+const readChunkSize = 512
 
 var readChunks = sync.Pool{New: func() any { b := make([]byte, readChunkSize); return &b }}
+
+// hijackSocket is the front's HijackFunc: an upgrade hands websocket.Accept
+// a socketConn, which starts with what the client sent behind its head and
+// holds the 101 until the first frame, and the smallest buffers.
+func hijackSocket(c *wsfront.Conn, early, response []byte) (net.Conn, *bufio.ReadWriter) {
+	sr := newSocketConn(c, early, response)
+	return sr, bufio.NewReadWriter(newSocketBufio(sr), bufio.NewWriterSize(sr, controlBufferSize))
+}
+
+// controlBufferSize is the write buffer websocket.Conn keeps for its own
+// control frames: bufio's smallest, since the node's frames bypass it and
+// socketConn gathers websocket.Conn's frames whole.
+const controlBufferSize = 16
 
 // newSocketConn reads from c, starting with early (what the client sent
 // behind its request head, or nil), and writes pending (the 101) with its
 // first frame.
-func newSocketConn(c *frontConn, early, pending []byte) *socketConn {
-	sr := &socketConn{frontConn: c, pending: pending}
+func newSocketConn(c *wsfront.Conn, early, pending []byte) *socketConn {
+	sr := &socketConn{Conn: c, pending: pending}
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		sr.raw, _ = sc.SyscallConn()
 	}
@@ -84,7 +100,7 @@ func (sr *socketConn) Read(p []byte) (int, error) {
 	}
 	if sr.chunk == nil && sr.frameLeft >= readChunkSize && len(p) >= readChunkSize {
 		// Well inside a large frame: read straight into p.
-		n, err := sr.frontConn.Read(p[:min(int64(len(p)), sr.frameLeft)])
+		n, err := sr.Conn.Read(p[:min(int64(len(p)), sr.frameLeft)])
 		sr.frameLeft -= int64(n)
 		return n, err
 	}
@@ -116,7 +132,7 @@ func (sr *socketConn) Read(p []byte) (int, error) {
 // A failed read takes no chunk.
 func (sr *socketConn) fill() error {
 	chunk := readChunks.Get().(*[]byte)
-	n, err := sr.frontConn.Read(*chunk)
+	n, err := sr.Conn.Read(*chunk)
 	if n == 0 {
 		readChunks.Put(chunk)
 		return err
@@ -155,7 +171,7 @@ func (sr *socketConn) fillMore() error {
 	}
 	w := int32(copy(*chunk, (*sr.chunk)[sr.r:sr.w]))
 	sr.chunk, sr.r, sr.w = chunk, 0, w
-	n, err := sr.frontConn.Read((*chunk)[w:])
+	n, err := sr.Conn.Read((*chunk)[w:])
 	sr.w += int32(n)
 	sr.unread.Store(sr.w)
 	if n == 0 {

@@ -144,14 +144,14 @@ func (sr *socketConn) finish(rest []byte) error {
 // send writes p, behind the pending 101 if it was not sent yet (sr.mu held).
 func (sr *socketConn) send(p []byte) (int, error) {
 	if sr.pending == nil {
-		return sr.frontConn.Write(p)
+		return sr.Conn.Write(p)
 	}
 	// One write(2) for both: a copy of two short messages costs less than
 	// a second syscall (Conn is wrapped, so net.Buffers would not writev).
 	head := len(sr.pending)
 	b := append(sr.pending, p...)
 	sr.pending = nil
-	n, err := sr.frontConn.Write(b)
+	n, err := sr.Conn.Write(b)
 	return max(n-head, 0), err
 }
 

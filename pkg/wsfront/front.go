@@ -1,4 +1,4 @@
-package wsnode
+package wsfront
 
 import (
 	"bufio"
@@ -19,34 +19,35 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// front serves the WebSocket port without net/http's server: it accepts
+// Front serves a WebSocket port without net/http's server: it accepts
 // connections, reads each request head into a pooled buffer, and hands an
 // upgrade of /app/{key} to the handler with a minimal http.Request and a
-// ResponseWriter whose Hijack gives websocket.Accept the connection with
-// small buffers (socketConn). Anything else is answered with a short HTTP error and
-// the connection is closed: the port serves nothing but WebSockets.
+// ResponseWriter whose Hijack hands over the connection (Options.Hijack).
+// Anything else is answered with a short HTTP error and the connection is
+// closed: the port serves nothing but WebSockets.
 //
 // Why: in a connection storm net/http's server took about a third of a
 // node's CPU per new socket on what an upgrade does not use (a context and
 // response per connection, 12 KiB of buffers left to the GC at the hijack,
 // its routing, the remote address as a string, stack growth in its deep
-// serve loop): BenchmarkLoad/storm.
+// serve loop): BenchmarkLoad/storm in test/e2e.
 //
 // A client has 10 s to send its request head, enforced by one sweep over
 // the connections still reading theirs instead of a timer each.
 //
 // At most maxConns connections are open on the port at once, handshaking
-// or upgraded: the node's file descriptors must outlast any one client, or
-// it can no longer reach Redis or answer its health checks. The accept loop
-// answers a connection past the cap with 503 and closes it.
-type front struct {
-	ln      net.Listener
-	handler http.HandlerFunc
-	log     hclog.Logger
-	onError func(reason) // counts a refused connection or a failed accept
+// or upgraded: the process's file descriptors must outlast any one client,
+// or it can no longer reach its backends or answer its health checks. The
+// accept loop answers a connection past the cap with 503 and closes it.
+type Front struct {
+	ln       net.Listener
+	handler  http.HandlerFunc
+	hijack   HijackFunc
+	log      hclog.Logger
+	onRefuse func(Reason) // counts a refused connection or a failed accept
 
 	// maxConns caps the connections open on the port (0: no cap); open
-	// counts them, from their accept to their first Close (frontConn).
+	// counts them, from their accept to their first Close (Conn).
 	maxConns int64
 	open     atomic.Int64
 	// refusing bounds the connections refused at the cap that are still
@@ -67,6 +68,33 @@ type front struct {
 	done    chan struct{}  // closed by shutdown
 }
 
+// Options configure a Front. Handler is required.
+type Options struct {
+	// Handler serves the requests for /app/{key}; it upgrades them with
+	// websocket.Accept or answers with an HTTP error.
+	Handler http.HandlerFunc
+	// Hijack builds what an upgrade hands over; nil: the 101 is sent at
+	// the hijack and the connection is handed over as it is.
+	Hijack HijackFunc
+	// MaxConns caps the connections open on the port, handshaking or
+	// upgraded (0: no cap).
+	MaxConns int
+	// Logger gets the accept loop's warnings and refusals (debug); nil:
+	// none.
+	Logger hclog.Logger
+	// OnRefuse is called for each connection or request refused and each
+	// failed accept, with the reason; nil: not counted.
+	OnRefuse func(Reason)
+}
+
+// HijackFunc builds the connection and buffers an upgrade's Hijack returns
+// from the accepted connection c, early (what the client sent behind its
+// request head, to be read before c) and response (the 101 Switching
+// Protocols, not sent yet, to be sent before anything else). It lets the
+// owner of the upgraded socket choose its buffers and when the 101 leaves:
+// with the first frame, say, in one write.
+type HijackFunc func(c *Conn, early, response []byte) (net.Conn, *bufio.ReadWriter)
+
 const (
 	// maxHead bounds a request head; browsers send well under 2 KiB to a
 	// WebSocket endpoint, cookies included.
@@ -78,29 +106,51 @@ const (
 
 var headPool = sync.Pool{New: func() any { b := make([]byte, headBufferSize); return &b }}
 
-func listenFront(addr string, maxConns int, handler http.HandlerFunc, log hclog.Logger, onError func(reason)) (*front, error) {
-	// No TCP keepalive: the sweeper closes sockets silent past the idle
-	// timeout (pusher-js pings every 120 s), and the kernel's probes would
+// Listen binds addr (TCP) for a Front; Serve serves it.
+func Listen(addr string, opts Options) (*Front, error) {
+	if opts.Handler == nil {
+		return nil, errors.New("wsfront: no handler")
+	}
+	// No TCP keepalive: the handler's owner closes sockets that stay
+	// silent (pusher-js pings every 120 s), and the kernel's probes would
 	// cost four setsockopt(2) calls per accepted socket.
 	lc := net.ListenConfig{KeepAlive: -1}
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
-	return &front{ln: ln, handler: handler, log: log, onError: onError, maxConns: int64(max(maxConns, 0)),
-		refusing: make(chan struct{}, refusingAtOnce), headTimeout: 10 * time.Second, sweepEvery: time.Second,
-		reading: map[net.Conn]int64{}, done: make(chan struct{})}, nil
+	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, log: opts.Logger, onRefuse: opts.OnRefuse,
+		maxConns: int64(max(opts.MaxConns, 0)), refusing: make(chan struct{}, refusingAtOnce),
+		// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
+		headTimeout: 10 * time.Second, sweepEvery: time.Second,
+		reading: map[net.Conn]int64{}, done: make(chan struct{})}
+	if f.hijack == nil {
+		f.hijack = plainHijack
+	}
+	if f.log == nil {
+		f.log = hclog.NewNullLogger()
+	}
+	if f.onRefuse == nil {
+		f.onRefuse = func(Reason) {}
+	}
+	return f, nil
 }
 
+// Open is the number of connections open on the port, handshaking or
+// upgraded: what MaxConns caps.
+func (f *Front) Open() int { return int(f.open.Load()) }
+
+// MaxConns is the cap on connections open on the port (0: none).
+func (f *Front) MaxConns() int { return int(f.maxConns) }
+
 // Addr is the bound address.
-func (f *front) Addr() string { return f.ln.Addr().String() }
+func (f *Front) Addr() string { return f.ln.Addr().String() }
 
 // Serve accepts until shutdown, then returns nil. Accept failures (such as
 // running out of file descriptors) are retried with backoff, from 5 ms up
 // to a second, so that they cost no CPU to speak of: a node that stopped
 // accepting while it looks healthy is the worst case.
-func (f *front) Serve() error {
+func (f *Front) Serve() error {
 	go f.sweep()
 	var delay time.Duration
 	for {
@@ -110,7 +160,7 @@ func (f *front) Serve() error {
 				return nil
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			f.onError(reasonAccept)
+			f.onRefuse(AcceptFailed)
 			if n, ok := f.acceptLog.allow(time.Now()); ok {
 				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
 			}
@@ -134,7 +184,7 @@ func (f *front) Serve() error {
 			f.refuseAtCap(c)
 			continue
 		}
-		fc := &frontConn{Conn: c, f: f}
+		fc := &Conn{Conn: c, f: f}
 		f.open.Add(1)
 		f.reading[fc] = time.Now().UnixMilli()
 		f.mu.Unlock()
@@ -152,8 +202,8 @@ const refusingAtOnce = 16
 // (lingerClose), so the client reads the 503; past that they are closed at
 // once, which can reset them: what matters then is the descriptor.
 // pusher-js retries either way.
-func (f *front) refuseAtCap(c net.Conn) {
-	f.onError(reasonSocketCap)
+func (f *Front) refuseAtCap(c net.Conn) {
+	f.onRefuse(AtCap)
 	if n, ok := f.capLog.allow(time.Now()); ok {
 		f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 			"max_sockets", f.maxConns, "refused", n)
@@ -185,17 +235,17 @@ var capResponse = func() []byte {
 		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 }()
 
-// frontConn is an accepted connection, counted against the socket cap
-// until it is first closed. The connection an upgrade hijacks is this one,
-// so however a socket ends, its close gives its place back.
-type frontConn struct {
+// Conn is an accepted connection, counted against the socket cap until it
+// is first closed. The connection an upgrade hijacks wraps this one, so
+// however a socket ends, its close gives its place back.
+type Conn struct {
 	net.Conn
-	f      *front
+	f      *Front
 	closed atomic.Bool
 }
 
 // Close closes the connection and, the first time, gives its place back.
-func (c *frontConn) Close() error {
+func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	if !c.closed.Swap(true) {
 		c.f.open.Add(-1)
@@ -204,7 +254,7 @@ func (c *frontConn) Close() error {
 }
 
 // CloseWrite shuts the write side of the connection (lingerClose).
-func (c *frontConn) CloseWrite() error {
+func (c *Conn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
@@ -232,14 +282,14 @@ func (l *logLimiter) allow(now time.Time) (int, bool) {
 	return n, true
 }
 
-func (f *front) isClosed() bool {
+func (f *Front) isClosed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.closed
 }
 
 // sweep closes connections that did not send their request head in time.
-func (f *front) sweep() {
+func (f *Front) sweep() {
 	t := time.NewTicker(f.sweepEvery)
 	defer t.Stop()
 	for {
@@ -263,7 +313,7 @@ func (f *front) sweep() {
 // Shutdown stops accepting, closes connections still reading their head,
 // and waits up to timeout for handshakes past that. Upgraded sockets are
 // not touched.
-func (f *front) Shutdown(timeout time.Duration) {
+func (f *Front) Shutdown(timeout time.Duration) {
 	f.mu.Lock()
 	if !f.closed {
 		f.closed = true
@@ -286,8 +336,8 @@ func (f *front) Shutdown(timeout time.Duration) {
 // handshake reads c's request head and serves it. The handler may go on
 // serving the upgraded socket: the handshake counts as done for Shutdown
 // once the connection is hijacked.
-func (f *front) handshake(c net.Conn) {
-	w := &upgradeWriter{c: c, hijacked: f.active.Done}
+func (f *Front) handshake(c net.Conn) {
+	w := &upgradeWriter{c: c, hijacked: f.active.Done, hijack: f.hijack}
 	r, status, err := f.readRequest(c, w)
 	switch {
 	case r != nil:
@@ -299,7 +349,7 @@ func (f *front) handshake(c net.Conn) {
 	}
 	if w.hijacked != nil {
 		if w.status >= 400 {
-			f.onError(reasonHandshake)
+			f.onRefuse(Refused)
 			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
 				"error", strings.TrimSpace(string(w.body)))
 		}
@@ -315,7 +365,7 @@ func (f *front) handshake(c net.Conn) {
 // strings, and into w what the client sent behind the head). It returns
 // the request for /app/{key}, or the status to refuse it with, or neither
 // when there is nobody to answer.
-func (f *front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, error) {
+func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, error) {
 	bp := headPool.Get().(*[]byte)
 	defer headPool.Put(bp)
 	head, early, err := readHead(c, *bp)
@@ -536,11 +586,11 @@ func cutLine(b []byte) (line, rest []byte) {
 	return bytes.TrimSuffix(line, []byte("\r")), rest
 }
 
-// upgradeWriter is the http.ResponseWriter a handler gets from front. An
-// upgrade's 101 is not sent on its own: Hijack leaves it in the socketConn, so
-// that it leaves in one segment with the first frame (one
-// write(2) fewer per socket, and one read fewer for the client). Any other
-// response is collected and sent by finish, which closes the connection.
+// upgradeWriter is the http.ResponseWriter a handler gets from Front.
+// An upgrade's 101 is not sent on its own: Hijack gives it to the
+// HijackFunc, which may send it with the first frame (one write(2) fewer
+// per socket, and one read fewer for the client). Any other response is
+// collected and sent by finish, which closes the connection.
 type upgradeWriter struct {
 	c      net.Conn
 	early  []byte // what the client sent behind its request head
@@ -549,8 +599,9 @@ type upgradeWriter struct {
 	body   []byte
 	// hijacked is called by Hijack, then set to nil.
 	hijacked func()
+	hijack   HijackFunc
 	// conn is the upgraded socket's connection (set by Hijack).
-	conn *socketConn
+	conn net.Conn
 }
 
 func (w *upgradeWriter) Header() http.Header {
@@ -572,43 +623,64 @@ func (w *upgradeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Hijack hands over the connection as a socketConn, which starts with what
-// the client sent behind its head and holds the 101 until the first frame.
+// Hijack hands over the connection as the HijackFunc builds it, with what
+// the client sent behind its head and the 101 not sent yet.
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked == nil || w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack without a 101 response")
 	}
 	w.hijacked()
 	w.hijacked = nil
-	fc, ok := w.c.(*frontConn)
+	fc, ok := w.c.(*Conn)
 	if !ok {
-		return nil, nil, errors.New("hijack of a connection front did not accept")
+		return nil, nil, errors.New("hijack of a connection the front did not accept")
 	}
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 	_ = w.header.Write(&head)
 	head.WriteString("\r\n")
-	w.conn = newSocketConn(fc, w.early, head.Bytes())
-	w.early = nil
-	return w.conn, bufio.NewReadWriter(newSocketBufio(w.conn), bufio.NewWriterSize(w.conn, controlBufferSize)), nil
+	conn, brw := w.hijack(fc, w.early, head.Bytes())
+	w.conn, w.early = conn, nil
+	return conn, brw, nil
 }
 
-// upgradedConn is the socketConn of an upgrade w handed over, or nil.
-func upgradedConn(w http.ResponseWriter) *socketConn {
+// Upgraded is the connection the upgrade w (a Front's ResponseWriter)
+// handed over, as the HijackFunc built it, or nil if w did not upgrade.
+func Upgraded(w http.ResponseWriter) net.Conn {
 	if uw, ok := w.(*upgradeWriter); ok {
 		return uw.conn
 	}
 	return nil
 }
 
-// controlBufferSize is the write buffer websocket.Conn keeps for its own
-// control frames: bufio's smallest, since the node's frames bypass it and
-// socketConn gathers websocket.Conn's frames whole.
-const controlBufferSize = 16
+// plainHijack is the HijackFunc without Options.Hijack: it sends the 101
+// at once and reads early before c.
+func plainHijack(c *Conn, early, response []byte) (net.Conn, *bufio.ReadWriter) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(response) // a failure shows in the next read or write
+	_ = c.SetWriteDeadline(time.Time{})
+	conn := net.Conn(c)
+	if len(early) > 0 {
+		conn = &earlyConn{Conn: c, early: early}
+	}
+	return conn, bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
+}
 
-// socketBufferSize is the chunk a socket reads into (socketConn): Pusher
-// frames from clients are small; larger ones are read past it.
-const socketBufferSize = 512
+// earlyConn reads what a client sent behind its request head before
+// reading the connection.
+type earlyConn struct {
+	*Conn
+	early []byte
+}
+
+func (c *earlyConn) Read(p []byte) (int, error) {
+	if len(c.early) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.early)
+	c.early = c.early[n:]
+	return n, nil
+}
 
 // finish sends a response that is not an upgrade and closes the
 // connection so that the client gets to read it (lingerClose).
@@ -648,4 +720,13 @@ func lingerClose(c net.Conn) {
 		_, _ = io.Copy(io.Discard, c)
 	}
 	_ = c.Close()
+}
+
+// clip shortens client input quoted in an error message.
+func clip(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		return strconv.Quote(s[:limit] + "...")
+	}
+	return strconv.Quote(s)
 }

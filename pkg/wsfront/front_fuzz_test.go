@@ -1,4 +1,4 @@
-package wsnode
+package wsfront
 
 import (
 	"bufio"

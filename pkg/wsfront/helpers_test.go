@@ -1,0 +1,162 @@
+package wsfront_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/leaktest"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/wsfront"
+)
+
+const (
+	wait = 10 * time.Second
+	tick = 10 * time.Millisecond
+	// hello is the first message the test handler sends on an upgraded
+	// socket, once it found the connection with Upgraded.
+	hello = "hello from the handler"
+	// path is a WebSocket URL as pusher-js opens it.
+	path = "/app/app-key?protocol=7&client=js&version=8.4.0&flash=false"
+)
+
+// TestMain fails the package if goroutines of ours outlive the tests.
+func TestMain(m *testing.M) {
+	leaktest.Main(m, "headcount/pkg/wsfront.", "coder/websocket.")
+}
+
+// testFront is a Front serving on 127.0.0.1:0 whose handler upgrades as a
+// Pusher node does (websocket.Accept, any origin, no compression), sends
+// hello and holds the socket until the test ends. It counts what the front
+// refuses. It echoes what the client sends.
+type testFront struct {
+	*wsfront.Front
+	mu      sync.Mutex
+	refused map[wsfront.Reason]int
+}
+
+// startFront serves a testFront until the test ends; configure runs before
+// Serve.
+func startFront(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.Front)) *testFront {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var sockets sync.WaitGroup
+	tf := &testFront{refused: map[wsfront.Reason]int{}}
+	opts.Handler = func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+			InsecureSkipVerify: true,
+			CompressionMode:    websocket.CompressionDisabled,
+		})
+		if err != nil {
+			return // Accept has answered with an HTTP error
+		}
+		sockets.Add(1)
+		defer sockets.Done()
+		defer c.CloseNow()
+		greeting := hello
+		if wsfront.Upgraded(w) == nil {
+			greeting = "Upgraded has no connection"
+		}
+		if c.Write(ctx, websocket.MessageText, []byte(greeting)) != nil {
+			return
+		}
+		for {
+			typ, b, err := c.Read(ctx)
+			if err != nil || c.Write(ctx, typ, b) != nil {
+				return
+			}
+		}
+	}
+	opts.Logger = logging.TestLogger(t)
+	opts.OnRefuse = func(r wsfront.Reason) {
+		tf.mu.Lock()
+		defer tf.mu.Unlock()
+		tf.refused[r]++
+	}
+	f, err := wsfront.Listen("127.0.0.1:0", opts)
+	require.NoError(t, err)
+	tf.Front = f
+	for _, c := range configure {
+		c(f)
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.Serve() }()
+	t.Cleanup(func() {
+		f.Shutdown(wait)
+		require.NoError(t, <-served)
+		cancel() // upgraded sockets are the handler's to close
+		sockets.Wait()
+	})
+	return tf
+}
+
+// refusals is how many times the front counted reason r.
+func (tf *testFront) refusals(r wsfront.Reason) int {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	return tf.refused[r]
+}
+
+// rawRequest sends head on a fresh connection to f and returns the
+// response; the front closes the connection after anything but a 101.
+func rawRequest(t *testing.T, f *testFront, head string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", f.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+	_, err = io.WriteString(c, head)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the body ends where Content-Length says")
+	return resp, string(body)
+}
+
+// rawConn is an upgraded client connection on a bare net.Conn.
+type rawConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// dialRaw upgrades path on a fresh connection to f.
+func dialRaw(t *testing.T, f *testFront) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", f.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n"+upgradeHeaders+"\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	return &rawConn{Conn: c, br: br}
+}
+
+// read returns the payload of the next (unmasked, unfragmented, short)
+// frame.
+func (r *rawConn) read(t *testing.T) string {
+	t.Helper()
+	require.NoError(t, r.SetReadDeadline(time.Now().Add(wait)))
+	var h [2]byte
+	_, err := io.ReadFull(r.br, h[:])
+	require.NoError(t, err)
+	n := int(h[1] & 0x7f)
+	require.Less(t, n, 126, "a short frame")
+	p := make([]byte, n)
+	_, err = io.ReadFull(r.br, p)
+	require.NoError(t, err)
+	return string(p)
+}
+
+const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
