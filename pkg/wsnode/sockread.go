@@ -12,10 +12,10 @@ import (
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 
-// socketConn is the connection the front (wsfront) hands websocket.Accept:
-// the accepted wsfront.Conn, read through the socket's own Read (websocket.Conn's
-// bufio.Reader reads from the net.Conn it is given). It exists so that an
-// idle socket costs less:
+// socketConn is the connection the front (wsfront) hands websocket.Accept
+// (hijackSocket): the accepted wsfront.Conn, read through the socket's own
+// Read (websocket.Conn's bufio.Reader reads from the net.Conn it is given).
+// It exists so that an idle socket costs less:
 //
 //   - It reads the connection into a pooled chunk that it holds only while
 //     the chunk has unread bytes, so an idle socket holds no read buffer:
