@@ -94,11 +94,11 @@ func (r Rule) args(user string) []any {
 type Status int
 
 const (
-	// Unlimited: the channel has no capacity; everyone is admitted.
+	// Unlimited means the channel has no capacity; everyone is admitted.
 	Unlimited Status = iota
-	// Admitted: the user holds a slot.
+	// Admitted means the user holds a slot.
 	Admitted
-	// Waiting: the user is on the waiting list.
+	// Waiting means the user is on the waiting list.
 	Waiting
 )
 

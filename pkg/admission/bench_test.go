@@ -27,8 +27,9 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // check-in of a waiter) against one redis-server holding a channel of
 // capacity 30 that is full, with 10,000 waiters, from 32 concurrent
 // callers: checks/s and Redis round trips per check (the targets:
-// at least 20,000/s, and 1). Run: go test -run '^$' -bench Check
-// ./pkg/admission/
+// at least 20,000/s, and 1). Run it with:
+//
+//	go test -run '^$' -bench Check ./pkg/admission/
 func BenchmarkCheck(b *testing.B) {
 	const waiters, capacity = 10000, 30
 	rdb := redistest.New(b).Client(b)

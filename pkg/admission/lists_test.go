@@ -62,7 +62,7 @@ func TestLists(t *testing.T) {
 		// .../admission does and reports what it changed.
 		var brief ChannelState
 		deadline := time.Now().Add(10 * time.Second)
-		for brief.Freed == nil || len(brief.Freed) == 0 {
+		for len(brief.Freed) == 0 {
 			require.False(t, time.Now().After(deadline), "t0's ticket never expired: %+v", brief)
 			time.Sleep(50 * time.Millisecond)
 			got, err = g.Lists(ctx, app, 10, rule)

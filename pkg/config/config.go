@@ -268,7 +268,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
 	if c.NodeID == "" || len(c.NodeID) > 128 || strings.IndexFunc(c.NodeID, func(r rune) bool { return !nodeIDChar(r) }) >= 0 {
-		errs = append(errs, fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 - _ .", c.NodeID))
+		errs = append(errs, fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c.NodeID))
 	}
 	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain), positive("--user-auth-timeout", c.UserAuthTimeout))
 	return c, errors.Join(errs...)

@@ -378,10 +378,10 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 			return Page{}, Freshness{}, err
 		}
 	}
-	min, max := lexRange(prefix, last)
+	lo, hi := lexRange(prefix, last)
 	var res *redis.Cmd
 	f, err := l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {
-		res = p.Eval(ctx, pageSrc, []string{snapshotKey(app, id), globalKey(app)}, min, max, limit, l.opts.SnapshotIdleTTL.Milliseconds())
+		res = p.Eval(ctx, pageSrc, []string{snapshotKey(app, id), globalKey(app)}, lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
 	})
 	if err != nil {
 		return Page{}, Freshness{}, err
@@ -422,26 +422,26 @@ func pageOf(pairs any, next string) Page {
 
 // lexRange returns the ZRANGE BYLEX bounds of the names starting with
 // prefix that sort after last ("" for none).
-func lexRange(prefix, last string) (min, max string) {
-	min = "-"
+func lexRange(prefix, last string) (lo, hi string) {
+	lo = "-"
 	if prefix != "" {
-		min = "[" + prefix
+		lo = "[" + prefix
 	}
 	if last != "" && last >= prefix {
-		min = "(" + last
+		lo = "(" + last
 	}
-	max = "+"
+	hi = "+"
 	b := []byte(prefix)
 	for i := len(b) - 1; i >= 0; i-- {
 		// The first string after every name with the prefix: the prefix
 		// with its last byte below 0xff incremented.
 		if b[i] < 0xff {
 			b[i]++
-			max = "(" + string(b[:i+1])
+			hi = "(" + string(b[:i+1])
 			break
 		}
 	}
-	return min, max
+	return lo, hi
 }
 
 // snapshot returns the id of a young snapshot of app's channel names, taking

@@ -262,9 +262,9 @@ func TestLexRange(t *testing.T) {
 		{"a\xff", "", "[a\xff", "(b"},
 		{"\xff", "", "[\xff", "+"},
 	} {
-		min, max := lexRange(tc.prefix, tc.last)
-		require.Equal(t, tc.min, min, "%q %q", tc.prefix, tc.last)
-		require.Equal(t, tc.max, max, "%q %q", tc.prefix, tc.last)
+		lo, hi := lexRange(tc.prefix, tc.last)
+		require.Equal(t, tc.min, lo, "%q %q", tc.prefix, tc.last)
+		require.Equal(t, tc.max, hi, "%q %q", tc.prefix, tc.last)
 	}
 }
 
@@ -454,7 +454,7 @@ func TestFreshness(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- alive.Run(rctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() { cancel(); <-done }) //nolint:errcheck // waits for Run to end; the test checks what it wrote
 
 		require.Eventually(t, func() bool {
 			f, err = l.Freshness(ctx, "app")

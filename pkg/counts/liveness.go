@@ -232,7 +232,7 @@ func (s *Store) Liveness(ctx context.Context, canary *Liveness, trustAfter time.
 			dead = append(dead, n)
 		}
 	}
-	trusted = !since.IsZero() && time.Since(since) >= trustAfter && subs[canary.channel] > 0 && canary.Since() == since
+	trusted = !since.IsZero() && time.Since(since) >= trustAfter && subs[canary.channel] > 0 && canary.Since().Equal(since)
 	return live, dead, trusted, nil
 }
 

@@ -54,7 +54,7 @@ func decode(p string) (Message, error) {
 	p = p[1:]
 	for _, f := range [...]*string{&m.Event, &m.Data, &m.UserID, &m.ExceptSocket, &m.ExceptUser} {
 		n, k := uvarint(p)
-		if k <= 0 || n > uint64(len(p)-k) {
+		if k <= 0 || n > uint64(len(p)-k) { //nolint:gosec // G115: k > 0 is checked first and uvarint never reads past p, so len(p)-k >= 0
 			return Message{}, errTruncated
 		}
 		p = p[k:]

@@ -68,30 +68,33 @@ func (k Kind) String() string {
 	return "public"
 }
 
-// Counted: the channel's subscriptions are counted in Redis. A user
-// channel is not: it is not a channel an application subscribes to but
-// where the server reaches a signed-in user.
+// Counted reports whether the channel's subscriptions are counted in
+// Redis. A user channel is not: it is not a channel an application
+// subscribes to but where the server reaches a signed-in user.
 func (k Kind) Counted() bool { return k != KindUser }
 
-// AnnouncesCounts: a change of the channel's count is announced as
-// subscription_count (the pusher_internal event and the webhook) when the
-// app asks for it. Presence channels announce members instead.
+// AnnouncesCounts reports whether a change of the channel's count is
+// announced as subscription_count (the pusher_internal event and the
+// webhook) when the app asks for it. Presence channels announce members
+// instead.
 func (k Kind) AnnouncesCounts() bool { return k.Counted() && !k.HasMembers() }
 
-// HasMembers: the channel has presence members (user ids and info, member
-// events, user_count), and so is the only kind admission may limit.
+// HasMembers reports whether the channel has presence members (user ids
+// and info, member events, user_count), and so is the only kind admission
+// may limit.
 func (k Kind) HasMembers() bool { return k == KindPresence }
 
-// Encrypted: events on the channel are end-to-end encrypted, so the
-// server never publishes plain data there.
+// Encrypted reports whether events on the channel are end-to-end
+// encrypted, so the server never publishes plain data there.
 func (k Kind) Encrypted() bool { return k == KindEncrypted }
 
-// AllowsClientEvents: clients may send client-* events on the channel.
-// Encrypted channels refuse them: the server could not check what it
-// relays, and Pusher refuses them too.
+// AllowsClientEvents reports whether clients may send client-* events on
+// the channel. Encrypted channels refuse them: the server could not check
+// what it relays, and Pusher refuses them too.
 func (k Kind) AllowsClientEvents() bool { return k == KindPrivate || k == KindPresence }
 
-// NeedsAuth: subscribing needs a signature from the app's auth endpoint.
+// NeedsAuth reports whether subscribing needs a signature from the app's
+// auth endpoint.
 func (k Kind) NeedsAuth() bool {
 	return k == KindPrivate || k == KindEncrypted || k == KindPresence
 }

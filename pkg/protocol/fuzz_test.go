@@ -67,7 +67,7 @@ func FuzzValidateChannelName(f *testing.F) {
 		}
 		rest := strings.TrimPrefix(name, protocol.UserChannelPrefix)
 		for _, r := range rest {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=@,.;", r)) {
+			if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("-_=@,.;", r) {
 				t.Fatalf("accepted %q with %q", name, r)
 			}
 		}
