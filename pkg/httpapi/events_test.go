@@ -118,7 +118,7 @@ func listen(t *testing.T, rdb redis.UniversalClient, channels ...string) *listen
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-done //nolint:errcheck // waits for the listener to end; the test checks what it heard
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, ch := range channels {
@@ -213,7 +213,7 @@ func TestTriggerWithPusherGo(t *testing.T) {
 	require.Equal(t, map[string]pusher.TriggerChannelListItem{"presence-room-1": {SubscriptionCount: ptr(3)}}, res.Channels)
 	l.wait(t, 1)
 
-	require.NoError(t, c.TriggerExclusive("public-b", "excl", "d", "1.2"))
+	require.NoError(t, c.TriggerExclusive("public-b", "excl", "d", "1.2")) //nolint:staticcheck // deprecated in the SDK but still what older servers call: its wire form must keep working
 	require.Equal(t, "1.2", l.wait(t, 1)[0].ExceptSocket)
 
 	require.NoError(t, c.SendToUser("7", "notice", map[string]int{"x": 1}))

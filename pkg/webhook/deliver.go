@@ -397,7 +397,7 @@ func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage)
 // debounce decides for queue[i] if it is a channel_vacated or
 // member_removed: held until its debounce ends (until), or cancelled by the
 // channel_occupied / member_added that came back within it.
-func (t *target) debounce(queue []*entry, i int, now time.Time) (until time.Time, cancelledBy *entry) {
+func (t *target) debounce(queue []*entry, i int, _ time.Time) (until time.Time, cancelledBy *entry) {
 	e := queue[i]
 	var back string
 	switch e.ev.Name {

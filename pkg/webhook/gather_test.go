@@ -11,7 +11,7 @@ type gathered struct {
 	name string
 }
 
-func (g *gathered) Describe(ch chan<- *prometheus.Desc) {}
+func (g *gathered) Describe(chan<- *prometheus.Desc) {}
 
 func (g *gathered) Collect(ch chan<- prometheus.Metric) {
 	mfs, _ := g.reg.Gather()

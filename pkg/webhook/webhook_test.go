@@ -71,13 +71,6 @@ func newReceiver(t *testing.T, app *apps.App) *receiver {
 	return r
 }
 
-func (r *receiver) events() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	require.Empty(nil, r.errs)
-	return slices.Clone(r.got)
-}
-
 func (r *receiver) waitFor(t *testing.T, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -297,7 +290,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.New(t).Client(t)
 			var inside, redirects sync.Map // request paths
-			internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			internal := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
 				inside.Store(req.URL.Path, true)
 			}))
 			t.Cleanup(internal.Close)

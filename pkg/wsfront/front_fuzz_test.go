@@ -105,7 +105,7 @@ func startHeadOracle(f *testing.F) *headOracle {
 	o := &headOracle{conns: make(chan net.Conn), seen: make(chan seenRequest, 1)}
 	l := &pipeListener{conns: o.conns, done: make(chan struct{})}
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 			s := seenRequest{Method: r.Method, RequestURI: r.RequestURI, Proto: r.Proto, Host: r.Host,
 				Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: http.Header{}}
 			for _, k := range upgradeHeaders {

@@ -321,7 +321,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.drain()
 		close(drained)
 		if !served {
-			<-errc // drain's Shutdown made Serve return
+			<-errc //nolint:errcheck // drain's Shutdown made Serve return; its error says only that
 		}
 		return err
 	}, func(error) { cancel() })

@@ -160,6 +160,7 @@ func (n *testNode) waitRun(t *testing.T) {
 }
 
 func (n *testNode) readyz(t *testing.T) int {
+	t.Helper()
 	resp, err := http.Get("http://" + n.AdminAddr() + "/readyz")
 	if err != nil {
 		return 0
@@ -310,6 +311,7 @@ func dialRawSending(t *testing.T, d *net.Dialer, addr, path string, early []byte
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	return &rawConn{Conn: c, br: br}
 }

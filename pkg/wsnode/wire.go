@@ -2,6 +2,7 @@ package wsnode
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"syscall"
 
@@ -32,7 +33,7 @@ func framed(b []byte) frame {
 	switch {
 	case n < 126:
 		h = 2
-		b[headroom-1] = byte(n)
+		b[headroom-1] = byte(n) //nolint:gosec // G115: n < 126 in this case
 	case n <= 0xffff:
 		h = 4
 		b[headroom-3] = 126
@@ -112,7 +113,7 @@ func (sr *socketConn) tryFrame(f frame) (int, error) {
 	err := sr.raw.Write(func(fd uintptr) bool {
 		for {
 			n, werr = syscall.Write(int(fd), f)
-			if werr != syscall.EINTR {
+			if !errors.Is(werr, syscall.EINTR) {
 				return true // never wait: that is finish's job
 			}
 		}
@@ -120,7 +121,7 @@ func (sr *socketConn) tryFrame(f frame) (int, error) {
 	switch {
 	case err != nil:
 		werr = err
-	case werr == syscall.EAGAIN:
+	case errors.Is(werr, syscall.EAGAIN):
 		n, werr = 0, nil
 	}
 	if werr != nil || n >= len(f) {

@@ -128,13 +128,11 @@ func TestClientsThatStopReadingHoldUpNoWriter(t *testing.T) {
 	n.SetWriteTimeout(time.Hour, 50*time.Millisecond) // only the test's end cuts them
 	n.run(t)
 	const stuck = 16 // above any writer pool this node ever had
-	var stuckConns []*rawConn
 	for i := range stuck {
 		c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
 		require.Contains(t, c.read(t), "pusher:connection_established")
 		c.send(t, `{"event":"pusher:subscribe","data":{"channel":"stuck-`+strconv.Itoa(i)+`"}}`)
 		require.Contains(t, c.read(t), "subscription_succeeded")
-		stuckConns = append(stuckConns, c)
 	}
 	reader := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	require.Contains(t, reader.read(t), "pusher:connection_established")
