@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	fmt.Fprintln(stdout, string(b))
 	if *out != "" {
-		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil { //nolint:gosec // G306: a results file for others to read, like any report
 			fmt.Fprintf(stderr, "hcload: %v\n", err)
 			return 1
 		}

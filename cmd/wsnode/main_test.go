@@ -257,6 +257,7 @@ func TestSocketCapUnderLowFileLimit(t *testing.T) {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		require.NoError(t, err, "connection %d past the cap", i+1)
 		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
 		require.Contains(t, string(body), "--max-sockets")
 		_ = c.Close()

@@ -32,7 +32,7 @@ func admissionCall(c *http.Client, addr, method, app, key, secret, channel, user
 	defer resp.Body.Close()
 	var m map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: status %d, %v", method, path, resp.StatusCode, err)
+		return nil, fmt.Errorf("%s %s: status %d, %v", method, path, resp.StatusCode, err) //nolint:errorlint // err is nil when only the status is wrong, which %w would print as %!w(<nil>)
 	}
 	return m, nil
 }

@@ -74,7 +74,9 @@ func getOnce(c *http.Client, u string) (int, error) {
 //     shows up in full (no coordinated omission); p99-sent-ms from when a
 //     worker sent it.
 //
-// Run: go test -run '^$' -bench GetChannel -benchtime 2s ./test/e2e/
+// Run it with:
+//
+//	go test -run '^$' -bench GetChannel -benchtime 2s ./test/e2e/
 func BenchmarkGetChannel(b *testing.B) {
 	srv := redistest.New(b)
 	seedCounts(b, srv.Client(b), "bench-seed", "bench-", 1000)
@@ -203,7 +205,9 @@ func openLoop(b *testing.B, c *http.Client, u, admin string) {
 //   - walk-1000: one full paging walk in pages of 1,000 (100 requests),
 //     reported per walk.
 //
-// Run: go test -run '^$' -bench Listing100k -benchtime 20x ./test/e2e/
+// Run it with:
+//
+//	go test -run '^$' -bench Listing100k -benchtime 20x ./test/e2e/
 func BenchmarkListing100k(b *testing.B) {
 	const channels = 100000
 	srv := redistest.New(b)

@@ -25,7 +25,9 @@ import (
 //     second for 4 s through the HTTP API: publish-to-delivery p50/p99.
 //
 // With HC_BENCH_PLOTS set, delivery latency against subscribers is
-// plotted there. Run: go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
+// plotted there. Run it with:
+//
+//	go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
 func BenchmarkLoad(b *testing.B) {
 	n := proctest.RaiseFileLimit(b, 15000)
 	rounds(b, "storm", func(b *testing.B) load.Summary {

@@ -66,9 +66,10 @@ const (
 //     live node) is read every 100 ms until every channel's count equals
 //     the live node's sockets. headcount also runs its two cleaners.
 //
-// It skips when soketi is not installed. Run: make bench, or after
-// (cd test/peer && npm ci): go test -run '^$' -bench Peer -benchtime 1x
-// -timeout 30m ./test/e2e/
+// It skips when soketi is not installed. Run it with make bench, or:
+//
+//	(cd test/peer && npm ci)
+//	go test -run '^$' -bench Peer -benchtime 1x -timeout 30m ./test/e2e/
 func BenchmarkPeer(b *testing.B) {
 	peerServerJS(b)
 	sockets := envInt("HC_PEER_SOCKETS", 10000)

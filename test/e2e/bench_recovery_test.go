@@ -24,7 +24,9 @@ import (
 //   - lease-takeover: the active cleaner of two is SIGKILLed; the time
 //     until the other reports itself active.
 //
-// Run: go test -run '^$' -bench Recovery -benchtime 1x ./test/e2e/
+// Run it with:
+//
+//	go test -run '^$' -bench Recovery -benchtime 1x ./test/e2e/
 func BenchmarkRecovery(b *testing.B) {
 	const sockets, channels = 1000, 100
 	proctest.RaiseFileLimit(b, 2*sockets)

@@ -29,8 +29,9 @@ import (
 // wsnode process: it opens HC_BENCH_SOCKETS (default 20,000) raw sockets
 // from this process, each subscribed to one of 100 public channels, waits
 // until Redis counts all of them, and reports the wsnode's RSS growth and
-// goroutines per socket. Run it alone: go test -run '^$' -bench IdleMemory
-// -benchtime 1x ./test/e2e/
+// goroutines per socket. Run it alone:
+//
+//	go test -run '^$' -bench IdleMemory -benchtime 1x ./test/e2e/
 func BenchmarkIdleMemory(b *testing.B) {
 	n := 20000
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SOCKETS")); err == nil && v > 0 {
@@ -148,8 +149,9 @@ func waitCounted(b testing.TB, store *counts.Store, prefix string, want int) {
 // the HTTP API uses, 20 events one after another, each carrying its send
 // time, and every subscriber (a raw socket read by its own goroutine in this
 // process) records when it arrived. It reports p50 and p99 over all
-// deliveries. Run it alone: go test -run '^$' -bench PublishLatency
-// -benchtime 1x ./test/e2e/
+// deliveries. Run it alone:
+//
+//	go test -run '^$' -bench PublishLatency -benchtime 1x ./test/e2e/
 func BenchmarkPublishLatency(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
@@ -276,8 +278,13 @@ func profileDuring(b testing.TB, admin string, d time.Duration) func() {
 			b.Logf("profile: %v", err)
 			return
 		}
-		defer f.Close()
-		_, _ = io.Copy(f, resp.Body)
+		_, err = io.Copy(f, resp.Body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Logf("profile: %v", err)
+		}
 	}()
 	return func() { <-done }
 }
@@ -288,8 +295,9 @@ func profileDuring(b testing.TB, admin string, d time.Duration) func() {
 // pretend node, like wsnode's writers) each calling write(2) on its share of
 // the sockets, and each reader a goroutine reading newline-ended frames.
 // No WebSocket framing, no Redis, no queues: whatever headcount's p99 is
-// above this is headcount's own cost. Run it alone: go test -run '^$' -bench
-// LoopbackFloor -benchtime 1x ./test/e2e/
+// above this is headcount's own cost. Run it alone:
+//
+//	go test -run '^$' -bench LoopbackFloor -benchtime 1x ./test/e2e/
 func BenchmarkLoopbackFloor(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SUBSCRIBERS")); err == nil && v > 0 {

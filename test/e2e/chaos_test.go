@@ -352,12 +352,6 @@ func (c *chaos) closeAll() {
 	}
 }
 
-func (c *chaos) changed() {
-	c.mu.Lock()
-	c.lastChange = time.Now()
-	c.mu.Unlock()
-}
-
 // drop removes s from the truth (closed by us or by the server).
 func (c *chaos) drop(s *chaosSock) {
 	c.mu.Lock()
@@ -610,7 +604,6 @@ func (c *chaos) truth(exclude *chaosSlot) (chans map[string]int64, users map[str
 func (c *chaos) compare(exclude *chaosSlot) (string, time.Time) {
 	c.gate.Lock()
 	defer c.gate.Unlock()
-	at := time.Now()
 	for range 20 {
 		c.mu.Lock()
 		wait := chaosSettle - time.Since(c.lastChange)
@@ -623,7 +616,7 @@ func (c *chaos) compare(exclude *chaosSlot) (string, time.Time) {
 	c.mu.Lock()
 	wantCh, wantUsers, wantConns := c.truth(exclude)
 	c.mu.Unlock()
-	at = time.Now() // the truth's instant; Redis is read right after
+	at := time.Now() // the truth's instant; Redis is read right after
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -38,7 +38,7 @@ func binaries(t testing.TB) string {
 		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/wsnode", "./cmd/cleaner", "./cmd/httpapi")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -109,6 +109,7 @@ func RequireCut(t testing.TB, conns []*Conn, after, within time.Duration) []int 
 		}
 		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(got)), nil); err == nil {
 			codes[i] = resp.StatusCode
+			_ = resp.Body.Close()
 		}
 		_ = c.Close()
 	}
