@@ -14,14 +14,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/run/runtest"
 )
 
-// TestMain fails the package if a server's goroutines outlive the tests.
+// TestMain fails the package if any goroutine (a server's, a connection's)
+// outlives the tests.
 func TestMain(m *testing.M) {
-	leaktest.Main(m, "net/http.(*conn).serve", "net/http.(*Server).Serve")
+	goleak.VerifyTestMain(m)
 }
 
 // serve runs a Server for h on a loopback port until the test ends.

@@ -197,7 +197,7 @@ func (c *heldConn) Write(p []byte) (int, error) {
 
 // A connection that does not finish its request head in time is closed by
 // the sweep, and so are those still reading theirs at Shutdown; neither
-// leaves a goroutine behind (leaktest checks at exit).
+// leaves a goroutine behind (TestMain checks at exit).
 func TestFrontHeadTimeout(t *testing.T) {
 	f := startFront(t, wsfront.Options{}, func(f *wsfront.Front) { f.SetHeadTimeout(300*time.Millisecond, 50*time.Millisecond) })
 	slow, err := net.Dial("tcp", f.Addr())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/pkg/leaktest"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -28,9 +28,9 @@ const (
 	path = "/app/app-key?protocol=7&client=js&version=8.4.0&flash=false"
 )
 
-// TestMain fails the package if goroutines of ours outlive the tests.
+// TestMain fails the package if any goroutine outlives the tests.
 func TestMain(m *testing.M) {
-	leaktest.Main(m, "headcount/pkg/wsfront.", "coder/websocket.")
+	goleak.VerifyTestMain(m)
 }
 
 // testFront is a Front serving on 127.0.0.1:0 whose handler upgrades as a
