@@ -42,7 +42,8 @@ lint: $(GOLANGCI_LINT) ## gofmt (must list nothing), go vet, then golangci-lint 
 tools: $(GOLANGCI_LINT) ## Build the pinned golangci-lint into .tools (make lint does this when it is missing)
 
 # go install of a version ignores this module's go.mod: the linter's own
-# pinned dependencies build it (about a minute and a half on 2 cores).
+# pinned dependencies build it (1 to 6 minutes on 2 cores, most of it
+# downloading modules on a fresh machine).
 $(GOLANGCI_LINT):
 	GOBIN=$(GOLANGCI_LINT_DIR) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
