@@ -97,6 +97,7 @@ func TestFrontRefusalReachesClientStillSending(t *testing.T) {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	defer resp.Body.Close()
 	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -133,6 +134,7 @@ func TestFrontLenientHeads(t *testing.T) {
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		require.NoError(t, err)
+		_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode, "%q", head)
 		// RFC 6455's example key.
 		require.Equal(t, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", resp.Header.Get("Sec-WebSocket-Accept"))
@@ -167,6 +169,7 @@ func TestFrontEarlyBytes(t *testing.T) {
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err)
+			_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 			r := &rawConn{Conn: c, br: br}
 			require.Equal(t, hello, r.read(t))

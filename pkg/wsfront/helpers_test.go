@@ -139,6 +139,7 @@ func dialRaw(t *testing.T, f *testFront) *rawConn {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	return &rawConn{Conn: c, br: br}
 }

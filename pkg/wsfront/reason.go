@@ -5,13 +5,13 @@ package wsfront
 type Reason uint8
 
 const (
-	// AcceptFailed: accepting a connection failed (out of file
+	// AcceptFailed means accepting a connection failed (out of file
 	// descriptors, say); the accept loop retries with backoff.
 	AcceptFailed Reason = iota + 1
-	// AtCap: a connection past the socket cap, answered with 503 and
+	// AtCap is a connection past the socket cap, answered with 503 and
 	// closed before its request head was read.
 	AtCap
-	// Refused: a request answered with an error status (400 or above),
+	// Refused is a request answered with an error status (400 or above),
 	// by the front's parser or by the handler.
 	Refused
 )
