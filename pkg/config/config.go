@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +40,11 @@ type Common struct {
 	LogLevel string
 	// LogFormat is text or json.
 	LogFormat string
+	// RedisPrefix starts every Redis key and channel name the binary uses,
+	// so deployments with different prefixes can share one Redis. It must
+	// be the same in every binary of one deployment; DefaultRedisPrefix
+	// unless set (empty is refused).
+	RedisPrefix string
 
 	// Apps is filled in by validation from AppsFile or the environment.
 	Apps *apps.Registry
@@ -177,8 +183,14 @@ func defaultCommon(adminAddr string) Common {
 		AdminAddr: adminAddr,
 		LogLevel:  "info",
 		LogFormat: "text",
+
+		RedisPrefix: DefaultRedisPrefix,
 	}
 }
+
+// DefaultRedisPrefix is the prefix of every Redis name unless
+// --redis-prefix says otherwise.
+const DefaultRedisPrefix = "hc"
 
 // Default admin addresses, one per binary so they can share a host.
 const (
@@ -415,6 +427,7 @@ func (s *set) common(c *Common) {
 	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
 	s.str(&c.LogFormat, "log-format", "text or json")
+	s.str(&c.RedisPrefix, "redis-prefix", "prefix of every Redis key and channel; deployments sharing a Redis need different ones")
 }
 
 func (s *set) parse(args []string) error {
@@ -447,6 +460,9 @@ func validateCommon(c *Common, env Env) []error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format: %q is not text or json", c.LogFormat))
 	}
+	if err := CheckRedisPrefix(c.RedisPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("--redis-prefix: %w", err))
+	}
 	var err error
 	if c.AppsFile != "" {
 		if c.Apps, err = apps.LoadFile(c.AppsFile); err != nil {
@@ -456,6 +472,17 @@ func validateCommon(c *Common, env Env) []error {
 		errs = append(errs, fmt.Errorf("HEADCOUNT_APP_*: %w", err))
 	}
 	return errs
+}
+
+// CheckRedisPrefix reports why p cannot be a Redis prefix: it must be
+// non-empty, and hold no '{' or '}' (a hash tag in the prefix would put
+// every app in one Cluster slot), no ':' (the separator after it, so one
+// prefix never starts another's names) and no whitespace.
+func CheckRedisPrefix(p string) error {
+	if p == "" || strings.ContainsAny(p, "{}:") || strings.IndexFunc(p, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("%q must be non-empty, without '{', '}', ':' or whitespace", p)
+	}
+	return nil
 }
 
 var portPattern = regexp.MustCompile(`^[0-9]{1,5}$`)

@@ -223,3 +223,24 @@ func TestMaxSockets(t *testing.T) {
 	require.True(t, ok)
 	require.Positive(t, limit)
 }
+
+func TestRedisPrefix(t *testing.T) {
+	c, err := ParseHTTPAPI(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, DefaultRedisPrefix, c.RedisPrefix)
+
+	c, err = ParseHTTPAPI(nil, env(map[string]string{"HEADCOUNT_REDIS_PREFIX": "staging"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "staging", c.RedisPrefix)
+
+	w, err := ParseWSNode([]string{"--redis-prefix", "blue-2"}, env(map[string]string{"HEADCOUNT_REDIS_PREFIX": "staging"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "blue-2", w.RedisPrefix, "the flag wins over the environment")
+
+	for _, bad := range []string{"", "a:b", "{a}", "a}", "a b", "a\tb"} {
+		_, _, err := ParseCleaner([]string{"--redis-prefix", bad}, env(nil), io.Discard)
+		require.Error(t, err, "%q", bad)
+		require.Contains(t, err.Error(), "--redis-prefix")
+		require.Contains(t, err.Error(), `must be non-empty, without '{', '}', ':' or whitespace`)
+	}
+}
