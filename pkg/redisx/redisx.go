@@ -1,7 +1,3 @@
-// Package redisx builds the Redis client every binary uses: a single server
-// from a redis:// URL, or a Redis Cluster from seeds. Callers get a
-// redis.UniversalClient and never branch on the mode; packages that own keys
-// keep every atomic unit in one hash slot so both modes behave alike.
 package redisx
 
 import (
