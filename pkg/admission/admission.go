@@ -16,6 +16,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 var (
@@ -138,11 +139,12 @@ type Result struct {
 // Redis's clock, so any number of httpapi replicas and wsnodes share one
 // exact gate.
 type Gate struct {
-	rdb redis.UniversalClient
+	rdb  redis.UniversalClient
+	keys keys
 }
 
-// New returns a gate on rdb.
-func New(rdb redis.UniversalClient) *Gate { return &Gate{rdb: rdb} }
+// New returns a gate on rdb whose keys are in ks.
+func New(rdb redis.UniversalClient, ks redisx.Keyspace) *Gate { return &Gate{rdb: rdb, keys: keys{ks}} }
 
 // ErrNoCapacity is returned by SetCapacity for n < 1.
 var ErrNoCapacity = errors.New("capacity must be at least 1")
@@ -151,7 +153,7 @@ var ErrNoCapacity = errors.New("capacity must be at least 1")
 // the list (or, if they are on it, checks them in and tells their place).
 // One Redis round trip.
 func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Result, error) {
-	v, err := checkScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	v, err := checkScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("admission check: %w", err)
 	}
@@ -186,7 +188,7 @@ func (g *Gate) State(ctx context.Context, app, channel string, r Rule) (State, C
 }
 
 func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, user string, r Rule) (State, Changes, error) {
-	v, err := s.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	v, err := s.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
 	if err != nil {
 		return State{}, Changes{}, fmt.Errorf("admission %s: %w", op, err)
 	}
@@ -202,7 +204,7 @@ func (g *Gate) SetCapacity(ctx context.Context, app, channel string, n int, r Ru
 	if n < 1 {
 		return State{}, Changes{}, ErrNoCapacity
 	}
-	if err := g.rdb.Set(ctx, capKey(app, channel), n, 0).Err(); err != nil {
+	if err := g.rdb.Set(ctx, g.keys.channel(app, channel).Cap, n, 0).Err(); err != nil {
 		return State{}, Changes{}, fmt.Errorf("admission set capacity: %w", err)
 	}
 	return g.State(ctx, app, channel, r)
@@ -210,7 +212,7 @@ func (g *Gate) SetCapacity(ctx context.Context, app, channel string, n int, r Ru
 
 // ClearCapacity removes the override: the apps file's rule applies again.
 func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (State, Changes, error) {
-	if err := g.rdb.Del(ctx, capKey(app, channel)).Err(); err != nil {
+	if err := g.rdb.Del(ctx, g.keys.channel(app, channel).Cap).Err(); err != nil {
 		return State{}, Changes{}, fmt.Errorf("admission clear capacity: %w", err)
 	}
 	return g.State(ctx, app, channel, r)
@@ -224,7 +226,7 @@ func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (
 // ends nothing frees the seat. reentry is true when a member who left came
 // back within the grace.
 func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
-	v, err := joinScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Slice()
+	v, err := joinScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
 	if err != nil {
 		return false, false, 0, 0, fmt.Errorf("admission join: %w", err)
 	}
@@ -237,7 +239,7 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 // QueueJoin queues Join in p (EVALSHA: the caller falls back to Join when
 // the script is not loaded yet, IsNoScript) and returns how to read it.
 func (g *Gate) QueueJoin(ctx context.Context, p redis.Pipeliner, app, channel, user string, r Rule) func() (ok, reentry bool, position, waiting int, err error) {
-	cmd := joinScript.EvalSha(ctx, p, channelKeys(app, channel), r.args(user)...)
+	cmd := joinScript.EvalSha(ctx, p, g.keys.channel(app, channel).scriptKeys(), r.args(user)...)
 	return func() (bool, bool, int, int, error) {
 		v, err := cmd.Slice()
 		if err != nil {
@@ -259,7 +261,7 @@ func IsNoScript(err error) bool { return err != nil && strings.Contains(err.Erro
 // reports whether the user held a slot, which then frees after r.Grace
 // unless they come back.
 func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) (bool, error) {
-	kept, err := leftScript.Run(ctx, g.rdb, channelKeys(app, channel), r.args(user)...).Int()
+	kept, err := leftScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Int()
 	if err != nil {
 		return false, fmt.Errorf("admission left: %w", err)
 	}
@@ -281,7 +283,7 @@ func (g *Gate) CheckIn(ctx context.Context, app, channel string, users []string,
 	for i, u := range users {
 		args[5+i] = u
 	}
-	v, err := waitersScript.Run(ctx, g.rdb, channelKeys(app, channel), args...).Slice()
+	v, err := waitersScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), args...).Slice()
 	if err != nil {
 		return State{}, Changes{}, nil, fmt.Errorf("admission check-in: %w", err)
 	}

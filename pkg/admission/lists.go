@@ -10,8 +10,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,64 +20,6 @@ type ChannelState struct {
 	Channel string
 	State
 	Changes
-}
-
-// Gate keys whose presence means a channel is gated right now: an override,
-// admitted users, waiters, or seats held by subscribes being recorded. (The
-// arrival counter outlives its list, so it is not one of them.)
-const (
-	capIndex   = 0
-	slotsIndex = 1
-	waitIndex  = 2
-	holdIndex  = 7
-)
-
-var gatedKeyIndexes = []int{capIndex, slotsIndex, waitIndex, holdIndex}
-
-// gateKeyPrefix is what the gated keys of every channel of app start with:
-// the common prefix of their names for the empty channel (keys.go spells them).
-func gateKeyPrefix(app string) string {
-	keys := channelKeys(app, "")
-	p := keys[gatedKeyIndexes[0]]
-	for _, i := range gatedKeyIndexes[1:] {
-		for !strings.HasPrefix(keys[i], p) {
-			p = p[:len(p)-1]
-		}
-	}
-	return p
-}
-
-// gateKeyPattern is a SCAN MATCH pattern for app's admission keys. The app
-// id is escaped: it is matched literally, whatever glob characters it holds.
-func gateKeyPattern(app string) string { return globEscape(gateKeyPrefix(app)) + "*" }
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// gatedChannel returns the channel of one of app's admission keys, if the
-// key is one that makes its channel gated.
-func gatedChannel(app, key string) (string, bool) {
-	empty := channelKeys(app, "")
-	for _, i := range gatedKeyIndexes {
-		if ch, ok := strings.CutPrefix(key, empty[i]); ok && ch != "" {
-			return ch, true
-		}
-	}
-	return "", false
-}
-
-// scanner is the one command Lists needs from a client that reaches the
-// app's shard.
-type scanner interface {
-	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 }
 
 // Lists returns up to limit gated channels of app (a capacity override, an
@@ -98,7 +40,7 @@ func (g *Gate) Lists(ctx context.Context, app string, limit int, rule func(chann
 	waiting := make([]*redis.IntCmd, len(channels))
 	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ch := range channels {
-			waiting[i] = p.ZCard(ctx, channelKeys(app, ch)[waitIndex])
+			waiting[i] = p.ZCard(ctx, g.keys.channel(app, ch).Wait)
 		}
 		return nil
 	})
@@ -133,30 +75,14 @@ func (g *Gate) Lists(ctx context.Context, app string, limit int, rule func(chann
 // gatedChannels lists app's gated channels, sorted, by SCAN on the shard
 // holding the app's slot.
 func (g *Gate) gatedChannels(ctx context.Context, app string) ([]string, error) {
-	var sc scanner = g.rdb
-	if c, ok := g.rdb.(*redis.ClusterClient); ok {
-		// A key-less SCAN would go to a random master.
-		m, err := c.MasterForKey(ctx, gateKeyPrefix(app))
-		if err != nil {
-			return nil, fmt.Errorf("find the shard of app %s: %w", app, err)
-		}
-		sc = m
-	}
 	var out []string
-	var cursor uint64
-	for {
-		keys, next, err := sc.Scan(ctx, cursor, gateKeyPattern(app), 1000).Result()
-		if err != nil {
-			return nil, fmt.Errorf("scan admission keys: %w", err)
+	err := redisx.ScanPrefix(ctx, g.rdb, g.keys.gatePrefix(app), func(key string) {
+		if ch, ok := g.keys.gatedChannel(app, key); ok {
+			out = append(out, ch)
 		}
-		for _, k := range keys {
-			if ch, ok := gatedChannel(app, k); ok {
-				out = append(out, ch)
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan admission keys: %w", err)
 	}
 	// SCAN may return a key more than once, and a channel has several keys.
 	slices.Sort(out)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -206,11 +207,11 @@ func newPropWorld(t testing.TB, client func() redis.UniversalClient, app, ch str
 	w := &propWorld{t: t, ctx: context.Background(), app: app, ch: ch, rule: propRule,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), snapRDB: client(), count: map[string]int{}}
 	for i := range w.replicas {
-		w.replicas[i] = New(client())
+		w.replicas[i] = New(client(), redisx.Keyspace{})
 	}
 	for i := range w.nodes {
 		rdb := client()
-		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb), store: counts.NewStore(rdb),
+		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb, redisx.Keyspace{}), store: counts.NewStore(rdb, redisx.Keyspace{}),
 			local: map[string]int{}, due: map[string]int64{}, waiters: map[string]bool{}}
 		n.rec = counts.NewRecorder(rdb, n.id, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
 			OnFlushed: func(f counts.Edges) {
@@ -633,7 +634,7 @@ type propSnap struct {
 }
 
 // snapshotScript reads every key of a channel's gate, and the members, in
-// one atomic unit. KEYS: channelKeys (any key past the members hash that
+// one atomic unit. KEYS: channelKeys.scriptKeys (any key past the members hash that
 // is a sorted set of users holding a seat is read as holds).
 var snapshotScript = redis.NewScript(`
 local t = redis.call('TIME')
@@ -647,7 +648,7 @@ return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), redis.call('G
 `)
 
 func (w *propWorld) snapshot() (propSnap, error) {
-	v, err := snapshotScript.Run(w.ctx, w.snapRDB, channelKeys(w.app, w.ch)).Slice()
+	v, err := snapshotScript.Run(w.ctx, w.snapRDB, keys{}.channel(w.app, w.ch).scriptKeys()).Slice()
 	if err != nil {
 		return propSnap{}, fmt.Errorf("snapshot: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -43,6 +44,8 @@ type Options struct {
 	// Redis holds the apps' event logs, where admission events, and count
 	// events when Hooks is nil, are appended. Required.
 	Redis redis.UniversalClient
+	// Keyspace names those logs; the zero Keyspace has the default prefix.
+	Keyspace redisx.Keyspace
 	// Gate is the admission gate where members who left start their
 	// grace; nil makes no gate calls.
 	Gate *admission.Gate
@@ -259,7 +262,7 @@ func (a *Announcer) hook(ctx context.Context, ap *apps.App, evs []webhook.Event)
 	}
 	ctx, cancel := a.timeout(ctx)
 	defer cancel()
-	if err := webhook.Append(ctx, a.opts.Redis, ap.ID, evs...); err != nil {
+	if err := webhook.Append(ctx, a.opts.Redis, a.opts.Keyspace, ap.ID, evs...); err != nil {
 		a.log.Warn("cannot log subscription_count webhook events", "app", ap.ID, "events", len(evs), "error", err)
 	}
 }

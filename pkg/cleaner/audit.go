@@ -106,7 +106,7 @@ func Audit(ctx context.Context, cfg config.Cleaner, out io.Writer, repair bool) 
 		return false, err
 	}
 	defer rdb.Close()
-	store := counts.NewStore(rdb)
+	store := counts.NewStore(rdb, redisx.NewKeyspace(cfg.RedisPrefix))
 	apps, err := store.Apps(ctx)
 	if err != nil {
 		return false, fmt.Errorf("audit: %w", err)

@@ -23,8 +23,8 @@ import (
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
-// LeaseKey is the Redis key the cleaners contend for.
-const LeaseKey = "hc:cleaner:lease"
+// LeaseKey is the Redis key the cleaners of ks contend for.
+func LeaseKey(ks redisx.Keyspace) string { return ks.Name("cleaner:lease") }
 
 // reapBatch bounds how many stale nodes of one app one scan reaps, so a
 // mass failure is worked off over a few scans without one long pass.
@@ -163,25 +163,27 @@ func New(opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	ks := redisx.NewKeyspace(opts.Config.RedisPrefix)
 	a := &App{
 		cfg:   opts.Config,
 		log:   opts.Logger.Named("cleaner"),
 		rdb:   rdb,
-		store: counts.NewStore(rdb),
+		store: counts.NewStore(rdb, ks),
 		m:     newMetrics(opts.Registry),
 
 		auditEvery: opts.AuditInterval,
 	}
 	a.ann = announce.New(announce.Options{
 		Apps:           opts.Config.Apps,
-		Bus:            fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
+		Bus:            fanout.New(rdb, fanout.Options{Keyspace: ks, Logger: opts.Logger, Registerer: opts.Registry}),
 		Redis:          rdb,
-		Gate:           admission.New(rdb),
+		Keyspace:       ks,
+		Gate:           admission.New(rdb, ks),
 		Logger:         a.log,
 		OnPublishError: a.m.announceErrors.Inc,
 	})
 	if opts.Config.LeaseTTL > 0 {
-		a.lease = lease.New(rdb, LeaseKey, opts.Config.LeaseTTL)
+		a.lease = lease.New(rdb, LeaseKey(ks), opts.Config.LeaseTTL)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (in the reap's own atomic unit), so a node's death
@@ -191,7 +193,7 @@ func New(opts Options) (*App, error) {
 		a.auditEvery = DefaultAuditInterval
 	}
 	if opts.Config.LivenessInterval > 0 {
-		a.canary = counts.NewCanary(rdb, config.NewNodeID(), time.Second, a.log)
+		a.canary = counts.NewCanary(rdb, ks, config.NewNodeID(), time.Second, a.log)
 		a.seenLive = map[string]time.Time{}
 		a.missing = map[string]int{}
 	}

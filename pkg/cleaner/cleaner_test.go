@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -41,7 +42,7 @@ func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	store := counts.NewStore(rdb)
+	store := counts.NewStore(rdb, redisx.Keyspace{})
 
 	const dead, live = 40, 3
 	for i := range dead {
@@ -94,7 +95,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	store := counts.NewStore(rdb)
+	store := counts.NewStore(rdb, redisx.Keyspace{})
 
 	var cleaners []*App
 	var logs []*proctest.Buffer
@@ -127,7 +128,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 	for _, log := range logs {
 		require.Regexp(t, `\[WARN\] .*NO LEASE \(--lease-ttl 0\).*for tests only`, log.String())
 	}
-	n, err := rdb.Exists(ctx, LeaseKey).Result()
+	n, err := rdb.Exists(ctx, LeaseKey(redisx.Keyspace{})).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no lease is taken")
 
@@ -156,7 +157,7 @@ func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	store := counts.NewStore(rdb)
+	store := counts.NewStore(rdb, redisx.Keyspace{})
 
 	ctxA, stopA := context.WithCancel(ctx)
 	ctxB, stopB := context.WithCancel(ctx)
@@ -267,7 +268,7 @@ func TestReapStartsAdmissionGrace(t *testing.T) {
 		Admission:  apps.Admission{TicketSeconds: 3600, GraceSeconds: 1, DropoutSeconds: 3600}}})
 	require.NoError(t, err)
 	rule := admission.RuleFor(reg.ByID("app"), "presence-room")
-	gate := admission.New(rdb)
+	gate := admission.New(rdb, redisx.Keyspace{})
 	res, err := gate.Check(ctx, "app", "presence-room", "alice", rule)
 	require.NoError(t, err)
 	require.Equal(t, admission.Admitted, res.Status)

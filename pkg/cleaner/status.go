@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,13 +31,14 @@ type LeaseState struct {
 	ExpiresIn time.Duration
 }
 
-// ReadLease reads LeaseKey's token and time to live in one atomic unit.
-func ReadLease(ctx context.Context, rdb redis.UniversalClient) (LeaseState, error) {
+// ReadLease reads the token and time to live of the lease of ks's cleaners
+// (LeaseKey) in one atomic unit.
+func ReadLease(ctx context.Context, rdb redis.UniversalClient, ks redisx.Keyspace) (LeaseState, error) {
 	var token *redis.StringCmd
 	var ttl *redis.DurationCmd
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		token = p.Get(ctx, LeaseKey)
-		ttl = p.PTTL(ctx, LeaseKey)
+		token = p.Get(ctx, LeaseKey(ks))
+		ttl = p.PTTL(ctx, LeaseKey(ks))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) { // no lease is no error

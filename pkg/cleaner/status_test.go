@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -16,15 +17,15 @@ import (
 func TestReadLease(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
-	st, err := ReadLease(ctx, rdb)
+	st, err := ReadLease(ctx, rdb, redisx.Keyspace{})
 	require.NoError(t, err)
 	require.Equal(t, LeaseState{}, st, "no cleaner has run")
 
-	first := lease.New(rdb, LeaseKey, 3*time.Second)
+	first := lease.New(rdb, LeaseKey(redisx.Keyspace{}), 3*time.Second)
 	ok, err := first.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
-	st, err = ReadLease(ctx, rdb)
+	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
 	require.NoError(t, err)
 	require.True(t, st.Held)
 	require.Equal(t, first.Token()[:holderIDLength], st.Holder)
@@ -32,15 +33,15 @@ func TestReadLease(t *testing.T) {
 	require.LessOrEqual(t, st.ExpiresIn, 3*time.Second)
 
 	require.NoError(t, first.Release(ctx))
-	st, err = ReadLease(ctx, rdb)
+	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
 	require.NoError(t, err)
 	require.False(t, st.Held)
 
-	second := lease.New(rdb, LeaseKey, 3*time.Second)
+	second := lease.New(rdb, LeaseKey(redisx.Keyspace{}), 3*time.Second)
 	ok, err = second.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
-	st, err = ReadLease(ctx, rdb)
+	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
 	require.NoError(t, err)
 	require.True(t, st.Held)
 	require.Equal(t, second.Token()[:holderIDLength], st.Holder)

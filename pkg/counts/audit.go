@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,11 +98,11 @@ func (s *Store) Audit(ctx context.Context, app string) (Drift, error) {
 		return Drift{}, fmt.Errorf("audit app %s: %w", app, err)
 	}
 	args := make([]any, 0, 1+len(extra))
-	args = append(args, appPrefix(app))
+	args = append(args, s.appPrefix(app))
 	for _, ch := range extra {
 		args = append(args, ch)
 	}
-	v, err := auditScript.Run(ctx, s.rdb, auditKeys(app), args...).Slice()
+	v, err := auditScript.Run(ctx, s.rdb, s.auditKeys(app), args...).Slice()
 	if err != nil {
 		return Drift{}, fmt.Errorf("audit app %s: %w", app, err)
 	}
@@ -164,40 +165,18 @@ func parseAudit(app string, v []any) (Drift, error) {
 	return d, nil
 }
 
-// scanner is the one command memberChannels needs from a client that
-// reaches the app's shard.
-type scanner interface {
-	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
-}
-
 // memberChannels lists the channels of app that have a presence member
 // hash, by SCAN on the shard holding the app's slot. O(keys of that shard)
 // spread over many short commands, so it never blocks Redis.
 func (s *Store) memberChannels(ctx context.Context, app string) ([]string, error) {
-	var sc scanner = s.rdb
-	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		// A key-less SCAN would go to a random master.
-		m, err := c.MasterForKey(ctx, globalKey(app))
-		if err != nil {
-			return nil, fmt.Errorf("find the shard of app %s: %w", app, err)
-		}
-		sc = m
-	}
 	var out []string
-	var cursor uint64
-	for {
-		keys, next, err := sc.Scan(ctx, cursor, membersKeyPattern(app), 1000).Result()
-		if err != nil {
-			return nil, fmt.Errorf("scan member hashes: %w", err)
+	err := redisx.ScanPrefix(ctx, s.rdb, s.membersKeyPrefix(app), func(key string) {
+		if ch, ok := s.membersKeyChannel(app, key); ok {
+			out = append(out, ch)
 		}
-		for _, k := range keys {
-			if ch, ok := membersKeyChannel(app, k); ok {
-				out = append(out, ch)
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan member hashes: %w", err)
 	}
 	// SCAN may return a key more than once.
 	slices.Sort(out)
@@ -240,16 +219,16 @@ func (s *Store) Repair(ctx context.Context, app string, drift Drift) (int, error
 // script writes nothing and it tries again.
 func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, error) {
 	for try := 0; try < 5; try++ {
-		nodes, err := s.rdb.ZRange(ctx, nodesKey(app), 0, -1).Result()
+		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
 		if err != nil {
 			return nil, err
 		}
-		keys := auditKeys(app)
+		keys := s.auditKeys(app)
 		for _, id := range nodes {
-			keys = append(keys, nodeKey(app, id))
+			keys = append(keys, s.nodeKey(app, id))
 		}
-		keys = append(keys, fieldKeys(app, field)...)
-		v, err := repairScript.Run(ctx, s.rdb, keys, appPrefix(app), field).Int64Slice()
+		keys = append(keys, s.fieldKeys(app, field)...)
+		v, err := repairScript.Run(ctx, s.rdb, keys, s.appPrefix(app), field).Int64Slice()
 		if err != nil || len(v) == 0 || v[0] != statusUndeclared {
 			return v, err
 		}
@@ -273,7 +252,7 @@ var nodeCountScript = redis.NewScript(freshSrc)
 
 // Nodes counts app's registered and stale nodes in one read. O(log nodes).
 func (s *Store) Nodes(ctx context.Context, app string, deadAfter time.Duration) (NodeCount, error) {
-	v, err := nodeCountScript.Run(ctx, s.rdb, []string{nodesKey(app)}, deadAfter.Milliseconds()).Int64Slice()
+	v, err := nodeCountScript.Run(ctx, s.rdb, []string{s.nodesKey(app)}, deadAfter.Milliseconds()).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = errors.New("unexpected freshness result")
 	}

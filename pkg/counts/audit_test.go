@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -99,7 +100,7 @@ func (c *churner) run(app string, seed uint64) error {
 func TestAuditCleanWhileRecordersChurn(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		cs := startChurn(t, rdb, "app", 3)
 		// Reaping live nodes makes them republish: more atomic units the
 		// audit must never see half-way.
@@ -123,7 +124,7 @@ func TestAuditCleanWhileRecordersChurn(t *testing.T) {
 func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		a, b := newRecorder(t, rdb, "a"), newRecorder(t, rdb, "b")
 		a.Add("app", "chat", 2)
 		a.AddConnections("app", 2)
@@ -139,18 +140,18 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 		require.Equal(t, Drift{App: "app", Nodes: 2}, d)
 
 		// Test-only writes behind the scripts' backs: every kind of drift.
-		g := globalKey("app")
+		g := testKeys.globalKey("app")
 		require.NoError(t, rdb.ZIncrBy(ctx, g, 2, "chat").Err())
 		require.NoError(t, rdb.ZAdd(ctx, g, redis.Z{Member: "ghost", Score: 3}).Err())
 		require.NoError(t, rdb.ZAdd(ctx, g, redis.Z{Member: "zero", Score: 0}).Err())
 		require.NoError(t, rdb.ZAdd(ctx, g, redis.Z{Member: "negative", Score: -1}).Err())
 		require.NoError(t, rdb.ZRem(ctx, g, "presence-x").Err())
-		require.NoError(t, rdb.HSet(ctx, membersKey("app", "presence-x"), "u1", 4).Err())
-		require.NoError(t, rdb.HDel(ctx, membersKey("app", "presence-x"), "u2").Err())
+		require.NoError(t, rdb.HSet(ctx, testKeys.membersKey("app", "presence-x"), "u1", 4).Err())
+		require.NoError(t, rdb.HDel(ctx, testKeys.membersKey("app", "presence-x"), "u2").Err())
 		// Named by neither the global nor any contribution: only SCAN finds it.
-		require.NoError(t, rdb.HSet(ctx, membersKey("app", "presence-orphan"), "u9", 1).Err())
-		require.NoError(t, rdb.Set(ctx, connsKey("app"), 7, 0).Err())
-		require.NoError(t, rdb.HSet(ctx, nodeKey("app", "a"), channelField("bad"), 0).Err())
+		require.NoError(t, rdb.HSet(ctx, testKeys.membersKey("app", "presence-orphan"), "u9", 1).Err())
+		require.NoError(t, rdb.Set(ctx, testKeys.connsKey("app"), 7, 0).Err())
+		require.NoError(t, rdb.HSet(ctx, testKeys.nodeKey("app", "a"), channelField("bad"), 0).Err())
 
 		d, err = store.Audit(ctx, "app")
 		require.NoError(t, err)
@@ -178,7 +179,7 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []Difference{{Kind: KindContribution, Node: "a", Field: "c:bad", Channel: "bad", Present: true}}, d.Diffs,
 			"Repair never touches a node's contribution")
-		require.NoError(t, rdb.HDel(ctx, nodeKey("app", "a"), channelField("bad")).Err())
+		require.NoError(t, rdb.HDel(ctx, testKeys.nodeKey("app", "a"), channelField("bad")).Err())
 		s := takeSnapshot(t, rdb, "app")
 		checkInvariants(t, s)
 		require.Equal(t, map[string]int64{"chat": 3, "presence-x": 2}, s.global)
@@ -198,7 +199,7 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 func TestRepairKeepsConcurrentUpdates(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		cs := startChurn(t, rdb, "app", 3)
 		// Make sure every entry to corrupt exists before corrupting it.
 		for _, c := range cs {
@@ -211,10 +212,10 @@ func TestRepairKeepsConcurrentUpdates(t *testing.T) {
 
 		// Positive drift only: the churners keep the real counts above zero,
 		// so no script clamps the drift away before the repair.
-		require.NoError(t, rdb.ZIncrBy(ctx, globalKey("app"), 5, "ch0").Err())
-		require.NoError(t, rdb.ZAdd(ctx, globalKey("app"), redis.Z{Member: "ghost", Score: 2}).Err())
-		require.NoError(t, rdb.HIncrBy(ctx, membersKey("app", "presence-ch1"), "u0", 3).Err())
-		require.NoError(t, rdb.IncrBy(ctx, connsKey("app"), 4).Err())
+		require.NoError(t, rdb.ZIncrBy(ctx, testKeys.globalKey("app"), 5, "ch0").Err())
+		require.NoError(t, rdb.ZAdd(ctx, testKeys.globalKey("app"), redis.Z{Member: "ghost", Score: 2}).Err())
+		require.NoError(t, rdb.HIncrBy(ctx, testKeys.membersKey("app", "presence-ch1"), "u0", 3).Err())
+		require.NoError(t, rdb.IncrBy(ctx, testKeys.connsKey("app"), 4).Err())
 
 		d, err := store.Audit(ctx, "app")
 		require.NoError(t, err)
@@ -258,7 +259,7 @@ func TestRepairKeepsConcurrentUpdates(t *testing.T) {
 func TestReapReportsLatencyAndNodesAreCounted(t *testing.T) {
 	rdb := newSingle(t)
 	ctx := context.Background()
-	store := NewStore(rdb)
+	store := NewStore(rdb, testKeys.ks)
 	r := newRecorder(t, rdb, "n")
 	r.Add("app", "x", 1)
 	require.NoError(t, r.Flush(ctx))
@@ -283,8 +284,8 @@ func TestReapReportsLatencyAndNodesAreCounted(t *testing.T) {
 }
 
 func TestGlobEscape(t *testing.T) {
-	require.Equal(t, `hc:{a\*b\?\[c\]\\}:members:*`, membersKeyPattern(`a*b?[c]\`))
-	ch, ok := membersKeyChannel("app", membersKey("app", "presence-x"))
+	require.Equal(t, `hc:{a\*b\?\[c\]\\}:members:*`, redisx.GlobEscape(testKeys.membersKeyPrefix(`a*b?[c]\`))+"*", "the pattern ScanPrefix uses")
+	ch, ok := testKeys.membersKeyChannel("app", testKeys.membersKey("app", "presence-x"))
 	require.True(t, ok)
 	require.Equal(t, "presence-x", ch)
 }

@@ -90,7 +90,7 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric((redisCPU(b, rdb)-cpuBefore)*1e6/float64(b.N)*1000, "redis-cpu-us/1000changes")
 			// The result must be exact whichever way it was written.
 			var sum int64
-			all, err := NewStore(rdb).Channels(ctx, app, "ch")
+			all, err := NewStore(rdb, testKeys.ks).Channels(ctx, app, "ch")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func BenchmarkApply(b *testing.B) {
 
 // applyOne writes one change as its own atomic unit.
 func applyOne(ctx context.Context, rdb redis.UniversalClient, app, node, ch string, n int64) error {
-	res, err := parseResult(applyScript.Run(ctx, rdb, scriptKeys(app, node, false), node, "delta", appPrefix(app), 1, channelField(ch), n))
+	res, err := parseResult(applyScript.Run(ctx, rdb, testKeys.scriptKeys(app, node, false), node, "delta", testKeys.appPrefix(app), logArgs(false), 1, channelField(ch), n))
 	if err == nil && res.status != 1 {
 		err = fmt.Errorf("apply returned %d", res.status)
 	}

@@ -27,6 +27,9 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	})
 }
 
+// testKeys are the keys of the default keyspace.
+var testKeys keys
+
 func newSingle(t testing.TB) redis.UniversalClient { return redistest.New(t).Client(t) }
 
 func newRecorder(t testing.TB, rdb redis.UniversalClient, node string) *Recorder {
@@ -68,7 +71,7 @@ func atoi(t testing.TB, v any) int64 {
 
 func takeSnapshot(t testing.TB, rdb redis.UniversalClient, app string) snapshot {
 	t.Helper()
-	res, err := snapshotScript.Run(context.Background(), rdb, []string{nodesKey(app)}, appPrefix(app)).Slice()
+	res, err := snapshotScript.Run(context.Background(), rdb, []string{testKeys.nodesKey(app)}, testKeys.appPrefix(app)).Slice()
 	require.NoError(t, err)
 	s := snapshot{global: map[string]int64{}, members: map[string]int64{}, contrib: map[string]map[string]int64{}}
 	g := res[0].([]any)
@@ -130,7 +133,7 @@ func checkInvariants(t testing.TB, s snapshot) {
 func TestRecorderCountsAndZeroEntries(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		a, b := newRecorder(t, rdb, "a"), newRecorder(t, rdb, "b")
 		a.Add("app1", "chat", 1)
 		a.Add("app1", "chat", 1)
@@ -200,7 +203,7 @@ func TestNegativeChangeIsClampedNotWritten(t *testing.T) {
 func TestReapedWhileAliveRepublishes(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		live, other := newRecorder(t, rdb, "live"), newRecorder(t, rdb, "other")
 		live.Add("app", "x", 2)
 		live.Add("app", "y", 1)
@@ -236,7 +239,7 @@ func TestReapedWhileAliveRepublishes(t *testing.T) {
 func TestReapSparesFreshNodesAndRunsOnce(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
-	store := NewStore(rdb)
+	store := NewStore(rdb, testKeys.ks)
 	r := newRecorder(t, rdb, "n")
 	r.Add("app", "x", 1)
 	require.NoError(t, r.Flush(ctx))
@@ -275,7 +278,7 @@ func TestRedisRestartedEmptyIsRepopulated(t *testing.T) {
 	s := takeSnapshot(t, rdb, "app")
 	checkInvariants(t, s)
 	require.Equal(t, map[string]int64{"x": 4}, s.global)
-	apps, err := NewStore(rdb).Apps(ctx)
+	apps, err := NewStore(rdb, testKeys.ks).Apps(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"app"}, apps)
 }
@@ -304,7 +307,7 @@ func TestRunFlushesAndHeartbeats(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	r.Add("app", "x", 1)
-	store := NewStore(rdb)
+	store := NewStore(rdb, testKeys.ks)
 	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app", "x"); return n == 1 }, 5*time.Second, 2*time.Millisecond)
 	require.Eventually(t, r.Healthy, 5*time.Second, 2*time.Millisecond, "healthy is set just after the write lands")
 	_, seen1, err := store.Contributions(ctx, "app")
@@ -343,7 +346,7 @@ func propertyRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 	)
 	ctx := context.Background()
 	app := fmt.Sprintf("prop%d", seed)
-	store := NewStore(rdb)
+	store := NewStore(rdb, testKeys.ks)
 	recs := make([]*Recorder, nodes)
 	crashed := make([]bool, nodes)
 	for i := range recs {

@@ -19,10 +19,13 @@
 //     atomic unit that re-checks staleness by Redis's clock, so two cleaners
 //     reaping at once subtract once, and a node that came back is spared.
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
-//     single-slot and runs unchanged on Redis Cluster.
+//     single-slot and runs unchanged on Redis Cluster. Every key starts
+//     with the deployment's prefix (the Keyspace given to NewStore,
+//     NewRecorder, NewListings and the liveness constructors), so counts of
+//     different prefixes never meet; keys.go alone spells the names.
 //   - Liveness (liveness.go): each process holds a subscription to its own
-//     liveness channel, hc:{liveness}:node:<id> (a cleaner's canary is
-//     hc:{liveness}:cleaner:<id>); Redis drops it when the process's
+//     liveness channel, <prefix>:{liveness}:node:<id> (a cleaner's canary
+//     is <prefix>:{liveness}:cleaner:<id>); Redis drops it when the process's
 //     connections close. All share one hash tag, so on Cluster they are
 //     sharded channels on one shard, and Store.Liveness checks any number
 //     of nodes there with one PUBSUB SHARDNUMSUB (NUMSUB on a single
@@ -44,21 +47,12 @@
 //     failure to record it never fails a flush. Remove, and the cleaner
 //     once it has reaped a node everywhere (ForgetNode), delete it.
 //
-// The event log (EventLogKey, eventlog.go, scripts/eventlog.lua):
-//
-//   - The count scripts append an app's occupancy and member events in the
-//     same unit as the count change; other producers append with
-//     AppendEvents, one script per call. Either way the log is capped at
-//     about a million entries.
-//   - Each entry records its byte offset (the sizes of all entries before
-//     it), so the log's bytes are read from its first and last entries in
-//     O(log n), and a trim from the head (by the webhook deliverers, or the
-//     entry cap) lowers them exactly, with no counter that could drift.
-//   - AppendEvents refuses a bounded event (a client event) that would take
-//     the log past the caller's byte budget, in the same script as the
-//     append, so the budget holds across any number of appending nodes.
-//     Occupancy events are never refused: their count change is made, so
-//     refusing them would lose their webhook; they count toward the budget.
+// The event log (package eventlog, which owns its key, entry cap and
+// Lua): the count scripts append an app's occupancy and member events in
+// the same unit as the count change, declaring the log among their keys
+// and getting its cap as an argument. Those events are never refused for
+// the log's byte budget: their count change is made, so refusing them
+// would lose their webhook; they count toward the budget.
 //
 // Audit and repair (audit.go, scripts/audit.lua, scripts/repair.lua):
 //

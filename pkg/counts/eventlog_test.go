@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
 // eventLog reads app's event log as "name channel [user]" lines.
 func eventLog(t *testing.T, rdb redis.UniversalClient, app string) []string {
 	t.Helper()
-	entries, err := rdb.XRange(context.Background(), EventLogKey(app), "-", "+").Result()
+	entries, err := rdb.XRange(context.Background(), eventlog.Key(testKeys.ks, app), "-", "+").Result()
 	require.NoError(t, err)
 	var out []string
 	for _, e := range entries {
@@ -72,7 +73,7 @@ func TestEventLog(t *testing.T) {
 		}, eventLog(t, rdb, "app"))
 
 		// n2 dies: reaping it removes news's last subscriber; u1 still has n1.
-		s := NewStore(rdb)
+		s := NewStore(rdb, testKeys.ks)
 		s.LogEvents = logs
 		ok, _, err := s.ReapNode(ctx, "app", "n2", 0)
 		require.NoError(t, err)
@@ -111,7 +112,7 @@ func TestUndeclaredFieldsRetry(t *testing.T) {
 		after := newRecorder(t, rdb, "n1")
 		after.Add("app", "news", 1)
 		require.NoError(t, after.Flush(ctx))
-		s := NewStore(rdb)
+		s := NewStore(rdb, testKeys.ks)
 		n, err := s.Channel(ctx, "app", "news")
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
@@ -132,7 +133,7 @@ func TestUndeclaredFieldsRetry(t *testing.T) {
 // must agree with.
 func logSize(t *testing.T, rdb redis.UniversalClient, app string) (bytes, n int64) {
 	t.Helper()
-	entries, err := rdb.XRange(context.Background(), EventLogKey(app), "-", "+").Result()
+	entries, err := rdb.XRange(context.Background(), eventlog.Key(testKeys.ks, app), "-", "+").Result()
 	require.NoError(t, err)
 	for _, e := range entries {
 		ts, _ := e.Values["t"].(string)
@@ -145,16 +146,16 @@ func logSize(t *testing.T, rdb redis.UniversalClient, app string) (bytes, n int6
 func requireLogBytes(t *testing.T, rdb redis.UniversalClient, app string) int64 {
 	t.Helper()
 	want, _ := logSize(t, rdb, app)
-	got, err := EventLogBytes(context.Background(), rdb, app)
+	got, err := eventlog.For(testKeys.ks, app).Bytes(context.Background(), rdb)
 	require.NoError(t, err)
 	require.Equal(t, want, got, "EventLogBytes disagrees with the entries")
 	return got
 }
 
 // clientEvent is a bounded event of about size bytes of JSON.
-func clientEvent(i, size int) LogEvent {
+func clientEvent(i, size int) eventlog.Entry {
 	head := fmt.Sprintf(`{"name":"client_event","channel":"private-c","event":"client-x","socket_id":"1.%d","data":"`, i)
-	return LogEvent{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
+	return eventlog.Entry{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
 }
 
 // TestEventLogBudget: many appenders at once (as many wsnodes would) flood
@@ -175,7 +176,7 @@ func TestEventLogBudget(t *testing.T) {
 		for a := range appenders {
 			wg.Go(func() {
 				for i := range each {
-					n, bytes, err := AppendEvents(ctx, rdb, "app", budget, clientEvent(a*each+i, size))
+					n, bytes, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, budget, clientEvent(a*each+i, size))
 					assert.NoError(t, err) // not require: this is not the test's goroutine
 					assert.LessOrEqual(t, bytes, int64(budget))
 					refused.Add(int64(n))
@@ -202,19 +203,19 @@ func TestEventLogBudget(t *testing.T) {
 		require.Equal(t, []string{"channel_occupied presence-r", "member_added presence-r u1"}, eventLog(t, rdb, "app")[n:])
 		over := requireLogBytes(t, rdb, "app")
 		require.Greater(t, over, full)
-		small := LogEvent{JSON: `{"name":"client_event"}`, Bounded: true}
-		got, after, err := AppendEvents(ctx, rdb, "app", full, small)
+		small := eventlog.Entry{JSON: `{"name":"client_event"}`, Bounded: true}
+		got, after, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, full, small)
 		require.NoError(t, err)
 		require.Equal(t, 1, got)
 		require.Equal(t, over, after)
-		admitted := LogEvent{JSON: `{"name":"admission_admitted"}`}
-		got, after, err = AppendEvents(ctx, rdb, "app", full, admitted, small)
+		admitted := eventlog.Entry{JSON: `{"name":"admission_admitted"}`}
+		got, after, err = eventlog.For(testKeys.ks, "app").Append(ctx, rdb, full, admitted, small)
 		require.NoError(t, err)
 		require.Equal(t, 1, got, "the bounded one of the two was refused")
 		require.Equal(t, requireLogBytes(t, rdb, "app"), after)
 		require.Greater(t, after, over)
 		// No budget: nothing is refused.
-		got, _, err = AppendEvents(ctx, rdb, "app", 0, small)
+		got, _, err = eventlog.For(testKeys.ks, "app").Append(ctx, rdb, 0, small)
 		require.NoError(t, err)
 		require.Zero(t, got)
 	})
@@ -228,35 +229,35 @@ func TestEventLogBytesTrim(t *testing.T) {
 		ctx := context.Background()
 		require.Zero(t, requireLogBytes(t, rdb, "app"), "no log, no bytes")
 		for i := range 10 {
-			_, _, err := AppendEvents(ctx, rdb, "app", 0, clientEvent(i, 100+i))
+			_, _, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, 0, clientEvent(i, 100+i))
 			require.NoError(t, err)
 		}
 		full := requireLogBytes(t, rdb, "app")
-		entries, err := rdb.XRange(ctx, EventLogKey("app"), "-", "+").Result()
+		entries, err := rdb.XRange(ctx, eventlog.Key(testKeys.ks, "app"), "-", "+").Result()
 		require.NoError(t, err)
-		require.NoError(t, rdb.XTrimMinID(ctx, EventLogKey("app"), entries[6].ID).Err())
+		require.NoError(t, rdb.XTrimMinID(ctx, eventlog.Key(testKeys.ks, "app"), entries[6].ID).Err())
 		trimmed := requireLogBytes(t, rdb, "app")
 		require.Less(t, trimmed, full)
-		require.NoError(t, rdb.XTrimMaxLen(ctx, EventLogKey("app"), 1).Err())
+		require.NoError(t, rdb.XTrimMaxLen(ctx, eventlog.Key(testKeys.ks, "app"), 1).Err())
 		requireLogBytes(t, rdb, "app")
 
 		// A deleted log starts again from 0.
-		require.NoError(t, rdb.Del(ctx, EventLogKey("app")).Err())
+		require.NoError(t, rdb.Del(ctx, eventlog.Key(testKeys.ks, "app")).Err())
 		require.Zero(t, requireLogBytes(t, rdb, "app"))
-		_, after, err := AppendEvents(ctx, rdb, "app", 0, clientEvent(0, 100))
+		_, after, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, 0, clientEvent(0, 100))
 		require.NoError(t, err)
 		require.Equal(t, requireLogBytes(t, rdb, "app"), after)
 
 		// Entries written before offsets existed count as starting at offset
 		// 0, so all but the last of them go uncounted until they are
 		// trimmed; the ones after them are counted.
-		require.NoError(t, rdb.Del(ctx, EventLogKey("app")).Err())
+		require.NoError(t, rdb.Del(ctx, eventlog.Key(testKeys.ks, "app")).Err())
 		for range 3 {
-			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: EventLogKey("app"), Values: []any{"t", "1", "ev", strings.Repeat("x", 999)}}).Err())
+			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: eventlog.Key(testKeys.ks, "app"), Values: []any{"t", "1", "ev", strings.Repeat("x", 999)}}).Err())
 		}
-		_, after, err = AppendEvents(ctx, rdb, "app", 0, LogEvent{JSON: "{}"})
+		_, after, err = eventlog.For(testKeys.ks, "app").Append(ctx, rdb, 0, eventlog.Entry{JSON: "{}"})
 		require.NoError(t, err)
-		n, err := EventLogBytes(ctx, rdb, "app")
+		n, err := eventlog.For(testKeys.ks, "app").Bytes(ctx, rdb)
 		require.NoError(t, err)
 		require.Equal(t, after, n)
 		require.Equal(t, int64(1000+13+2), n)

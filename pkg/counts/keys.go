@@ -6,23 +6,27 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 // Every key of one app carries {app} as its hash tag, so each script's keys
 // share a slot and run unchanged on Redis Cluster. This file is the only
-// place that spells them.
-const prefix = "hc:"
+// place that spells them; keys puts them under the deployment's prefix.
+type keys struct{ ks redisx.Keyspace }
 
 // appPrefix starts every key of one app; the scripts derive the per-channel
-// presence keys from it (see scripts/lib.lua), so it is passed to them.
-func appPrefix(app string) string { return prefix + "{" + app + "}:" }
+// presence keys from it (see scripts/lib.lua) and check each against the
+// keys they were given, so it is passed to them.
+func (k keys) appPrefix(app string) string { return k.ks.App(app) }
 
-func nodesKey(app string) string       { return appPrefix(app) + "nodes" }
-func globalKey(app string) string      { return appPrefix(app) + "channels" }
-func nodeKey(app, node string) string  { return appPrefix(app) + "node:" + node }
-func membersKey(app, ch string) string { return appPrefix(app) + "members:" + ch }
-func infoKey(app, ch string) string    { return appPrefix(app) + "info:" + ch }
-func connsKey(app string) string       { return appPrefix(app) + "conns" }
+func (k keys) nodesKey(app string) string       { return k.appPrefix(app) + "nodes" }
+func (k keys) globalKey(app string) string      { return k.appPrefix(app) + "channels" }
+func (k keys) nodeKey(app, node string) string  { return k.appPrefix(app) + "node:" + node }
+func (k keys) membersKey(app, ch string) string { return k.appPrefix(app) + "members:" + ch }
+func (k keys) infoKey(app, ch string) string    { return k.appPrefix(app) + "info:" + ch }
+func (k keys) connsKey(app string) string       { return k.appPrefix(app) + "conns" }
 
 // Fields of a node's contribution hash. A channel name cannot hold "\n",
 // so the first one separates it from the user id.
@@ -33,52 +37,50 @@ const connectionsField = "n"
 
 // auditKeys are the keys audit.lua and repair.lua declare; they derive the
 // rest from appPrefix(app).
-func auditKeys(app string) []string { return []string{nodesKey(app), globalKey(app)} }
+func (k keys) auditKeys(app string) []string { return []string{k.nodesKey(app), k.globalKey(app)} }
 
-// membersKeyPattern is a SCAN MATCH pattern for every presence member hash
-// of app, and membersKeyChannel the channel of one such key. The app id is
-// escaped: it is matched literally, whatever glob characters it holds.
-func membersKeyPattern(app string) string { return globEscape(membersKey(app, "")) + "*" }
+// membersKeyPrefix starts the name of every presence member hash of app,
+// and membersKeyChannel is the channel of one such key.
+func (k keys) membersKeyPrefix(app string) string { return k.membersKey(app, "") }
 
-func membersKeyChannel(app, key string) (string, bool) {
-	return strings.CutPrefix(key, membersKey(app, ""))
-}
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+func (k keys) membersKeyChannel(app, key string) (string, bool) {
+	return strings.CutPrefix(key, k.membersKeyPrefix(app))
 }
 
 // appsKey indexes the apps that have had counts, so the cleaner finds every
 // app's nodes even when its apps file differs from the wsnodes'.
-const appsKey = prefix + "apps"
+func (k keys) appsKey() string { return k.ks.Name("apps") }
 
 // scriptKeys are the keys of apply.lua and reap.lua: the node's registry,
-// contribution and the global counts, the connection count, the members
-// and info hashes of every presence channel among fields, and, with
-// logEvents, the app's event log (the scripts then append their edges to
-// it). Declaring every key keeps a script whole during a Cluster slot
-// migration (see lib.lua); a script that meets a field not declared here
-// writes nothing and names it, and the caller retries with it.
-func scriptKeys(app, node string, logEvents bool, fields ...string) []string {
-	keys := []string{nodesKey(app), nodeKey(app, node), globalKey(app)}
+// contribution and the global counts, with logEvents the app's event log
+// (the scripts then append their edges to it; see logArgs), then the
+// connection count and the members and info hashes of every presence
+// channel among fields. Declaring every key keeps a script whole during a
+// Cluster slot migration (see lib.lua); a script that meets a field not
+// declared here writes nothing and names it, and the caller retries with
+// it.
+func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []string {
+	keys := []string{k.nodesKey(app), k.nodeKey(app, node), k.globalKey(app)}
 	if logEvents {
-		keys = append(keys, EventLogKey(app))
+		keys = append(keys, eventlog.Key(k.ks, app))
 	}
-	return append(keys, fieldKeys(app, fields...)...)
+	return append(keys, k.fieldKeys(app, fields...)...)
+}
+
+// logArgs is the ARGV of apply.lua and reap.lua that says whether KEYS[4]
+// is the event log: its entry cap, or 0 for no log.
+func logArgs(logEvents bool) int {
+	if logEvents {
+		return eventlog.MaxEntries
+	}
+	return 0
 }
 
 // fieldKeys are the keys contribution fields touch beside the global
 // counts: the connection count, and the members and info hashes of each
 // presence channel among fields.
-func fieldKeys(app string, fields ...string) []string {
-	keys := []string{connsKey(app)}
+func (k keys) fieldKeys(app string, fields ...string) []string {
+	keys := []string{k.connsKey(app)}
 	seen := map[string]bool{}
 	for _, f := range fields {
 		rest, ok := strings.CutPrefix(f, "m:")
@@ -88,28 +90,13 @@ func fieldKeys(app string, fields ...string) []string {
 		ch, _, _ := strings.Cut(rest, "\n")
 		if !seen[ch] {
 			seen[ch] = true
-			keys = append(keys, membersKey(app, ch), infoKey(app, ch))
+			keys = append(keys, k.membersKey(app, ch), k.infoKey(app, ch))
 		}
 	}
 	return keys
 }
 
-// EventLogKey names the app's event log: a stream of occupancy events
-// (channel_occupied/_vacated, member_added/_removed) that the count scripts
-// append in the same unit as the change, and other producers (client
-// events, subscription counts, admission) append to with AppendEvents. Its
-// entries have fields "t" (unix ms, Redis's clock), "ev" (the event as
-// JSON) and "o" (the entry's byte offset, see scripts/eventlog.lua). The
-// webhook package reads and trims it; it shares the app's hash tag.
-func EventLogKey(app string) string { return appPrefix(app) + "events" }
-
 var (
-	//go:embed scripts/eventlog.lua
-	eventlogSrc string
-	//go:embed scripts/append.lua
-	appendSrc string
-	//go:embed scripts/logbytes.lua
-	logBytesSrc string
 	//go:embed scripts/lib.lua
 	libSrc string
 	//go:embed scripts/apply.lua
@@ -129,12 +116,11 @@ var (
 	//go:embed scripts/forget.lua
 	forgetSrc string
 
-	applyScript = redis.NewScript(eventlogSrc + libSrc + applySrc)
-	reapScript  = redis.NewScript(eventlogSrc + libSrc + reapSrc)
+	// The count scripts append their edges to the event log in their own
+	// unit, with the event log's Lua.
+	applyScript = redis.NewScript(eventlog.Lua + libSrc + applySrc)
+	reapScript  = redis.NewScript(eventlog.Lua + libSrc + reapSrc)
 	staleScript = redis.NewScript(staleSrc)
-	// The event log's scripts are run with Run, never in a pipeline.
-	appendScript   = redis.NewScript(eventlogSrc + appendSrc)
-	logBytesScript = redis.NewScript(eventlogSrc + logBytesSrc)
 	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
 	// in a pipeline, so loadScripts need not load them.
 	auditScript  = redis.NewScript(auditSrc)
@@ -162,21 +148,27 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// Node-level liveness keys, beside the liveness channels under the
-// {liveness} tag (one slot, the shard the cleaner checks subscriptions on):
-// livenessSeenKey is a sorted set of node -> its last write (unix ms by
-// that shard's clock), written by the node's recorder with every flush as a
-// command of its own, so the per-app units stay single-slot;
-// livenessSubscribedKey holds node -> the last such write made while the
-// node's liveness subscription was confirmed. The cleaner finds the nodes
-// to check there in one read, whatever the number of apps (see
-// Store.LivenessCandidates), and entries older than dead-after are dropped.
-const (
-	livenessSeenKey       = livenessTag + "seen"
-	livenessSubscribedKey = livenessTag + "subscribed"
-)
+// Liveness channels (see liveness.go) and the node-level liveness keys
+// beside them share the {liveness} tag: one slot, the shard the cleaner
+// checks subscriptions on. Nothing is ever published on the channels.
+func (k keys) livenessTag() string { return k.ks.Tagged("liveness") }
 
-func livenessKeys() []string { return []string{livenessSeenKey, livenessSubscribedKey} }
+// nodeLivenessChannel is the channel a node holds a subscription to;
+// canaryChannel a cleaner's own (see NewCanary).
+func (k keys) nodeLivenessChannel(node string) string { return k.livenessTag() + "node:" + node }
+func (k keys) canaryChannel(id string) string         { return k.livenessTag() + "cleaner:" + id }
+
+// livenessKeys are the node-level liveness keys: seen, a sorted set of
+// node -> its last write (unix ms by the liveness shard's clock), written
+// by the node's recorder with every flush as a command of its own, so the
+// per-app units stay single-slot; and subscribed, node -> the last such
+// write made while the node's liveness subscription was confirmed. The
+// cleaner finds the nodes to check there in one read, whatever the number
+// of apps (see Store.LivenessCandidates), and entries older than
+// dead-after are dropped.
+func (k keys) livenessKeys() []string {
+	return []string{k.livenessTag() + "seen", k.livenessTag() + "subscribed"}
+}
 
 // Keys of the listing read side (listing.go). Caches, locks and snapshots
 // are the only keys with a TTL: losing one costs a recomputation, never a
@@ -184,19 +176,23 @@ func livenessKeys() []string { return []string{livenessSeenKey, livenessSubscrib
 //
 // listingKey caches one encoded full listing (variant: a hash of its
 // parameters); listingLockKey is the single-flight lock of its computation.
-func listingKey(app, variant string) string     { return appPrefix(app) + "listing:" + variant }
-func listingLockKey(app, variant string) string { return appPrefix(app) + "listing-lock:" + variant }
+func (k keys) listingKey(app, variant string) string { return k.appPrefix(app) + "listing:" + variant }
+func (k keys) listingLockKey(app, variant string) string {
+	return k.appPrefix(app) + "listing-lock:" + variant
+}
 
 // snapshotKey holds one paging walk's frozen, lexicographically ordered
 // channel names (every score 0); snapshotCurrentKey names the snapshot new
 // walks of the app reuse while it is young.
-func snapshotKey(app, id string) string    { return snapshotKeyPrefix(app) + id }
-func snapshotKeyPrefix(app string) string  { return appPrefix(app) + "snap:" }
-func snapshotCurrentKey(app string) string { return appPrefix(app) + "snap-current" }
+func (k keys) snapshotKey(app, id string) string    { return k.snapshotKeyPrefix(app) + id }
+func (k keys) snapshotKeyPrefix(app string) string  { return k.appPrefix(app) + "snap:" }
+func (k keys) snapshotCurrentKey(app string) string { return k.appPrefix(app) + "snap-current" }
 
-// MembersKey names the hash of a presence channel's members (user id ->
-// their sockets cluster-wide). It is exported for the scripts of packages
-// that must read membership inside their own atomic unit (admission's gate);
-// it shares the app's hash tag, so such a script stays single-slot. Only
-// counts writes it.
-func MembersKey(app, channel string) string { return membersKey(app, channel) }
+// MembersKey names, in ks, the hash of a presence channel's members (user
+// id -> their sockets cluster-wide). It is exported for the scripts of
+// packages that must read membership inside their own atomic unit
+// (admission's gate); it shares the app's hash tag, so such a script stays
+// single-slot. Only counts writes it.
+func MembersKey(ks redisx.Keyspace, app, channel string) string {
+	return keys{ks}.membersKey(app, channel)
+}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,6 +65,9 @@ const (
 
 // ListingOptions tunes a Listings; zero values take the defaults.
 type ListingOptions struct {
+	// Keyspace holds the counts to read; the zero Keyspace has the
+	// default prefix.
+	Keyspace redisx.Keyspace
 	// StaleAfter is the last-seen age from which Freshness counts a node as
 	// stale (dead-looking, awaiting the cleaner). Default 3s, the cleaner's
 	// default dead-after.
@@ -112,13 +116,14 @@ func (o ListingOptions) withDefaults() ListingOptions {
 // Listings reads leaderboards, pages and shared full listings of every app.
 // It is safe for concurrent use.
 type Listings struct {
+	keys
 	rdb  redis.UniversalClient
 	opts ListingOptions
 }
 
 // NewListings returns a reader on rdb.
 func NewListings(rdb redis.UniversalClient, opts ListingOptions) *Listings {
-	return &Listings{rdb: rdb, opts: opts.withDefaults()}
+	return &Listings{keys: keys{opts.Keyspace}, rdb: rdb, opts: opts.withDefaults()}
 }
 
 // Options returns the options in effect (defaults filled in).
@@ -148,7 +153,7 @@ type Freshness struct {
 func (l *Listings) queueFreshness(ctx context.Context, p redis.Pipeliner, app string) *redis.Cmd {
 	// EVAL, not EVALSHA: inside MULTI a NOSCRIPT would only surface at EXEC.
 	// The script is a few hundred bytes and Redis caches it by its hash.
-	return p.Eval(ctx, freshSrc, []string{nodesKey(app)}, l.opts.StaleAfter.Milliseconds())
+	return p.Eval(ctx, freshSrc, []string{l.nodesKey(app)}, l.opts.StaleAfter.Milliseconds())
 }
 
 func freshnessOf(cmd *redis.Cmd) (Freshness, error) {
@@ -226,7 +231,7 @@ func (l *Listings) Channel(ctx context.Context, app, channel string, users, rank
 		}
 		return "0"
 	}
-	v, err := channelScript.Run(ctx, l.rdb, []string{globalKey(app), nodesKey(app), membersKey(app, channel)},
+	v, err := channelScript.Run(ctx, l.rdb, []string{l.globalKey(app), l.nodesKey(app), l.membersKey(app, channel)},
 		channel, l.opts.StaleAfter.Milliseconds(), flag(rank), flag(users)).Slice()
 	if err != nil {
 		return ChannelStats{}, Freshness{}, fmt.Errorf("read channel %s: %w", channel, err)
@@ -285,7 +290,7 @@ func (l *Listings) Top(ctx context.Context, app string, limit int) ([]ChannelCou
 	}
 	var zs *redis.ZSliceCmd
 	f, err := l.execTx(ctx, app, "read leaderboard", func(p redis.Pipeliner) {
-		zs = p.ZRevRangeWithScores(ctx, globalKey(app), 0, int64(limit-1))
+		zs = p.ZRevRangeWithScores(ctx, l.globalKey(app), 0, int64(limit-1))
 	})
 	if err != nil {
 		return nil, Freshness{}, err
@@ -381,7 +386,7 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 	lo, hi := lexRange(prefix, last)
 	var res *redis.Cmd
 	f, err := l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {
-		res = p.Eval(ctx, pageSrc, []string{snapshotKey(app, id), globalKey(app)}, lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
+		res = p.Eval(ctx, pageSrc, []string{l.snapshotKey(app, id), l.globalKey(app)}, lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
 	})
 	if err != nil {
 		return Page{}, Freshness{}, err
@@ -451,8 +456,8 @@ func (l *Listings) snapshot(ctx context.Context, app string) (string, error) {
 	_, _ = crand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	id := hex.EncodeToString(b)
 	got, err := walkSnapshotScript.Run(ctx, l.rdb,
-		[]string{globalKey(app), snapshotCurrentKey(app), snapshotKey(app, id)},
-		id, l.opts.SnapshotIdleTTL.Milliseconds(), l.opts.SnapshotReuse.Milliseconds(), snapshotKeyPrefix(app)).Text()
+		[]string{l.globalKey(app), l.snapshotCurrentKey(app), l.snapshotKey(app, id)},
+		id, l.opts.SnapshotIdleTTL.Milliseconds(), l.opts.SnapshotReuse.Milliseconds(), l.snapshotKeyPrefix(app)).Text()
 	if err != nil {
 		return "", fmt.Errorf("snapshot channels: %w", err)
 	}
@@ -492,7 +497,7 @@ type Listing struct {
 func (l *Listings) ReadListing(ctx context.Context, app string, q ListingQuery) (Listing, error) {
 	var zs *redis.ZSliceCmd
 	f, err := l.execTx(ctx, app, "list channels", func(p redis.Pipeliner) {
-		zs = p.ZRangeWithScores(ctx, globalKey(app), 0, -1)
+		zs = p.ZRangeWithScores(ctx, l.globalKey(app), 0, -1)
 	})
 	if err != nil {
 		return Listing{}, err
@@ -573,7 +578,7 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 		return SharedResult{Body: body, Fresh: ls.Fresh, Source: Computed}, err
 	}
 	variant := q.variant()
-	keys := []string{listingKey(app, variant), listingLockKey(app, variant), globalKey(app)}
+	keys := []string{l.listingKey(app, variant), l.listingLockKey(app, variant), l.globalKey(app)}
 	token := strconv.FormatUint(rand.Uint64(), 36)
 	accept := int64(math.MaxInt64) // first attempt: only a valid cached result
 	waited := false

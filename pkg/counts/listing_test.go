@@ -244,7 +244,7 @@ func TestPagingErrors(t *testing.T) {
 	// Snapshots expire.
 	id, _, err := decodeCursor(pg.Next)
 	require.NoError(t, err)
-	require.NoError(t, rdb.Del(ctx, snapshotKey("app", id)).Err())
+	require.NoError(t, rdb.Del(ctx, testKeys.snapshotKey("app", id)).Err())
 	_, _, err = l.Page(ctx, "app", "", pg.Next, 2)
 	require.ErrorIs(t, err, ErrCursorExpired)
 	// An app without channels is one empty page.

@@ -12,24 +12,20 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 // Liveness channels let the cleaner see a process's death from Redis's side:
 // a process holds a subscription to its own channel, and when it dies its
 // connection closes and Redis drops the subscription at once, long before
-// its heartbeat goes stale. Every liveness channel carries the same hash tag,
-// so on Redis Cluster they all live on one shard (as sharded channels) and one
-// PUBSUB SHARDNUMSUB there checks every node. Nothing is ever published on
-// them.
-const livenessTag = prefix + "{liveness}:"
-
-func nodeLivenessChannel(node string) string { return livenessTag + "node:" + node }
-
-// canaryChannel is a cleaner's own liveness channel: while the cleaner sees
-// its own subscription, the liveness shard has not lost its subscriptions
+// its heartbeat goes stale. Every liveness channel carries the same hash tag
+// (keys.livenessTag), so on Redis Cluster they all live on one shard (as
+// sharded channels) and one PUBSUB SHARDNUMSUB there checks every node.
+// Nothing is ever published on them. A cleaner's own channel, its canary,
+// tells it that the liveness shard has not lost its subscriptions
 // (restart, failover, slot move), so a node's missing one means its
 // connection closed.
-func canaryChannel(id string) string { return livenessTag + "cleaner:" + id }
 
 // Liveness holds one subscription to a liveness channel, redialling and
 // resubscribing with backoff when the connection drops. It is safe for
@@ -46,13 +42,13 @@ type Liveness struct {
 
 // NewNodeLiveness returns the liveness subscription of node, pinged every
 // ping (a connection silent for two pings is redialled).
-func NewNodeLiveness(rdb redis.UniversalClient, node string, ping time.Duration, log hclog.Logger) *Liveness {
-	return newLiveness(rdb, nodeLivenessChannel(node), ping, log)
+func NewNodeLiveness(rdb redis.UniversalClient, ks redisx.Keyspace, node string, ping time.Duration, log hclog.Logger) *Liveness {
+	return newLiveness(rdb, keys{ks}.nodeLivenessChannel(node), ping, log)
 }
 
 // NewCanary returns a cleaner's own liveness subscription (see Store.Liveness).
-func NewCanary(rdb redis.UniversalClient, id string, ping time.Duration, log hclog.Logger) *Liveness {
-	return newLiveness(rdb, canaryChannel(id), ping, log)
+func NewCanary(rdb redis.UniversalClient, ks redisx.Keyspace, id string, ping time.Duration, log hclog.Logger) *Liveness {
+	return newLiveness(rdb, keys{ks}.canaryChannel(id), ping, log)
 }
 
 func newLiveness(rdb redis.UniversalClient, channel string, ping time.Duration, log hclog.Logger) *Liveness {
@@ -208,7 +204,7 @@ func (s *Store) Liveness(ctx context.Context, canary *Liveness, trustAfter time.
 	chans := make([]string, 0, len(nodes)+1)
 	chans = append(chans, canary.channel)
 	for _, n := range nodes {
-		chans = append(chans, nodeLivenessChannel(n))
+		chans = append(chans, s.nodeLivenessChannel(n))
 	}
 	var subs map[string]int64
 	if cc, isCluster := s.rdb.(*redis.ClusterClient); isCluster {
@@ -226,7 +222,7 @@ func (s *Store) Liveness(ctx context.Context, canary *Liveness, trustAfter time.
 		return nil, nil, false, fmt.Errorf("read liveness subscriptions: %w", err)
 	}
 	for _, n := range nodes {
-		if subs[nodeLivenessChannel(n)] > 0 {
+		if subs[s.nodeLivenessChannel(n)] > 0 {
 			live = append(live, n)
 		} else {
 			dead = append(dead, n)
@@ -254,7 +250,7 @@ type Candidate struct {
 // the number of apps. A node whose recorder writes no node-level entry (a
 // build without it, or one whose entry was lost) is never returned.
 func (s *Store) LivenessCandidates(ctx context.Context, grace, window time.Duration, limit int) ([]Candidate, error) {
-	res, err := candidatesScript.Run(ctx, s.rdb, livenessKeys(), grace.Milliseconds(), window.Milliseconds(), limit).Slice()
+	res, err := candidatesScript.Run(ctx, s.rdb, s.livenessKeys(), grace.Milliseconds(), window.Milliseconds(), limit).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("find liveness candidates: %w", err)
 	}
@@ -283,7 +279,7 @@ func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
 	cmds := make([]*redis.FloatCmd, len(apps))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, app := range apps {
-			cmds[i] = p.ZScore(ctx, nodesKey(app), node)
+			cmds[i] = p.ZScore(ctx, s.nodesKey(app), node)
 		}
 		return nil
 	})
@@ -307,7 +303,7 @@ func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
 // calls it once it has reaped the node everywhere. It reports whether it
 // deleted them.
 func (s *Store) ForgetNode(ctx context.Context, node string, seen int64) (bool, error) {
-	n, err := forgetScript.Run(ctx, s.rdb, livenessKeys(), node, seen).Int()
+	n, err := forgetScript.Run(ctx, s.rdb, s.livenessKeys(), node, seen).Int()
 	if err != nil {
 		return false, fmt.Errorf("forget node %s: %w", node, err)
 	}

@@ -20,7 +20,7 @@ import (
 func TestLivenessSeesClosedConnections(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		run := func(l *Liveness) context.CancelFunc {
 			lctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
@@ -29,10 +29,10 @@ func TestLivenessSeesClosedConnections(t *testing.T) {
 			require.Eventually(t, func() bool { return !l.Since().IsZero() }, 10*time.Second, 5*time.Millisecond)
 			return func() { cancel(); <-done }
 		}
-		canary := NewCanary(rdb, "c1", time.Second, logging.TestLogger(t))
+		canary := NewCanary(rdb, testKeys.ks, "c1", time.Second, logging.TestLogger(t))
 		run(canary)
-		stopA := run(NewNodeLiveness(rdb, "a", time.Second, logging.TestLogger(t)))
-		run(NewNodeLiveness(rdb, "b", time.Second, logging.TestLogger(t)))
+		stopA := run(NewNodeLiveness(rdb, testKeys.ks, "a", time.Second, logging.TestLogger(t)))
+		run(NewNodeLiveness(rdb, testKeys.ks, "b", time.Second, logging.TestLogger(t)))
 
 		live, dead, trusted, err := store.Liveness(ctx, canary, time.Hour, []string{"a", "b", "never"})
 		require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 	direct := srv.Client(t)
 	ctx := context.Background()
 	const ping = 50 * time.Millisecond
-	l := NewNodeLiveness(behind, "cut", ping, logging.TestLogger(t))
+	l := NewNodeLiveness(behind, testKeys.ks, "cut", ping, logging.TestLogger(t))
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(lctx) }()
@@ -73,9 +73,9 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 	first := l.Since()
 
 	subs := func() int64 {
-		n, err := direct.PubSubNumSub(ctx, nodeLivenessChannel("cut")).Result()
+		n, err := direct.PubSubNumSub(ctx, testKeys.nodeLivenessChannel("cut")).Result()
 		require.NoError(t, err)
-		return n[nodeLivenessChannel("cut")]
+		return n[testKeys.nodeLivenessChannel("cut")]
 	}
 	proxy.Partition()
 	require.Eventually(t, func() bool { return l.Since().IsZero() }, 5*time.Second, 5*time.Millisecond, "the silence went unnoticed")
@@ -99,8 +99,8 @@ func TestNodeLevelLastSeen(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		store := NewStore(rdb)
-		live := NewNodeLiveness(rdb, "n", time.Second, logging.TestLogger(t))
+		store := NewStore(rdb, testKeys.ks)
+		live := NewNodeLiveness(rdb, testKeys.ks, "n", time.Second, logging.TestLogger(t))
 		rec := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Liveness: live, Logger: logging.TestLogger(t)})
 		old := NewRecorder(rdb, "old", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
 		for _, app := range []string{"a1", "a2"} {

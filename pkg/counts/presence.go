@@ -163,8 +163,8 @@ func (s *Store) MembersWith(ctx context.Context, app, channel string, also func(
 		if also != nil {
 			also(p)
 		}
-		ids = p.HGetAll(ctx, membersKey(app, channel))
-		infos = p.HGetAll(ctx, infoKey(app, channel))
+		ids = p.HGetAll(ctx, s.membersKey(app, channel))
+		infos = p.HGetAll(ctx, s.infoKey(app, channel))
 		return nil
 	})
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Store) MembersWith(ctx context.Context, app, channel string, also func(
 // UserCount returns the number of distinct users in a presence channel
 // cluster-wide.
 func (s *Store) UserCount(ctx context.Context, app, channel string) (int64, error) {
-	n, err := s.rdb.HLen(ctx, membersKey(app, channel)).Result()
+	n, err := s.rdb.HLen(ctx, s.membersKey(app, channel)).Result()
 	if err != nil {
 		return 0, fmt.Errorf("count users of %s: %w", channel, err)
 	}
@@ -193,7 +193,7 @@ func (s *Store) UserCount(ctx context.Context, app, channel string) (int64, erro
 
 // Connections returns the app's open sockets cluster-wide.
 func (s *Store) Connections(ctx context.Context, app string) (int64, error) {
-	n, err := s.rdb.Get(ctx, connsKey(app)).Int64()
+	n, err := s.rdb.Get(ctx, s.connsKey(app)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -222,7 +222,7 @@ func (s *Store) UserCounts(ctx context.Context, app string, channels []string) (
 	cmds := make([]*redis.IntCmd, len(channels))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ch := range channels {
-			cmds[i] = p.HLen(ctx, membersKey(app, ch))
+			cmds[i] = p.HLen(ctx, s.membersKey(app, ch))
 		}
 		return nil
 	})

@@ -62,7 +62,7 @@ func leave(r *Recorder, ch, user string) {
 func TestPresenceIsExactAcrossNodes(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		a, la := recorderWithLog(t, rdb, "a")
 		b, lb := recorderWithLog(t, rdb, "b")
 		const ch = "presence-room"
@@ -105,7 +105,7 @@ func TestPresenceIsExactAcrossNodes(t *testing.T) {
 func TestReapReportsMembersAndVacatedChannels(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		dead, _ := recorderWithLog(t, rdb, "dead")
 		live, _ := recorderWithLog(t, rdb, "live")
 		join(dead, "presence-x", "alone", `{}`)
@@ -137,7 +137,7 @@ func TestReapReportsMembersAndVacatedChannels(t *testing.T) {
 func TestReapedNodeRepublishesItsMembers(t *testing.T) {
 	rdb := newSingle(t)
 	ctx := context.Background()
-	store := NewStore(rdb)
+	store := NewStore(rdb, testKeys.ks)
 	r, l := recorderWithLog(t, rdb, "n")
 	join(r, "presence-x", "u", `{"a":1}`)
 	require.NoError(t, r.Flush(ctx))

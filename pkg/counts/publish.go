@@ -22,9 +22,9 @@ type PendingCounts struct {
 // hash tag, so on Redis Cluster they share a slot with everything else of
 // app. Call Result after p has been executed.
 func (s *Store) QueueCounts(ctx context.Context, p redis.Pipeliner, app, channel string, users bool) *PendingCounts {
-	pc := &PendingCounts{channel: channel, subs: p.ZScore(ctx, globalKey(app), channel)}
+	pc := &PendingCounts{channel: channel, subs: p.ZScore(ctx, s.globalKey(app), channel)}
 	if users {
-		pc.users = p.HLen(ctx, membersKey(app, channel))
+		pc.users = p.HLen(ctx, s.membersKey(app, channel))
 	}
 	return pc
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +20,9 @@ import (
 
 // RecorderOptions tunes a node's Recorder.
 type RecorderOptions struct {
+	// Keyspace holds the counts to write; the zero Keyspace has the
+	// default prefix.
+	Keyspace redisx.Keyspace
 	// Heartbeat is how often the node refreshes its last-seen time.
 	Heartbeat time.Duration
 	// Coalesce is how long changes gather before one flush; 0 flushes as
@@ -47,6 +51,7 @@ type RecorderOptions struct {
 // truth (what its sockets are subscribed to) and publishes it to Redis as the
 // node's contribution, coalescing changes per channel.
 type Recorder struct {
+	keys
 	rdb  redis.UniversalClient
 	node string
 	opts RecorderOptions
@@ -123,6 +128,7 @@ func NewRecorder(rdb redis.UniversalClient, nodeID string, opts RecorderOptions)
 		opts.Logger = hclog.NewNullLogger()
 	}
 	r := &Recorder{
+		keys: keys{opts.Keyspace},
 		rdb:  rdb,
 		node: nodeID,
 		opts: opts,
@@ -430,15 +436,16 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 	var seen *redis.Cmd
 	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if len(newApps) > 0 {
-			p.SAdd(ctx, appsKey, toAny(newApps)...)
+			p.SAdd(ctx, r.appsKey(), toAny(newApps)...)
 		}
 		for _, o := range ops {
 			mode := "delta"
 			if o.replace {
 				mode = "replace"
 			}
-			args := make([]any, 0, 4+2*len(o.pairs)+2*len(o.infos))
-			args = append(args, r.node, mode, appPrefix(o.app), len(o.pairs))
+			logs := r.logs(o.app)
+			args := make([]any, 0, 5+2*len(o.pairs)+2*len(o.infos))
+			args = append(args, r.node, mode, r.appPrefix(o.app), logArgs(logs), len(o.pairs))
 			for f, n := range o.pairs {
 				args = append(args, f, strconv.FormatInt(n, 10))
 			}
@@ -450,7 +457,7 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 				fields = append(fields, f)
 			}
 			fields = append(fields, o.declare...)
-			o.cmd = applyScript.EvalSha(ctx, p, scriptKeys(o.app, r.node, r.logs(o.app), fields...), args...)
+			o.cmd = applyScript.EvalSha(ctx, p, r.scriptKeys(o.app, r.node, logs, fields...), args...)
 		}
 		// After the apps' writes: on one Redis the node-level last-seen
 		// is then never older than the per-app ones it summarises.
@@ -486,7 +493,7 @@ func (r *Recorder) nodeSeen(ctx context.Context, c redis.Scripter, confirmOnly b
 	if confirmOnly {
 		only = "1"
 	}
-	return nodeSeenScript.Eval(ctx, c, livenessKeys(), r.node, subscribed, only)
+	return nodeSeenScript.Eval(ctx, c, r.livenessKeys(), r.node, subscribed, only)
 }
 
 // markLive records that the liveness subscription is confirmed, after each
@@ -574,7 +581,7 @@ func (r *Recorder) Remove(ctx context.Context) error {
 		apps = append(apps, app)
 	}
 	r.mu.Unlock()
-	s := NewStore(r.rdb)
+	s := NewStore(r.rdb, r.ks)
 	s.LogEvents = r.opts.LogEvents
 	var errs []error
 	for _, app := range apps {

@@ -33,7 +33,7 @@ func (s *Store) NodeStatuses(ctx context.Context, app string) ([]NodeStatus, tim
 	var nodes *redis.ZSliceCmd
 	var now *redis.TimeCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		nodes = p.ZRangeWithScores(ctx, nodesKey(app), 0, -1)
+		nodes = p.ZRangeWithScores(ctx, s.nodesKey(app), 0, -1)
 		now = p.Time(ctx)
 		return nil
 	})
@@ -52,7 +52,7 @@ func (s *Store) NodeStatuses(ctx context.Context, app string) ([]NodeStatus, tim
 	conns := make([]*redis.StringCmd, len(out))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range out {
-			conns[i] = p.HGet(ctx, nodeKey(app, n.ID), connectionsField)
+			conns[i] = p.HGet(ctx, s.nodeKey(app, n.ID), connectionsField)
 		}
 		return nil
 	})

@@ -15,7 +15,7 @@ import (
 func TestNodeStatuses(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		store := NewStore(rdb)
+		store := NewStore(rdb, testKeys.ks)
 		nodes, _, err := store.NodeStatuses(ctx, "app")
 		require.NoError(t, err)
 		require.Empty(t, nodes, "no node has had counts yet")

@@ -8,23 +8,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/redis/go-redis/v9"
 )
 
 // Store reads the counts of every app and reaps dead nodes.
 type Store struct {
+	keys
 	rdb redis.UniversalClient
 	// LogEvents, if set before use, says which apps keep an event log
-	// (EventLogKey): reaping a node of such an app appends its edges to it.
+	// (eventlog.Key): reaping a node of such an app appends its edges to it.
 	LogEvents func(app string) bool
 }
 
-// NewStore returns a store on rdb.
-func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+// NewStore returns a store of the counts under ks on rdb.
+func NewStore(rdb redis.UniversalClient, ks redisx.Keyspace) *Store {
+	return &Store{keys: keys{ks}, rdb: rdb}
+}
 
 // Channel returns the global subscription count of one channel (0: vacant).
 func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error) {
-	n, err := s.rdb.ZScore(ctx, globalKey(app), channel).Result()
+	n, err := s.rdb.ZScore(ctx, s.globalKey(app), channel).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -37,7 +41,7 @@ func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error)
 // Channels returns the occupied channels of app whose names start with
 // prefix, with their global subscription counts.
 func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]int64, error) {
-	zs, err := s.rdb.ZRangeWithScores(ctx, globalKey(app), 0, -1).Result()
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.globalKey(app), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
@@ -55,7 +59,7 @@ func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]in
 // each node's last-seen time. Tests and audits compare their sum with the
 // global counts.
 func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[string]int64, map[string]time.Time, error) {
-	nodes, err := s.rdb.ZRangeWithScores(ctx, nodesKey(app), 0, -1).Result()
+	nodes, err := s.rdb.ZRangeWithScores(ctx, s.nodesKey(app), 0, -1).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -64,7 +68,7 @@ func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[s
 	for _, z := range nodes {
 		id, _ := z.Member.(string)
 		seen[id] = time.UnixMilli(int64(z.Score))
-		h, err := s.rdb.HGetAll(ctx, nodeKey(app, id)).Result()
+		h, err := s.rdb.HGetAll(ctx, s.nodeKey(app, id)).Result()
 		if err != nil {
 			return nil, nil, fmt.Errorf("read contribution of %s: %w", id, err)
 		}
@@ -87,7 +91,7 @@ func (s *Store) Contributions(ctx context.Context, app string) (map[string]map[s
 
 // Apps returns every app that has had counts.
 func (s *Store) Apps(ctx context.Context) ([]string, error) {
-	apps, err := s.rdb.SMembers(ctx, appsKey).Result()
+	apps, err := s.rdb.SMembers(ctx, s.appsKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list apps: %w", err)
 	}
@@ -97,7 +101,7 @@ func (s *Store) Apps(ctx context.Context) ([]string, error) {
 // StaleNodes returns up to limit nodes of app whose last-seen is at least
 // deadAfter old by Redis's clock.
 func (s *Store) StaleNodes(ctx context.Context, app string, deadAfter time.Duration, limit int) ([]string, error) {
-	nodes, err := staleScript.Run(ctx, s.rdb, []string{nodesKey(app)}, deadAfter.Milliseconds(), limit).StringSlice()
+	nodes, err := staleScript.Run(ctx, s.rdb, []string{s.nodesKey(app)}, deadAfter.Milliseconds(), limit).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("find stale nodes: %w", err)
 	}
@@ -128,7 +132,7 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 	var res scriptResult
 	var err error
 	for try := 0; ; try++ {
-		res, err = parseResult(reapScript.Run(ctx, s.rdb, scriptKeys(app, node, logEvents, fields...), node, deadAfterMs, appPrefix(app)))
+		res, err = parseResult(reapScript.Run(ctx, s.rdb, s.scriptKeys(app, node, logEvents, fields...), node, deadAfterMs, s.appPrefix(app), logArgs(logEvents)))
 		if err != nil {
 			return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 		}

@@ -2,7 +2,8 @@
 // publishes an event for one channel of one app, and every node with local
 // subscribers of that channel receives it.
 //
-// Each (app, channel) is one Redis topic, hc:{app}:ev:<channel>; this
+// Each (app, channel) is one Redis topic, <prefix>:{app}:ev:<channel>
+// (prefix: Options.Keyspace, --redis-prefix, hc by default); this
 // package alone builds those names. The {app} hash tag puts all of an app's
 // topics in one slot. On a single Redis the Bus uses PUBLISH/SUBSCRIBE over
 // one connection. On Redis Cluster it uses sharded pub/sub

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,6 +32,9 @@ type Message struct {
 
 // Options configures a Bus. The zero value works.
 type Options struct {
+	// Keyspace names the topics; the zero Keyspace has the default
+	// prefix. Buses of different keyspaces never hear each other.
+	Keyspace redisx.Keyspace
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 	// Registerer receives the bus's metrics; nil means none.
@@ -38,9 +42,6 @@ type Options struct {
 }
 
 const (
-	// prefix matches the other packages' keys, so an operator sees every
-	// headcount name under one prefix.
-	prefix = "hc:"
 	// subscribeBatch caps the channels of one SUBSCRIBE command, so a storm
 	// of joins is a few commands, none of them huge.
 	subscribeBatch = 1000
@@ -65,12 +66,6 @@ const (
 	publishAttempts = 3
 )
 
-// topicName is the Redis pub/sub channel of one channel of one app. The
-// {app} hash tag puts every topic of an app in one slot: on Redis Cluster
-// one connection (to that slot's master) serves all of an app's channels,
-// and one SSUBSCRIBE may name many of them.
-func topicName(app, channel string) string { return prefix + "{" + app + "}:ev:" + channel }
-
 // interest is this node's local demand for one topic.
 type interest struct {
 	app, channel string
@@ -82,6 +77,7 @@ type interest struct {
 // Bus fans events out between nodes through Redis pub/sub (sharded pub/sub
 // on Redis Cluster). See the package documentation for its guarantees.
 type Bus struct {
+	keys
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // nil on a single Redis
 	log     hclog.Logger
@@ -127,6 +123,7 @@ func New(rdb redis.UniversalClient, opts Options) *Bus {
 	}
 	cc, _ := rdb.(*redis.ClusterClient)
 	return &Bus{
+		keys:    keys{opts.Keyspace},
 		rdb:     rdb,
 		cluster: cc,
 		log:     log.Named("fanout"),
@@ -150,7 +147,7 @@ func (b *Bus) Publish(ctx context.Context, app string, m Message) error {
 	if app == "" || m.Channel == "" || m.Event == "" {
 		return fmt.Errorf("publish %q on channel %q of app %q: %w", m.Event, m.Channel, app, errInvalid)
 	}
-	topic := topicName(app, m.Channel)
+	topic := b.topic(app, m.Channel)
 	payload := encode(&m)
 	start := time.Now()
 	var err error
@@ -206,7 +203,7 @@ func (b *Bus) Join(app, channel string) {
 	if app == "" || channel == "" {
 		return
 	}
-	topic := topicName(app, channel)
+	topic := b.topic(app, channel)
 	b.mu.Lock()
 	if in := b.want[topic]; in != nil {
 		in.refs++
@@ -226,7 +223,7 @@ func (b *Bus) Join(app, channel string) {
 // the subscribe and never arrive: Join only queues the subscribe.
 func (b *Bus) WaitJoined(ctx context.Context, app string, channels []string) error {
 	for _, ch := range channels {
-		topic := topicName(app, ch)
+		topic := b.topic(app, ch)
 		for {
 			b.mu.Lock()
 			in := b.want[topic]
@@ -266,7 +263,7 @@ func (b *Bus) confirm(topic string) {
 // for the channel stops at once, before Redis confirms the unsubscribe. It
 // never blocks on Redis. A Leave without a matching Join is ignored.
 func (b *Bus) Leave(app, channel string) {
-	topic := topicName(app, channel)
+	topic := b.topic(app, channel)
 	b.mu.Lock()
 	in := b.want[topic]
 	if in == nil {

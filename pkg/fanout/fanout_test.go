@@ -336,7 +336,7 @@ func TestClusterRestart(t *testing.T) {
 	}
 	a.waitHealthy(t)
 
-	master, err := cc.MasterForKey(context.Background(), topicName("app-0", "ch"))
+	master, err := cc.MasterForKey(context.Background(), keys{}.topic("app-0", "ch"))
 	require.NoError(t, err)
 	var srv *redistest.Server
 	for _, n := range c.Nodes {
@@ -379,7 +379,7 @@ func TestSlotMigration(t *testing.T) {
 	publish(t, pub, "app-1", Message{Channel: "ch", Event: "before"})
 	a.waitFor(t, "app-1", "ch", 1)
 
-	topic := topicName("app-1", "ch")
+	topic := keys{}.topic("app-1", "ch")
 	slot, err := cc.ClusterKeySlot(ctx, topic).Result()
 	require.NoError(t, err)
 	from, err := cc.MasterForKey(ctx, topic)
@@ -426,7 +426,7 @@ func TestDecodeError(t *testing.T) {
 		a.Join("app-1", "ch")
 		waitSubs(t, rdb, "app-1", "ch", 1)
 		ctx := context.Background()
-		topic := topicName("app-1", "ch")
+		topic := keys{}.topic("app-1", "ch")
 		for _, junk := range []string{"", "{\"event\":\"x\"}", "\x01\xff"} {
 			if cc, ok := rdb.(*redis.ClusterClient); ok {
 				require.NoError(t, cc.SPublish(ctx, topic, junk).Err())
@@ -512,7 +512,7 @@ func TestTopicSlot(t *testing.T) {
 	want, err := cc.ClusterKeySlot(ctx, "{app-1}").Result()
 	require.NoError(t, err)
 	for _, ch := range []string{"a", "presence-b", "private-encrypted-c", "#server-to-user-1", "x}y{z"} {
-		got, err := cc.ClusterKeySlot(ctx, topicName("app-1", ch)).Result()
+		got, err := cc.ClusterKeySlot(ctx, keys{}.topic("app-1", ch)).Result()
 		require.NoError(t, err)
 		require.Equal(t, want, got, ch)
 	}

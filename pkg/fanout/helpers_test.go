@@ -155,7 +155,7 @@ func (n *node) waitFor(t testing.TB, app, channel string, k int) []Message {
 func numSub(t testing.TB, rdb redis.UniversalClient, app, channel string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	topic := topicName(app, channel)
+	topic := keys{}.topic(app, channel)
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		m, err := cc.MasterForKey(ctx, topic)
 		require.NoError(t, err)

@@ -56,7 +56,7 @@ func (b *Bus) publishPipeline(ctx context.Context, app string, msgs []Message, p
 	p := b.rdb.Pipeline()
 	pubs := make([]redis.Cmder, len(msgs))
 	for i := range msgs {
-		pubs[i] = b.publishCmd(ctx, topicName(app, msgs[i].Channel), payloads[i])
+		pubs[i] = b.publishCmd(ctx, b.topic(app, msgs[i].Channel), payloads[i])
 		// Queueing on a pipeline only appends; it cannot fail.
 		_ = p.Process(ctx, pubs[i])
 		if also != nil {

@@ -54,6 +54,7 @@ type App struct {
 	log   hclog.Logger
 	apps  *apps.Registry
 	rdb   redis.UniversalClient
+	ks    redisx.Keyspace // every Redis name this app uses
 	store *counts.Store
 	// listings serves the listing, leaderboard and single-channel reads
 	// with their freshness (listing.go).
@@ -131,16 +132,18 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.cleanups = append(a.cleanups, func() { _ = a.rdb.Close() })
-	a.store = counts.NewStore(a.rdb)
+	a.ks = redisx.NewKeyspace(opts.Config.RedisPrefix)
+	a.store = counts.NewStore(a.rdb, a.ks)
 	a.listings = counts.NewListings(a.rdb, counts.ListingOptions{
+		Keyspace:   a.ks,
 		StaleAfter: opts.Config.StaleAfter,
 		CacheTTL:   opts.Config.ListingCacheTTL,
 		LockTTL:    opts.Config.ListingLockTTL,
 	})
-	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: reg})
-	a.gate = admission.New(a.rdb)
-	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Metrics: admission.NewMetrics(reg), Logger: a.log})
-	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
+	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: a.ks, Logger: a.log, Registerer: reg})
+	a.gate = admission.New(a.rdb, a.ks)
+	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Keyspace: a.ks, Metrics: admission.NewMetrics(reg), Logger: a.log})
+	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
 	if a.api, err = run.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {

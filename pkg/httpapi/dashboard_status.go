@@ -74,7 +74,7 @@ func (a *App) getStatus(w http.ResponseWriter, r *http.Request, req *apiRequest)
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	lease, err := cleaner.ReadLease(ctx, a.rdb)
+	lease, err := cleaner.ReadLease(ctx, a.rdb, a.ks)
 	if err != nil {
 		a.redisFailed(w, r, req.app, err)
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 const (
@@ -161,7 +162,7 @@ func newProducer(t *testing.T, rdb redis.UniversalClient, node string) *producer
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return &producer{rec: rec, store: counts.NewStore(rdb)}
+	return &producer{rec: rec, store: counts.NewStore(rdb, redisx.Keyspace{})}
 }
 
 // add applies deltas and waits until Redis shows want as app's occupied channels.

@@ -22,8 +22,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 // Defaults of Options.
@@ -42,6 +43,9 @@ const (
 // Options configure a Deliverer.
 type Options struct {
 	Apps *apps.Registry
+	// Keyspace holds the apps' event logs and the deliverers' leases; the
+	// zero Keyspace has the default prefix.
+	Keyspace redisx.Keyspace
 	// Replica names this process in the consumer groups (unique per process).
 	Replica    string
 	Logger     hclog.Logger
@@ -142,7 +146,7 @@ type target struct {
 }
 
 func (d *Deliverer) target(app *apps.App, url string) *target {
-	t := &target{d: d, app: app, url: url, group: groupName(url), key: counts.EventLogKey(app.ID)}
+	t := &target{d: d, app: app, url: url, group: groupName(url), key: eventlog.Key(d.opts.Keyspace, app.ID)}
 	for _, w := range app.Webhooks {
 		if w.URL == url {
 			t.types = append(t.types, w.EventTypes...)
@@ -164,8 +168,7 @@ func groupName(url string) string {
 	return "wh-" + hex.EncodeToString(h[:6])
 }
 
-// leaseKey shares the app's hash tag; only this package names it.
-func (t *target) leaseKey() string { return "hc:{" + t.app.ID + "}:webhook-lease:" + t.group }
+func (t *target) leaseKey() string { return leaseKey(t.d.opts.Keyspace, t.app.ID, t.group) }
 
 func (t *target) wants(name string) bool {
 	for _, ty := range t.types {
@@ -260,7 +263,7 @@ func (t *target) deliver(ctx context.Context) {
 		t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(queue)))
 		if t.trims && time.Since(lastTrim) >= t.d.opts.TrimEvery {
 			t.trim(ctx)
-			if n, err := counts.EventLogBytes(ctx, rdb, t.app.ID); err == nil {
+			if n, err := eventlog.For(t.d.opts.Keyspace, t.app.ID).Bytes(ctx, rdb); err == nil {
 				t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(n))
 			}
 			lastTrim = time.Now()
@@ -503,7 +506,7 @@ func (t *target) settle(e *entry, err error) string {
 // before the lowest of each group's oldest pending entry or, with nothing
 // pending, its last delivered one. Until every group exists nothing is
 // trimmed (a webhook whose replica never started still wants them all).
-// Trimming is what frees the log's byte budget (counts.AppendEvents): the
+// Trimming is what frees the log's byte budget (eventlog.Log.Append): the
 // entries carry their own byte offsets, so no counter needs updating.
 func (t *target) trim(ctx context.Context) {
 	groups, err := t.d.rdb.XInfoGroups(ctx, t.key).Result()

@@ -5,7 +5,7 @@
 // Guarantees:
 //
 //   - Occupancy and member events are written to the app's event log
-//     (counts.EventLogKey, a Redis stream) by the count scripts themselves,
+//     (eventlog.Key, a Redis stream) by the count scripts themselves,
 //     in the same atomic unit as the count change, on a wsnode's flush and
 //     on the cleaner's reap alike: a node's death produces exactly the
 //     events its sockets' leaving would have, and no change is logged
@@ -41,7 +41,7 @@
 //     to 10 KB each, would otherwise reach 10 GB at the entry cap while a
 //     client_event webhook fails. Once the log holds its budget, Redis
 //     refuses further client events in the same script that would append
-//     them (counts.AppendEvents), so the bound holds across every wsnode;
+//     them (eventlog.Log.Append), so the bound holds across every wsnode;
 //     each refusal is counted in headcount_webhook_events_dropped_total
 //     {reason="log_full"} and the Producer warns at most once a minute per
 //     app. Occupancy and member events, subscription counts and admission

@@ -11,20 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
-// Event names (Pusher's webhooks, and headcount's own admission events,
-// README).
+// Event names, as the event log (package eventlog) spells them.
 const (
-	ChannelOccupied   = "channel_occupied"
-	ChannelVacated    = "channel_vacated"
-	MemberAdded       = "member_added"
-	MemberRemoved     = "member_removed"
-	ClientEvent       = "client_event"
-	SubscriptionCount = "subscription_count"
-	AdmissionAdmitted = "admission_admitted"
-	AdmissionDropped  = "admission_dropped"
+	ChannelOccupied   = eventlog.ChannelOccupied
+	ChannelVacated    = eventlog.ChannelVacated
+	MemberAdded       = eventlog.MemberAdded
+	MemberRemoved     = eventlog.MemberRemoved
+	ClientEvent       = eventlog.ClientEvent
+	SubscriptionCount = eventlog.SubscriptionCount
+	AdmissionAdmitted = eventlog.AdmissionAdmitted
+	AdmissionDropped  = eventlog.AdmissionDropped
 )
 
 // Event is one webhook event as Pusher sends it. Data of a client_event is
@@ -67,33 +67,33 @@ func LogsOccupancy(app *apps.App) bool {
 	return Wants(app, ChannelOccupied) || Wants(app, ChannelVacated) || Wants(app, MemberAdded) || Wants(app, MemberRemoved)
 }
 
-// Append adds events to app's event log, where the deliverers find them
-// after the count scripts' own. Callers check Wants first, so apps without
+// Append adds events to app's event log in ks, where the deliverers find
+// them after the count scripts' own. Callers check Wants first, so apps without
 // webhooks write nothing. The events are not held to the log's byte budget
 // (see LogBudget): Append's callers log changes already made (admission),
 // few and small, whose webhooks must not be lost.
-func Append(ctx context.Context, rdb redis.UniversalClient, app string, events ...Event) error {
-	_, err := appendEvents(ctx, rdb, app, 0, events)
+func Append(ctx context.Context, rdb redis.UniversalClient, ks redisx.Keyspace, app string, events ...Event) error {
+	_, err := appendEvents(ctx, rdb, eventlog.For(ks, app), 0, events)
 	return err
 }
 
-// appendEvents appends events to app's log, client events held to budget
-// (0: none), and returns how many were refused for it.
-func appendEvents(ctx context.Context, rdb redis.UniversalClient, app string, budget int64, events []Event) (refused int, err error) {
+// appendEvents appends events to log, client events held to budget (0:
+// none), and returns how many were refused for it.
+func appendEvents(ctx context.Context, rdb redis.UniversalClient, log eventlog.Log, budget int64, events []Event) (refused int, err error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	entries := make([]counts.LogEvent, len(events))
+	entries := make([]eventlog.Entry, len(events))
 	for i, ev := range events {
 		b, err := json.Marshal(ev)
 		if err != nil {
-			return 0, fmt.Errorf("webhook log of app %s: %w", app, err)
+			return 0, fmt.Errorf("webhook log of app %s: %w", log.App, err)
 		}
-		entries[i] = counts.LogEvent{JSON: string(b), Bounded: ev.Name == ClientEvent}
+		entries[i] = eventlog.Entry{JSON: string(b), Bounded: ev.Name == ClientEvent}
 	}
-	refused, _, err = counts.AppendEvents(ctx, rdb, app, budget, entries...)
+	refused, _, err = log.Append(ctx, rdb, budget, entries...)
 	if err != nil {
-		return 0, fmt.Errorf("webhook log of app %s: %w", app, err)
+		return 0, fmt.Errorf("webhook log of app %s: %w", log.App, err)
 	}
 	return refused, nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 // producerQueue bounds the events a Producer holds while Redis is slow.
@@ -29,6 +31,7 @@ const logFullEvery = time.Minute
 // "log_full"} with a warning at most once a minute per app.
 type Producer struct {
 	rdb     redis.UniversalClient
+	ks      redisx.Keyspace
 	log     hclog.Logger
 	q       chan queued
 	dropped prometheus.Counter
@@ -43,10 +46,10 @@ type queued struct {
 	ev  Event
 }
 
-// NewProducer returns a producer; Run writes.
-func NewProducer(rdb redis.UniversalClient, log hclog.Logger, reg prometheus.Registerer) *Producer {
+// NewProducer returns a producer of the event logs in ks; Run writes.
+func NewProducer(rdb redis.UniversalClient, ks redisx.Keyspace, log hclog.Logger, reg prometheus.Registerer) *Producer {
 	f := promauto.With(reg)
-	return &Producer{rdb: rdb, log: log.Named("webhook"), q: make(chan queued, producerQueue), lastFull: map[string]time.Time{},
+	return &Producer{rdb: rdb, ks: ks, log: log.Named("webhook"), q: make(chan queued, producerQueue), lastFull: map[string]time.Time{},
 		dropped: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_webhook_enqueue_dropped_total",
 			Help: "Webhook events (client events) dropped before reaching the log because Redis could not take them in time.",
@@ -99,7 +102,7 @@ func (p *Producer) flush(ctx context.Context, first queued, has bool) {
 	}
 	for app, evs := range byApp {
 		budget := LogBudget(app)
-		refused, err := appendEvents(ctx, p.rdb, app.ID, budget, evs)
+		refused, err := appendEvents(ctx, p.rdb, eventlog.For(p.ks, app.ID), budget, evs)
 		if err != nil {
 			p.dropped.Add(float64(len(evs)))
 			p.log.Warn("webhook events dropped: Redis did not take them", "app", app.ID, "events", len(evs), "error", err)

@@ -174,13 +174,14 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
 	cleanups = append(cleanups, func() { _ = a.rdb.Close() })
-	a.store = counts.NewStore(a.rdb)
-	a.bus = fanout.New(a.rdb, fanout.Options{Logger: a.log, Registerer: a.reg})
+	ks := redisx.NewKeyspace(cfg.RedisPrefix)
+	a.store = counts.NewStore(a.rdb, ks)
+	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
-	a.gate, a.waiters = admission.New(a.rdb), newWaiters()
-	a.hooks = webhook.NewProducer(a.rdb, a.log, a.reg)
+	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
+	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)
 	a.announce = a.newAnnounce()
-	a.live = counts.NewNodeLiveness(a.rdb, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
+	a.live = counts.NewNodeLiveness(a.rdb, ks, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
 	a.rec = a.newRecorder(a.reg)
 
 	maxSockets := a.socketCap()
@@ -237,6 +238,7 @@ func (a *App) AdminAddr() string {
 // newRecorder builds the node's counts recorder, its metrics on reg.
 func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 	return counts.NewRecorder(a.rdb, a.cfg.NodeID, counts.RecorderOptions{
+		Keyspace:   redisx.NewKeyspace(a.cfg.RedisPrefix),
 		Heartbeat:  a.cfg.Heartbeat,
 		Coalesce:   a.tun.coalesce,
 		Logger:     a.log,
@@ -256,6 +258,7 @@ func (a *App) newAnnounce() *announce.Announcer {
 		Apps:           a.cfg.Apps,
 		Bus:            a.bus,
 		Redis:          a.rdb,
+		Keyspace:       redisx.NewKeyspace(a.cfg.RedisPrefix),
 		Gate:           a.gate,
 		Hooks:          a.hooks,
 		Metrics:        admission.NewMetrics(a.reg),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/redisx"
 )
 
 func (n *testNode) requireUsers(t *testing.T, app, channel string, want int64) {
@@ -34,12 +35,12 @@ func (n *testNode) requireChannel(t *testing.T, app, channel string, want int64)
 }
 
 // waitSubscribed waits until want nodes are subscribed in Redis to the
-// channel's topic (fanout's doc names it hc:{app}:ev:<channel>): events
+// channel's topic (fanout's doc names it <prefix>:{app}:ev:<channel>): events
 // published before that are lost for a node, as with Pusher.
 func (n *testNode) waitSubscribed(t *testing.T, app, channel string, want int64) {
 	t.Helper()
 	rdb := n.redis.Client(t)
-	topic := "hc:{" + app + "}:ev:" + channel
+	topic := redisx.Keyspace{}.App(app) + "ev:" + channel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := rdb.PubSubNumSub(context.Background(), topic).Result()
 		require.NoError(c, err)

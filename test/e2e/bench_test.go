@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -46,7 +47,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	node := start(b, "ws-bench", "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", "bench",
 		"--max-sockets", strconv.Itoa(n+100))
 	waitReady(b, node, admin)
-	store := counts.NewStore(srv.Client(b))
+	store := counts.NewStore(srv.Client(b), redisx.Keyspace{})
 
 	open := func(count int, conns *[]*wstest.Conn) { openIdle(b, addr, count, conns) }
 	var conns []*wstest.Conn
@@ -191,7 +192,7 @@ func BenchmarkPublishLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCounted(b, counts.NewStore(rdb), "hot", n)
+	waitCounted(b, counts.NewStore(rdb, redisx.Keyspace{}), "hot", n)
 	// Both nodes must have joined the channel's topic in Redis.
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -3,15 +3,18 @@
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
+-- KEYS[4] the app's event log, if ARGV[4] > 0
 -- then every other key the unit touches: conns, the members and info hash
 -- of each presence channel in the pairs (and, for a replace, in the old
--- contribution), and the events stream if the app logs events.
+-- contribution).
 -- ARGV[1] node id
 -- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
 --         to be registered; "replace" makes the contribution exactly the
 --         pairs (registering the node), which is idempotent.
--- ARGV[3] key prefix of the app ("hc:{app}:")
--- ARGV[4] number of field, count pairs that follow
+-- ARGV[3] key prefix of the app ("<prefix>:{app}:")
+-- ARGV[4] the event log's entry cap (eventlog.MaxEntries) if KEYS[4] is
+--         the app's event log, to which the unit appends its edges; else 0
+-- ARGV[5] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
 -- Returns {1, changed channels, member edges} when applied (see changes()),
 -- {-1} when the node is not registered (reaped, or Redis lost it: the caller
@@ -21,8 +24,9 @@
 local nodes, node = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
 P = ARGV[3]
-local npairs = tonumber(ARGV[4])
-local first, last = 5, 4 + 2 * npairs
+open_log(ARGV[4])
+local npairs = tonumber(ARGV[5])
+local first, last = 6, 5 + 2 * npairs
 
 local infos = {}
 for i = last + 1, #ARGV, 2 do

@@ -6,7 +6,7 @@
 -- the app, during which the shard serves no one else (see doc.go).
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] global   ZSET channel -> sockets cluster-wide
--- ARGV[1] key prefix of the app ("hc:{app}:"); member hashes, info hashes,
+-- ARGV[1] key prefix of the app ("<prefix>:{app}:"); member hashes, info hashes,
 --         conns and node hashes are derived from it (see lib.lua)
 -- ARGV[2..] more channels whose member hash to compare: the caller found
 --         them by SCAN, so a member hash of a channel that neither the

@@ -1,15 +1,20 @@
--- lib.lua is prepended to apply.lua and reap.lua, after eventlog.lua.
+-- lib.lua is prepended to apply.lua and reap.lua, after the event log's
+-- Lua (eventlog.Lua: log_open, log_add, now_ms).
 -- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel
 --   n                    the node's open sockets (connections)
--- Global keys derived from ARGV prefix P ("hc:{app}:"), all in {app}'s slot:
+-- Global keys derived from ARGV prefix P ("<prefix>:{app}:"), all in {app}'s
+-- slot (each is checked against KEYS, see missing_keys):
 --   KEYS[3] = P.."channels"   ZSET channel -> sockets cluster-wide
 --   P.."members:"..channel    HASH user -> sockets cluster-wide
 --   P.."info:"..channel       HASH user -> user_info
 --   P.."conns"                STRING open sockets cluster-wide
 local global = KEYS[3]
 local P
+-- log_key and log_max: the app's event log (KEYS[4]) and its entry cap, if
+-- the caller asks this unit to log its edges (see open_log).
+local log_key, log_max
 
 -- Every key a script touches is declared in KEYS, so Redis Cluster routes
 -- (or refuses, with TRYAGAIN/ASK) the whole script during a slot
@@ -123,21 +128,28 @@ local function changes()
   return chans, edges
 end
 
+-- open_log takes the caller's ARGV that says whether KEYS[4] is the app's
+-- event log: its entry cap (eventlog.MaxEntries), or 0 for no log.
+local function open_log(max_entries)
+  if tonumber(max_entries) > 0 then
+    log_key, log_max = KEYS[4], max_entries
+  end
+end
+
 -- log_events appends this unit's occupancy events to the app's event log
--- when the caller declares it in KEYS (a stream the webhook deliverers
+-- when the caller gave it (open_log; a stream the webhook deliverers
 -- read): exactly the edges this unit made, written in the same unit, so a
 -- crash can lose a change only together with its event. Per unit, a
 -- channel's occupied comes before its members' events and its vacated
 -- after them. They are never refused for the log's byte budget (see
 -- append.lua): the count change is made, so its event must be logged; they
--- count toward the budget, and the entry cap of eventlog.lua bounds them.
+-- count toward the budget, and the log's entry cap bounds them.
 local function log_events(edges)
-  local log = P .. 'events'
-  if not declared[log] then return end
+  if not log_key then return end
   local t = string.format('%d', now_ms())
   local h
   local function add(ev)
-    h = h or log_open(log) -- read only by units that log something
+    h = h or log_open(log_key, log_max) -- read only by units that log something
     log_add(h, t, cjson.encode(ev))
   end
   local vacated = {}

@@ -6,7 +6,7 @@
 -- only read. O(registered nodes).
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] global   ZSET channel -> sockets cluster-wide
--- ARGV[1] key prefix of the app ("hc:{app}:")
+-- ARGV[1] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[2] the contribution field whose global entry to repair (see lib.lua):
 --         c:<channel>, m:<channel>\n<user> or n
 -- KEYS[3..] every registered node's contribution hash and the keys the

@@ -1,6 +1,7 @@
--- eventlog.lua is prepended to apply.lua, reap.lua (before lib.lua),
--- append.lua and logbytes.lua: appending to an app's event log (a stream,
--- EventLogKey in keys.go) with byte accounting. Each entry has the fields
+-- lib.lua (eventlog.Lua) is prepended to this package's append.lua and
+-- bytes.lua and to the count scripts that append their edges in the same
+-- unit: appending to an app's event log (a stream, eventlog.Key) with byte
+-- accounting. Each entry has the fields
 --   t   unix ms by this shard's clock
 --   ev  the event as JSON
 --   o   the entry's byte offset: the sizes of every entry appended before
@@ -9,9 +10,6 @@
 -- trim (the deliverers' XTRIM MINID, the MAXLEN below) removes entries from
 -- the head and lowers that difference by exactly what it removed: there is
 -- no counter to keep in step, so none can drift from the stream.
-
--- The log is capped (approximately) at a million entries whatever it holds.
-local LOG_MAX_ENTRIES = 1000000
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -35,22 +33,24 @@ local function log_end(fields)
 end
 
 -- log_open reads the state of the log at key: the bytes it holds, and the
--- offset its next entry starts at. Two O(log n) reads.
-local function log_open(key)
+-- offset its next entry starts at. Two O(log n) reads. max_entries (the
+-- caller's ARGV: eventlog.MaxEntries) caps the log, approximately, whatever
+-- it holds.
+local function log_open(key, max_entries)
   local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
   if not last then
-    return {key = key, bytes = 0, next = 0}
+    return {key = key, max = max_entries, bytes = 0, next = 0}
   end
   local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
   local next = log_end(last[2])
   local bytes = next - (tonumber(log_field(first[2], 'o')) or 0)
   if bytes < 0 then bytes = 0 end -- offsets not written by this file
-  return {key = key, bytes = bytes, next = next}
+  return {key = key, max = max_entries, bytes = bytes, next = next}
 end
 
 -- log_add appends one event (JSON) stamped t (a string) to an opened log.
 local function log_add(h, t, ev)
-  redis.call('XADD', h.key, 'MAXLEN', '~', LOG_MAX_ENTRIES, '*', 't', t, 'ev', ev,
+  redis.call('XADD', h.key, 'MAXLEN', '~', h.max, '*', 't', t, 'ev', ev,
     'o', string.format('%d', h.next))
   local size = #t + #ev
   h.next = h.next + size
