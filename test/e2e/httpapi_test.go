@@ -18,6 +18,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -152,11 +153,17 @@ func terminate(t *testing.T, host, user string) int {
 }
 
 // waitTopic waits until want nodes are subscribed in Redis to channel's
-// topic (fanout's documented hc:{app}:ev:<channel>): a node misses what is
-// published before its subscription reached Redis, as with Pusher.
+// topic (fanout's documented <prefix>:{app}:ev:<channel>): a node misses
+// what is published before its subscription reached Redis, as with Pusher.
 func waitTopic(t *testing.T, rdb redis.UniversalClient, channel string, want int64) {
 	t.Helper()
-	topic := "hc:{" + e2eAppID + "}:ev:" + channel
+	waitTopicIn(t, rdb, redisx.Keyspace{}, channel, want)
+}
+
+// waitTopicIn is waitTopic for the deployment of keyspace ks.
+func waitTopicIn(t *testing.T, rdb redis.UniversalClient, ks redisx.Keyspace, channel string, want int64) {
+	t.Helper()
+	topic := ks.App(e2eAppID) + "ev:" + channel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := rdb.PubSubNumSub(context.Background(), topic).Result()
 		require.NoError(c, err)
