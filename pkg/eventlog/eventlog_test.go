@@ -1,0 +1,113 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) { f(t, redistest.NewCluster(t).Client(t)) })
+}
+
+var testLog = For(redisx.NewKeyspace("test"), "app")
+
+// requireBytes checks that Bytes agrees with the entries' own "t" and "ev"
+// sizes, read entry by entry, and returns it.
+func requireBytes(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	entries, err := rdb.XRange(context.Background(), testLog.Key, "-", "+").Result()
+	require.NoError(t, err)
+	var want int64
+	for _, e := range entries {
+		ts, _ := e.Values["t"].(string)
+		ev, _ := e.Values["ev"].(string)
+		want += int64(len(ts) + len(ev))
+	}
+	got, err := testLog.Bytes(context.Background(), rdb)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "Bytes disagrees with the entries")
+	return got
+}
+
+// clientEvent is a bounded event of about size bytes of JSON.
+func clientEvent(i, size int) Entry {
+	head := fmt.Sprintf(`{"name":"client_event","channel":"private-c","event":"client-x","socket_id":"1.%d","data":"`, i)
+	return Entry{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
+}
+
+func TestKey(t *testing.T) {
+	require.Equal(t, "blue:{app-1}:events", Key(redisx.NewKeyspace("blue"), "app-1"))
+	require.Equal(t, "blue:{app-1}:events", For(redisx.NewKeyspace("blue"), "app-1").Key)
+}
+
+// TestCapIsAnArgument: the entry cap reaches XADD from the caller's
+// arguments, not from a number written in the Lua.
+func TestCapIsAnArgument(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		const maxEntries = 10
+		for i := range 1000 {
+			require.NoError(t, appendScript.Run(ctx, rdb, []string{testLog.Key}, maxEntries, 0, "0", fmt.Sprintf(`{"i":%d}`, i)).Err())
+		}
+		n, err := rdb.XLen(ctx, testLog.Key).Result()
+		require.NoError(t, err)
+		// MAXLEN ~ trims whole macro nodes (100 entries by default).
+		require.Less(t, n, int64(200), "the log was not capped near %d entries", maxEntries)
+		requireBytes(t, rdb)
+	})
+}
+
+// TestBytesTrim: the bytes follow the entries whatever removes
+// them, with no counter to update: a trim from the head, a deleted log,
+// entries from before offsets existed.
+func TestBytesTrim(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		require.Zero(t, requireBytes(t, rdb), "no log, no bytes")
+		for i := range 10 {
+			_, _, err := testLog.Append(ctx, rdb, 0, clientEvent(i, 100+i))
+			require.NoError(t, err)
+		}
+		full := requireBytes(t, rdb)
+		entries, err := rdb.XRange(ctx, testLog.Key, "-", "+").Result()
+		require.NoError(t, err)
+		require.NoError(t, rdb.XTrimMinID(ctx, testLog.Key, entries[6].ID).Err())
+		trimmed := requireBytes(t, rdb)
+		require.Less(t, trimmed, full)
+		require.NoError(t, rdb.XTrimMaxLen(ctx, testLog.Key, 1).Err())
+		requireBytes(t, rdb)
+
+		// A deleted log starts again from 0.
+		require.NoError(t, rdb.Del(ctx, testLog.Key).Err())
+		require.Zero(t, requireBytes(t, rdb))
+		_, after, err := testLog.Append(ctx, rdb, 0, clientEvent(0, 100))
+		require.NoError(t, err)
+		require.Equal(t, requireBytes(t, rdb), after)
+
+		// Entries written before offsets existed count as starting at offset
+		// 0, so all but the last of them go uncounted until they are
+		// trimmed; the ones after them are counted.
+		require.NoError(t, rdb.Del(ctx, testLog.Key).Err())
+		for range 3 {
+			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: testLog.Key, Values: []any{"t", "1", "ev", strings.Repeat("x", 999)}}).Err())
+		}
+		_, after, err = testLog.Append(ctx, rdb, 0, Entry{JSON: "{}"})
+		require.NoError(t, err)
+		n, err := testLog.Bytes(ctx, rdb)
+		require.NoError(t, err)
+		require.Equal(t, after, n)
+		require.Equal(t, int64(1000+13+2), n)
+	})
+}
