@@ -36,7 +36,7 @@ type RecorderOptions struct {
 	// cluster-wide (new global counts, presence joins and leaves), so the
 	// node can announce them. It runs on the flushing goroutine: keep it short.
 	OnFlushed func(Edges)
-	// LogEvents, if set, says which apps keep an event log (EventLogKey):
+	// LogEvents, if set, says which apps keep an event log (eventlog.Key):
 	// every flush and the final Remove append their edges to it.
 	LogEvents func(app string) bool
 	// Liveness, if set, is the node's liveness subscription (its Ups are
