@@ -93,24 +93,56 @@ func (d Drift) Found() bool { return len(d.Diffs) > 0 }
 // The script blocks the app's shard for time linear in the app's counts
 // (see doc.go).
 func (s *Store) Audit(ctx context.Context, app string) (Drift, error) {
-	extra, err := s.memberChannels(ctx, app)
-	if err != nil {
-		return Drift{}, fmt.Errorf("audit app %s: %w", app, err)
-	}
-	args := make([]any, 0, 1+len(extra))
-	args = append(args, s.appPrefix(app))
-	for _, ch := range extra {
-		args = append(args, ch)
-	}
-	v, err := auditScript.Run(ctx, s.rdb, s.auditKeys(app), args...).Slice()
-	if err != nil {
-		return Drift{}, fmt.Errorf("audit app %s: %w", app, err)
-	}
-	d, err := parseAudit(app, v)
+	d, err := s.audit(ctx, app)
 	if err != nil {
 		return Drift{}, fmt.Errorf("audit app %s: %w", app, err)
 	}
 	return d, nil
+}
+
+// audit runs audit.lua declaring every key it reads: the contribution of
+// each node registered now, and the member hash of each channel that has
+// one (by SCAN) or that a contribution names. Those names are read before
+// the script, so a node registered or a member added meanwhile makes it
+// compare nothing and name what it lacked; it tries again with them.
+func (s *Store) audit(ctx context.Context, app string) (Drift, error) {
+	channels, err := s.memberChannels(ctx, app)
+	if err != nil {
+		return Drift{}, err
+	}
+	for try := 0; try < 5; try++ {
+		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
+		if err != nil {
+			return Drift{}, err
+		}
+		keys := append(s.auditKeys(app), s.connsKey(app))
+		for _, id := range nodes {
+			keys = append(keys, s.nodeKey(app, id))
+		}
+		args := make([]any, 0, 1+len(channels))
+		args = append(args, s.appPrefix(app))
+		for _, ch := range channels {
+			keys = append(keys, s.membersKey(app, ch))
+			args = append(args, ch)
+		}
+		v, err := auditScript.Run(ctx, s.rdb, keys, args...).Slice()
+		if err != nil {
+			return Drift{}, err
+		}
+		if len(v) == 3 && v[0] == int64(statusUndeclared) {
+			more, _ := v[2].([]any)
+			for _, ch := range more {
+				if ch, ok := ch.(string); ok {
+					channels = append(channels, ch)
+				}
+			}
+			slices.Sort(channels)
+			channels = slices.Compact(channels)
+			continue
+		}
+		return parseAudit(app, v)
+	}
+	return Drift{}, errors.New("the registered nodes and members kept changing")
 }
 
 func parseAudit(app string, v []any) (Drift, error) {

@@ -192,6 +192,30 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 	})
 }
 
+// TestAuditDeclaresEveryKey: audit.lua reads only keys it was given. Given
+// none of the nodes' contributions it compares nothing and says so; a
+// member hash the SCAN could not find (deleted behind the scripts' backs)
+// but a contribution names is declared on the retry, and its members are
+// reported missing.
+func TestAuditDeclaresEveryKey(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		r := newRecorder(t, rdb, "a")
+		r.Add("app", "presence-x", 1)
+		r.AddMember("app", "presence-x", "u1", json.RawMessage(`{}`), 1)
+		require.NoError(t, r.Flush(ctx))
+
+		v, err := auditScript.Run(ctx, rdb, append(testKeys.auditKeys("app"), testKeys.connsKey("app")), testKeys.appPrefix("app")).Slice()
+		require.NoError(t, err)
+		require.Equal(t, []any{int64(statusUndeclared), int64(1), []any{}}, v)
+
+		require.NoError(t, rdb.Del(ctx, testKeys.membersKey("app", "presence-x")).Err())
+		d, err := NewStore(rdb, testKeys.ks).Audit(ctx, "app")
+		require.NoError(t, err)
+		require.Equal(t, []Difference{{Kind: KindMember, Channel: "presence-x", User: "u1", Want: 1}}, d.Diffs)
+	})
+}
+
 // TestRepairKeepsConcurrentUpdates injects drift into entries that
 // recorders are changing at the same time, and repairs it while they go on:
 // each repair is one atomic unit, so no concurrent change is lost and the

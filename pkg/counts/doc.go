@@ -62,7 +62,10 @@
 //     never make it report drift that is not there. Member hashes of
 //     channels that nothing else names are listed first by SCAN on the
 //     app's shard (incremental, never blocking; the script then compares
-//     them atomically).
+//     them atomically). Like every script here it reads only keys it was
+//     given: the registered nodes' contributions and those member hashes;
+//     one that finds a node or channel it was not given compares nothing,
+//     names it, and is run again with it.
 //   - Cost: the script is O(contribution fields + occupied channels +
 //     presence members) of the app and holds the app's shard that long:
 //     about 3 s for 250,000 occupied channels and 50,000 presence members

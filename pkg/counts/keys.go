@@ -35,8 +35,10 @@ func memberField(ch, user string) string { return "m:" + ch + "\n" + user }
 
 const connectionsField = "n"
 
-// auditKeys are the keys audit.lua and repair.lua declare; they derive the
-// rest from appPrefix(app).
+// auditKeys are the first keys audit.lua and repair.lua declare; the node,
+// member and connection keys they read follow (see Store.audit and
+// repairOne), and the scripts check every name they derive from
+// appPrefix(app) against them.
 func (k keys) auditKeys(app string) []string { return []string{k.nodesKey(app), k.globalKey(app)} }
 
 // membersKeyPrefix starts the name of every presence member hash of app,

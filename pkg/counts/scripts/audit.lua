@@ -6,12 +6,21 @@
 -- the app, during which the shard serves no one else (see doc.go).
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] global   ZSET channel -> sockets cluster-wide
--- ARGV[1] key prefix of the app ("<prefix>:{app}:"); member hashes, info hashes,
---         conns and node hashes are derived from it (see lib.lua)
--- ARGV[2..] more channels whose member hash to compare: the caller found
---         them by SCAN, so a member hash of a channel that neither the
---         global nor any contribution names is compared too
--- Returns {registered nodes, diffs}, diffs a flat list of 6-tuples
+-- KEYS[3] conns    STRING open sockets cluster-wide
+-- KEYS[4..] the contribution hash of every registered node and the member
+--         hash of every channel in ARGV[2..]: declared, so the unit stays
+--         whole during a Cluster slot migration
+-- ARGV[1] key prefix of the app ("<prefix>:{app}:"); the script derives
+--         the names above from it only to check they were declared
+-- ARGV[2..] channels whose member hash to compare: those with a member
+--         hash (the caller found them by SCAN) and those the contributions
+--         name. A member hash no contribution names is compared because
+--         the SCAN found it; a channel that has neither has nothing to
+--         compare.
+-- Returns {-3, nodes_missing (0|1), channels} if a key it needs was not
+-- declared (nothing is compared: the caller retries declaring the nodes
+-- registered now and those channels), else {registered nodes, diffs},
+-- diffs a flat list of 6-tuples
 --   kind  'c' channel, 'm' presence member, 'n' connections, or 'x' a
 --         contribution field that is zero, negative or not an integer
 --   a     channel ('c', 'm'), node id ('x'), '' ('n')
@@ -19,8 +28,10 @@
 --   want  sum over registered nodes (integer; 0: the entry must be absent)
 --   have  the stored value as Redis holds it ('' when absent)
 --   present 1 when the entry exists, else 0
-local nodes, global = KEYS[1], KEYS[2]
+local nodes, global, conns_key = KEYS[1], KEYS[2], KEYS[3]
 local P = ARGV[1]
+local declared = {}
+for _, k in ipairs(KEYS) do declared[k] = true end
 
 local diffs = {}
 local function diff(kind, a, b, want, have, present)
@@ -46,6 +57,11 @@ end
 
 local ch_want, m_want, n_want = {}, {}, 0
 local ids = redis.call('ZRANGE', nodes, 0, -1)
+for _, id in ipairs(ids) do
+  if not declared[P .. 'node:' .. id] then
+    return {-3, 1, {}}
+  end
+end
 for _, id in ipairs(ids) do
   local h = redis.call('HGETALL', P .. 'node:' .. id)
   for i = 1, #h, 2 do
@@ -73,13 +89,28 @@ for _, id in ipairs(ids) do
   end
 end
 
+-- Presence members of every channel the contributions name or the caller
+-- found a member hash of; the hashes must have been declared.
+local mchans, missing = {}, {}
+for ch in pairs(m_want) do
+  mchans[ch] = true
+  if not declared[P .. 'members:' .. ch] then
+    table.insert(missing, ch)
+  end
+end
+if #missing > 0 then
+  return {-3, 0, missing}
+end
+for i = 2, #ARGV do
+  mchans[ARGV[i]] = true
+end
+
 -- Channels: every stored entry, then every wanted one not stored.
-local mchans = {}
 local have = redis.call('ZRANGE', global, 0, -1, 'WITHSCORES')
 local stored = {}
 for i = 1, #have, 2 do
   local ch, raw = have[i], have[i + 1]
-  stored[ch], mchans[ch] = true, true
+  stored[ch] = true
   local want = ch_want[ch] or 0
   if wrong(raw, want) then
     diff('c', ch, '', want, raw, 1)
@@ -91,13 +122,6 @@ for ch, want in pairs(ch_want) do
   end
 end
 
--- Presence members of every channel anyone names.
-for ch in pairs(m_want) do
-  mchans[ch] = true
-end
-for i = 2, #ARGV do
-  mchans[ARGV[i]] = true
-end
 for ch in pairs(mchans) do
   local want = m_want[ch] or {}
   local h = redis.call('HGETALL', P .. 'members:' .. ch)
@@ -118,7 +142,7 @@ for ch in pairs(mchans) do
 end
 
 -- Connections.
-local conns = redis.call('GET', P .. 'conns')
+local conns = redis.call('GET', conns_key)
 if wrong(conns, n_want) then
   if conns then
     diff('n', '', '', n_want, conns, 1)
