@@ -148,7 +148,7 @@ func requireLogBytes(t *testing.T, rdb redis.UniversalClient, app string) int64 
 	want, _ := logSize(t, rdb, app)
 	got, err := eventlog.For(testKeys.ks, app).Bytes(context.Background(), rdb)
 	require.NoError(t, err)
-	require.Equal(t, want, got, "EventLogBytes disagrees with the entries")
+	require.Equal(t, want, got, "Bytes disagrees with the entries")
 	return got
 }
 

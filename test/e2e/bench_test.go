@@ -196,8 +196,9 @@ func BenchmarkPublishLatency(b *testing.B) {
 	// Both nodes must have joined the channel's topic in Redis.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		subs, err := rdb.PubSubNumSub(context.Background(), "hc:{app-id}:ev:hot").Result()
-		if err == nil && subs["hc:{app-id}:ev:hot"] == 2 {
+		topic := redisx.Keyspace{}.App(e2eAppID) + "ev:hot"
+		subs, err := rdb.PubSubNumSub(context.Background(), topic).Result()
+		if err == nil && subs[topic] == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
