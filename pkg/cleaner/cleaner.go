@@ -18,8 +18,8 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
-	hcrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -57,8 +57,8 @@ type App struct {
 	// what a reap changed, as the dead node's sockets' leaving would have.
 	ann   *announce.Announcer
 	lease *lease.Lease // nil with --lease-ttl 0: always active
-	admin *hcrun.Server
-	ready hcrun.Readiness
+	admin *lifecycle.Server
+	ready lifecycle.Readiness
 	m     *metrics
 
 	auditEvery time.Duration // <= 0: no continuous audit
@@ -196,7 +196,7 @@ func New(opts Options) (*App, error) {
 		a.missing = map[string]int{}
 	}
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready), hcrun.AdminTimeouts); err != nil {
+		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(opts.Registry, a.ready.Ready), lifecycle.AdminTimeouts); err != nil {
 			_ = rdb.Close()
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	oklog "github.com/oklog/run"
+	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -22,8 +22,8 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
-	"github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -80,10 +80,10 @@ type App struct {
 	// routes is the whole API; the dashboard's handlers call it in-process.
 	routes http.Handler
 
-	api   *run.Server
-	admin *run.Server // nil when --admin-addr is empty
+	api   *lifecycle.Server
+	admin *lifecycle.Server // nil when --admin-addr is empty
 
-	redisUp  run.Readiness
+	redisUp  lifecycle.Readiness
 	draining atomic.Bool
 
 	cleanups []func()     // run in reverse order, once, by whoever owns state
@@ -143,13 +143,13 @@ func New(opts Options) (_ *App, err error) {
 	a.hooks = webhook.New(a.rdb, webhook.Options{Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
-	if a.api, err = run.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
+	if a.api, err = lifecycle.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.cleanups = append(a.cleanups, func() { release(a.api) })
-	run.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
+	lifecycle.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready), run.AdminTimeouts); err != nil {
+		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)
 		}
 		a.cleanups = append(a.cleanups, func() { release(a.admin) })
@@ -159,14 +159,14 @@ func New(opts Options) (_ *App, err error) {
 
 // apiTimeouts are the API port's connection timeouts, config's defaults
 // for the ones c leaves zero.
-func apiTimeouts(c config.HTTPAPI) run.Timeouts {
+func apiTimeouts(c config.HTTPAPI) lifecycle.Timeouts {
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d
 		}
 		return def
 	}
-	return run.Timeouts{
+	return lifecycle.Timeouts{
 		Header: headerTimeout,
 		Read:   or(c.ReadTimeout, config.DefaultReadTimeout),
 		Write:  or(c.WriteTimeout, config.DefaultWriteTimeout),
@@ -181,10 +181,10 @@ func replicaName() string {
 	return fmt.Sprintf("%s-%d-%x", host, os.Getpid(), rand.Uint32())
 }
 
-// release closes a server that may never have served: run.Server has no
+// release closes a server that may never have served: lifecycle.Server has no
 // Close, but Serve closes its listener when it returns, and it returns at
 // once when Shutdown came first.
-func release(s *run.Server) {
+func release(s *lifecycle.Server) {
 	done := make(chan struct{})
 	go func() { _ = s.Serve(); close(done) }()
 	s.Shutdown(0)
@@ -221,7 +221,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer cancel()
 	a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "apps", len(a.apps.All()))
 
-	var g oklog.Group
+	var g run.Group
 	g.Add(func() error {
 		select {
 		case <-ctx.Done():

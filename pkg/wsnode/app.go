@@ -18,9 +18,9 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
-	hrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -118,10 +118,10 @@ type App struct {
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
 	ws         *wsfront.Front
-	admin      *hrun.Server // nil when --admin-addr is empty
+	admin      *lifecycle.Server // nil when --admin-addr is empty
 	hub        *hub
 	ids        *protocol.SocketIDs
-	ready      hrun.Readiness
+	ready      lifecycle.Readiness
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -190,11 +190,11 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
-	hrun.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
+	lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
 
 	if cfg.AdminAddr != "" {
-		admin := hrun.AdminMux(a.reg, a.Ready)
-		if a.admin, err = hrun.Listen(cfg.AdminAddr, admin, hrun.AdminTimeouts); err != nil {
+		admin := lifecycle.AdminMux(a.reg, a.Ready)
+		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
 	}

@@ -80,7 +80,7 @@
 // outage, is lost for that node's sockets; counts are never lost.
 //
 // At start, New logs a WARN when --addr is reachable from other hosts and
-// an app's secret is one published with headcount (run.WarnPublicSecrets).
+// an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
 //
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
 // closes, sockets are closed with code 4200 spread over the drain window,

@@ -1,8 +1,4 @@
-// Package run holds what every binary's lifecycle shares: the admin HTTP
-// server (/metrics, /healthz, /readyz) and a helper to serve an http.Server
-// inside an oklog/run group with a deadline on every phase of a connection
-// (Timeouts). It installs no signal handlers; mains do.
-package run
+package lifecycle
 
 import (
 	"context"
