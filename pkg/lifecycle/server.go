@@ -134,6 +134,14 @@ func (s *Server) Serve() error {
 	return nil
 }
 
+// Close closes the listener and every connection at once. It is for a
+// server that never served, or one already shut down (it is then a no-op),
+// and may be called more than once.
+func (s *Server) Close() {
+	_ = s.srv.Close()
+	_ = s.ln.Close() // Serve was never called: srv does not know ln
+}
+
 // Shutdown stops accepting and waits up to timeout for requests in flight.
 // Hijacked connections (WebSockets) are not touched.
 func (s *Server) Shutdown(timeout time.Duration) {
