@@ -2,6 +2,7 @@ package cleaner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -60,6 +61,7 @@ type App struct {
 	admin *lifecycle.Server
 	ready lifecycle.Readiness
 	m     *metrics
+	life  lifecycle.State
 
 	auditEvery time.Duration // <= 0: no continuous audit
 
@@ -157,24 +159,39 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 }
 
-// New wires a cleaner; it binds the admin listener but dials nothing.
-func New(opts Options) (*App, error) {
+// New wires a cleaner; it binds the admin listener but dials nothing. A
+// nil Logger discards logs; a nil Registry means a fresh one.
+func New(opts Options) (_ *App, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	rdb, err := redisx.NewClient(opts.Config.Common)
 	if err != nil {
 		return nil, err
 	}
 	a := &App{
 		cfg:   opts.Config,
-		log:   opts.Logger.Named("cleaner"),
+		log:   log.Named("cleaner"),
 		rdb:   rdb,
 		store: counts.NewStore(rdb),
-		m:     newMetrics(opts.Registry),
+		m:     newMetrics(reg),
 
 		auditEvery: opts.AuditInterval,
 	}
+	a.life.Defer(func() { _ = rdb.Close() })
+	defer func() {
+		if err != nil {
+			a.life.Stop() // releases what was taken so far
+		}
+	}()
 	a.ann = announce.New(announce.Options{
 		Apps:           opts.Config.Apps,
-		Bus:            fanout.New(rdb, fanout.Options{Logger: opts.Logger, Registerer: opts.Registry}),
+		Bus:            fanout.New(rdb, fanout.Options{Logger: log, Registerer: reg}),
 		Redis:          rdb,
 		Gate:           admission.New(rdb),
 		Logger:         a.log,
@@ -196,10 +213,10 @@ func New(opts Options) (*App, error) {
 		a.missing = map[string]int{}
 	}
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(opts.Registry, a.ready.Ready), lifecycle.AdminTimeouts); err != nil {
-			_ = rdb.Close()
+		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready.Ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
+		a.life.Defer(a.admin.Close)
 	}
 	return a, nil
 }
@@ -212,9 +229,24 @@ func (a *App) AdminAddr() string {
 	return a.admin.Addr()
 }
 
-// Run contends for the lease and scans while active, until ctx ends.
+// Run contends for the lease and scans while active, until ctx ends or
+// Stop is called, then releases what New took. It keeps the promises of
+// lifecycle.Service: after Stop it returns nil at once, and a second Run
+// fails.
 func (a *App) Run(ctx context.Context) error {
-	defer a.rdb.Close()
+	err := a.life.Run(ctx, a.run)
+	if errors.Is(err, lifecycle.ErrRunTwice) {
+		return fmt.Errorf("cleaner: %w", err)
+	}
+	return err
+}
+
+// Stop makes Run return; it is idempotent, safe from any goroutine and
+// does not wait. Before Run it releases the admin listener and the Redis
+// client New took.
+func (a *App) Stop() { a.life.Stop() }
+
+func (a *App) run(ctx context.Context) error {
 	var g run.Group
 	ctx, cancel := context.WithCancel(ctx)
 	if a.lease == nil {
