@@ -39,7 +39,7 @@ func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 		}
 		err = fmt.Errorf("unknown subcommand %q (want audit [--repair])", strings.Join(rest, " "))
 	}
-	return lifecycle.Main("cleaner", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Runner, error) {
+	return lifecycle.Main("cleaner", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return cleaner.New(cleaner.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

@@ -22,7 +22,7 @@ func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 // bad configuration.
 func run(args []string, env config.Env, stderr io.Writer) int {
 	cfg, err := config.ParseWSNode(args, env, stderr)
-	return lifecycle.Main("wsnode", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Runner, error) {
+	return lifecycle.Main("wsnode", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return wsnode.New(wsnode.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }
