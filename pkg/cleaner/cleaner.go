@@ -24,9 +24,6 @@ import (
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
-// LeaseKey is the Redis key the cleaners contend for.
-const LeaseKey = "hc:cleaner:lease"
-
 // reapBatch bounds how many stale nodes of one app one scan reaps, so a
 // mass failure is worked off over a few scans without one long pass.
 const reapBatch = 100
@@ -198,7 +195,7 @@ func New(opts Options) (_ *App, err error) {
 		OnPublishError: a.m.announceErrors.Inc,
 	})
 	if opts.Config.LeaseTTL > 0 {
-		a.lease = lease.New(rdb, LeaseKey, opts.Config.LeaseTTL)
+		a.lease = lease.New(rdb, lease.CleanerKey, opts.Config.LeaseTTL)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (in the reap's own atomic unit), so a node's death
