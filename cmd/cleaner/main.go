@@ -25,8 +25,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/cleaner"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/logging"
-	hcrun "github.com/headcount/headcount/pkg/run"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
@@ -39,7 +39,7 @@ func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 		}
 		err = fmt.Errorf("unknown subcommand %q (want audit [--repair])", strings.Join(rest, " "))
 	}
-	return hcrun.Main("cleaner", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (hcrun.Runner, error) {
+	return lifecycle.Main("cleaner", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return cleaner.New(cleaner.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }
@@ -53,13 +53,13 @@ func audit(cfg config.Cleaner, args []string, stdout, stderr io.Writer) int {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		return hcrun.ExitOK
+		return lifecycle.ExitOK
 	case err == nil && fs.NArg() > 0:
 		err = fmt.Errorf("audit: unexpected arguments %q (flags go before the subcommand)", strings.Join(fs.Args(), " "))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cleaner: invalid configuration:\n%v\n", err)
-		return hcrun.ExitConfig
+		return lifecycle.ExitConfig
 	}
 	// go-redis logs (dial retries) go through the configured logger, as
 	// in every binary, so --log-format json stays JSON.
@@ -69,10 +69,10 @@ func audit(cfg config.Cleaner, args []string, stdout, stderr io.Writer) int {
 	drift, err := cleaner.Audit(ctx, cfg, stdout, *repair)
 	if err != nil {
 		fmt.Fprintf(stderr, "cleaner: audit failed: %v\n", err)
-		return hcrun.ExitFailed
+		return lifecycle.ExitFailed
 	}
 	if drift {
-		return hcrun.ExitFailed
+		return lifecycle.ExitFailed
 	}
-	return hcrun.ExitOK
+	return lifecycle.ExitOK
 }

@@ -12,14 +12,14 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/httpapi"
-	hcrun "github.com/headcount/headcount/pkg/run"
+	"github.com/headcount/headcount/pkg/lifecycle"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 
 func run(args []string, env config.Env, stderr io.Writer) int {
 	cfg, err := config.ParseHTTPAPI(args, env, stderr)
-	return hcrun.Main("httpapi", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (hcrun.Runner, error) {
+	return lifecycle.Main("httpapi", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return httpapi.New(httpapi.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headcount/headcount/pkg/config"
-	hcrun "github.com/headcount/headcount/pkg/run"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 
@@ -22,7 +22,7 @@ func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 // bad configuration.
 func run(args []string, env config.Env, stderr io.Writer) int {
 	cfg, err := config.ParseWSNode(args, env, stderr)
-	return hcrun.Main("wsnode", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (hcrun.Runner, error) {
+	return lifecycle.Main("wsnode", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return wsnode.New(wsnode.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

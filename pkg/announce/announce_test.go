@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
@@ -28,10 +27,9 @@ import (
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
-// TestMain fails the package if goroutines of ours outlive the tests.
+// TestMain fails the package if goroutines outlive its tests (redistest.Main).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/maintnotifications.(*CircuitBreakerManager).cleanupLoop"))
+	redistest.Main(m)
 }
 
 const (

@@ -2,6 +2,7 @@ package cleaner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,13 +19,10 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/lease"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
-	hcrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 )
-
-// LeaseKey is the Redis key the cleaners of ks contend for.
-func LeaseKey(ks redisx.Keyspace) string { return ks.Name("cleaner:lease") }
 
 // reapBatch bounds how many stale nodes of one app one scan reaps, so a
 // mass failure is worked off over a few scans without one long pass.
@@ -57,9 +55,10 @@ type App struct {
 	// what a reap changed, as the dead node's sockets' leaving would have.
 	ann   *announce.Announcer
 	lease *lease.Lease // nil with --lease-ttl 0: always active
-	admin *hcrun.Server
-	ready hcrun.Readiness
+	admin *lifecycle.Server
+	ready lifecycle.Readiness
 	m     *metrics
+	life  lifecycle.State
 
 	auditEvery time.Duration // <= 0: no continuous audit
 
@@ -157,8 +156,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 }
 
-// New wires a cleaner; it binds the admin listener but dials nothing.
-func New(opts Options) (*App, error) {
+// New wires a cleaner; it binds the admin listener but dials nothing. A
+// nil Logger discards logs; a nil Registry means a fresh one.
+func New(opts Options) (_ *App, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	rdb, err := redisx.NewClient(opts.Config.Common)
 	if err != nil {
 		return nil, err
@@ -166,16 +174,22 @@ func New(opts Options) (*App, error) {
 	ks := redisx.NewKeyspace(opts.Config.RedisPrefix)
 	a := &App{
 		cfg:   opts.Config,
-		log:   opts.Logger.Named("cleaner"),
+		log:   log.Named("cleaner"),
 		rdb:   rdb,
 		store: counts.NewStore(rdb, ks),
-		m:     newMetrics(opts.Registry),
+		m:     newMetrics(reg),
 
 		auditEvery: opts.AuditInterval,
 	}
+	a.life.Defer(func() { _ = rdb.Close() })
+	defer func() {
+		if err != nil {
+			a.life.Stop() // releases what was taken so far
+		}
+	}()
 	a.ann = announce.New(announce.Options{
 		Apps:           opts.Config.Apps,
-		Bus:            fanout.New(rdb, fanout.Options{Keyspace: ks, Logger: opts.Logger, Registerer: opts.Registry}),
+		Bus:            fanout.New(rdb, fanout.Options{Keyspace: ks, Logger: log, Registerer: reg}),
 		Redis:          rdb,
 		Keyspace:       ks,
 		Gate:           admission.New(rdb, ks),
@@ -183,7 +197,7 @@ func New(opts Options) (*App, error) {
 		OnPublishError: a.m.announceErrors.Inc,
 	})
 	if opts.Config.LeaseTTL > 0 {
-		a.lease = lease.New(rdb, LeaseKey(ks), opts.Config.LeaseTTL)
+		a.lease = lease.New(rdb, lease.CleanerKey(ks), opts.Config.LeaseTTL)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (in the reap's own atomic unit), so a node's death
@@ -198,10 +212,10 @@ func New(opts Options) (*App, error) {
 		a.missing = map[string]int{}
 	}
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = hcrun.Listen(opts.Config.AdminAddr, hcrun.AdminMux(opts.Registry, a.ready.Ready), hcrun.AdminTimeouts); err != nil {
-			_ = rdb.Close()
+		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready.Ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
+		a.life.Defer(a.admin.Close)
 	}
 	return a, nil
 }
@@ -214,9 +228,24 @@ func (a *App) AdminAddr() string {
 	return a.admin.Addr()
 }
 
-// Run contends for the lease and scans while active, until ctx ends.
+// Run contends for the lease and scans while active, until ctx ends or
+// Stop is called, then releases what New took. It keeps the promises of
+// lifecycle.Service: after Stop it returns nil at once, and a second Run
+// fails.
 func (a *App) Run(ctx context.Context) error {
-	defer a.rdb.Close()
+	err := a.life.Run(ctx, a.run)
+	if errors.Is(err, lifecycle.ErrRunTwice) {
+		return fmt.Errorf("cleaner: %w", err)
+	}
+	return err
+}
+
+// Stop makes Run return; it is idempotent, safe from any goroutine and
+// does not wait. Before Run it releases the admin listener and the Redis
+// client New took.
+func (a *App) Stop() { a.life.Stop() }
+
+func (a *App) run(ctx context.Context) error {
 	var g run.Group
 	ctx, cancel := context.WithCancel(ctx)
 	if a.lease == nil {

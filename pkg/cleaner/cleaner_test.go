@@ -16,6 +16,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx"
@@ -128,7 +129,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 	for _, log := range logs {
 		require.Regexp(t, `\[WARN\] .*NO LEASE \(--lease-ttl 0\).*for tests only`, log.String())
 	}
-	n, err := rdb.Exists(ctx, LeaseKey(redisx.Keyspace{})).Result()
+	n, err := rdb.Exists(ctx, lease.CleanerKey(redisx.Keyspace{})).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no lease is taken")
 

@@ -69,4 +69,8 @@
 // Redis clock) and headcount_cleaner_lease_changes_total. Per-app gauges
 // are dropped when the cleaner turns passive, so only the active one
 // exports them.
+//
+// An App keeps lifecycle.Service: Run is called once, Stop any number of
+// times from any goroutine, and a Stop before Run frees the admin listener
+// and the Redis client New took.
 package cleaner

@@ -30,6 +30,7 @@ func livenessCleaner(t *testing.T, redisURL string, deadAfter time.Duration) *Ap
 func livenessCleanerOn(t *testing.T, common config.Common, deadAfter time.Duration) *App {
 	cfg := config.DefaultCleaner()
 	cfg.Redis, cfg.RedisCluster = common.Redis, common.RedisCluster
+	cfg.AdminAddr = "" // the default port would collide with other test processes
 	cfg.DeadAfter = deadAfter
 	cfg.ScanInterval = 50 * time.Millisecond
 	cfg.LeaseTTL = 0

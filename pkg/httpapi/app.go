@@ -7,12 +7,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	oklog "github.com/oklog/run"
+	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -22,8 +21,8 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
-	"github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -81,23 +80,14 @@ type App struct {
 	// routes is the whole API; the dashboard's handlers call it in-process.
 	routes http.Handler
 
-	api   *run.Server
-	admin *run.Server // nil when --admin-addr is empty
+	api   *lifecycle.Server
+	admin *lifecycle.Server // nil when --admin-addr is empty
 
-	redisUp  run.Readiness
+	redisUp  lifecycle.Readiness
 	draining atomic.Bool
 
-	cleanups []func()     // run in reverse order, once, by whoever owns state
-	state    atomic.Int32 // stateNew, then stateRunning (Run) or stateReleased (Stop)
-	stopOnce sync.Once
-	stop     chan struct{}
+	life lifecycle.State
 }
-
-const (
-	stateNew      = iota
-	stateRunning  // Run owns the cleanups
-	stateReleased // Stop came before Run and ran the cleanups
-)
 
 // New binds the API and admin listeners and builds the Redis client. Nothing
 // dials Redis until Run.
@@ -117,21 +107,20 @@ func New(opts Options) (_ *App, err error) {
 		log:       log.Named("httpapi"),
 		apps:      opts.Config.Apps,
 		metrics:   newMetrics(reg),
-		stop:      make(chan struct{}),
 		dashboard: opts.Config.Dashboard,
 		demoWS:    opts.Config.DemoWS,
 		dashHosts: dashboardHosts(opts.Config),
 	}
 	defer func() {
 		if err != nil {
-			a.cleanup()
+			a.life.Stop()
 		}
 	}()
 
 	if a.rdb, err = redisx.NewClient(opts.Config.Common); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	a.cleanups = append(a.cleanups, func() { _ = a.rdb.Close() })
+	a.life.Defer(func() { _ = a.rdb.Close() })
 	a.ks = redisx.NewKeyspace(opts.Config.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, a.ks)
 	a.listings = counts.NewListings(a.rdb, counts.ListingOptions{
@@ -146,30 +135,30 @@ func New(opts Options) (_ *App, err error) {
 	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
-	if a.api, err = run.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
+	if a.api, err = lifecycle.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
-	a.cleanups = append(a.cleanups, func() { release(a.api) })
-	run.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
+	a.life.Defer(a.api.Close)
+	lifecycle.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
 	if opts.Config.AdminAddr != "" {
-		if a.admin, err = run.Listen(opts.Config.AdminAddr, run.AdminMux(reg, a.ready), run.AdminTimeouts); err != nil {
+		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)
 		}
-		a.cleanups = append(a.cleanups, func() { release(a.admin) })
+		a.life.Defer(a.admin.Close)
 	}
 	return a, nil
 }
 
 // apiTimeouts are the API port's connection timeouts, config's defaults
 // for the ones c leaves zero.
-func apiTimeouts(c config.HTTPAPI) run.Timeouts {
+func apiTimeouts(c config.HTTPAPI) lifecycle.Timeouts {
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d
 		}
 		return def
 	}
-	return run.Timeouts{
+	return lifecycle.Timeouts{
 		Header: headerTimeout,
 		Read:   or(c.ReadTimeout, config.DefaultReadTimeout),
 		Write:  or(c.WriteTimeout, config.DefaultWriteTimeout),
@@ -182,16 +171,6 @@ func apiTimeouts(c config.HTTPAPI) run.Timeouts {
 func replicaName() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%x", host, os.Getpid(), rand.Uint32())
-}
-
-// release closes a server that may never have served: run.Server has no
-// Close, but Serve closes its listener when it returns, and it returns at
-// once when Shutdown came first.
-func release(s *run.Server) {
-	done := make(chan struct{})
-	go func() { _ = s.Serve(); close(done) }()
-	s.Shutdown(0)
-	<-done
 }
 
 // Addr is the API's bound address (useful with --addr 127.0.0.1:0).
@@ -210,26 +189,24 @@ func (a *App) ready() bool { return a.redisUp.Ready() && !a.draining.Load() }
 
 // Run serves until ctx is done or Stop is called, then stops accepting,
 // lets requests in flight finish, and releases everything New acquired. It
-// returns nil on a clean stop, or the error that stopped it. Run may be
-// called once; after Stop it returns nil at once.
+// returns nil on a clean stop, or the error that stopped it. It keeps the
+// promises of lifecycle.Service: after Stop it returns nil at once, and a
+// second Run fails.
 func (a *App) Run(ctx context.Context) error {
-	if !a.state.CompareAndSwap(stateNew, stateRunning) {
-		if a.state.Load() == stateReleased {
-			return nil // stopped before it ran: nothing to serve
-		}
-		return errors.New("httpapi: Run called twice")
+	if err := a.life.Run(ctx, a.run); err != nil {
+		return fmt.Errorf("httpapi: %w", err)
 	}
-	defer a.cleanup()
+	return nil
+}
+
+func (a *App) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "apps", len(a.apps.All()))
 
-	var g oklog.Group
+	var g run.Group
 	g.Add(func() error {
-		select {
-		case <-ctx.Done():
-		case <-a.stop:
-		}
+		<-ctx.Done()
 		return nil
 	}, func(error) { cancel() })
 	g.Add(func() error {
@@ -241,7 +218,7 @@ func (a *App) Run(ctx context.Context) error {
 	}, func(error) { cancel() })
 	g.Add(func() error {
 		if err := a.api.Serve(); err != nil {
-			return fmt.Errorf("httpapi: serve api: %w", err)
+			return fmt.Errorf("serve api: %w", err)
 		}
 		return nil
 	}, func(error) {
@@ -253,7 +230,7 @@ func (a *App) Run(ctx context.Context) error {
 	if a.admin != nil {
 		g.Add(func() error {
 			if err := a.admin.Serve(); err != nil {
-				return fmt.Errorf("httpapi: serve admin: %w", err)
+				return fmt.Errorf("serve admin: %w", err)
 			}
 			return nil
 		}, func(error) { a.admin.Shutdown(shutdownTimeout) })
@@ -265,19 +242,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // Stop makes Run return; it is idempotent and safe from any goroutine. If Run
 // was never called it releases what New acquired.
-func (a *App) Stop() {
-	a.stopOnce.Do(func() { close(a.stop) })
-	if a.state.CompareAndSwap(stateNew, stateReleased) {
-		a.cleanup()
-	}
-}
-
-func (a *App) cleanup() {
-	for i := len(a.cleanups) - 1; i >= 0; i-- {
-		a.cleanups[i]()
-	}
-	a.cleanups = nil
-}
+func (a *App) Stop() { a.life.Stop() }
 
 // watchRedis pings Redis every readyInterval until ctx ends, keeping
 // readiness and the redis_up gauge current and logging each change.

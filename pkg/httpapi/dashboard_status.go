@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/admission"
-	"github.com/headcount/headcount/pkg/cleaner"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/lease"
 )
 
 const (
@@ -74,14 +74,14 @@ func (a *App) getStatus(w http.ResponseWriter, r *http.Request, req *apiRequest)
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	lease, err := cleaner.ReadLease(ctx, a.rdb, a.ks)
+	held, err := lease.Read(ctx, a.rdb, lease.CleanerKey(a.ks))
 	if err != nil {
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
 	staleAfter := a.listings.Options().StaleAfter
 	resp := statusJSON{TimeMs: now.UnixMilli(), StaleAfterMs: staleAfter.Milliseconds(), Nodes: make([]nodeJSON, len(nodes)), Connections: conns,
-		Cleaner: leaseJSON{Held: lease.Held, Holder: lease.Holder, ExpiresInMs: lease.ExpiresIn.Milliseconds()}}
+		Cleaner: leaseJSON{Held: held.Held, Holder: held.Holder, ExpiresInMs: held.ExpiresIn.Milliseconds()}}
 	for i, n := range nodes {
 		resp.Nodes[i] = nodeJSON{ID: n.ID, LastSeenMs: n.LastSeen.UnixMilli(), AgeMs: n.Age.Milliseconds(), Stale: n.Age >= staleAfter, Connections: n.Connections}
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/cleaner"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/lease"
@@ -79,7 +78,7 @@ func TestStatusAdmissionAuditEndpoints(t *testing.T) {
 		live.rec.AddConnections(appID, 1)
 		live.add(t, appID, map[string]int64{"public-x": 1}, map[string]int64{"public-x": 4})
 
-		held := lease.New(rdb, cleaner.LeaseKey(redisx.Keyspace{}), 3*time.Second)
+		held := lease.New(rdb, lease.CleanerKey(redisx.Keyspace{}), 3*time.Second)
 		ok, err := held.TryAcquire(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)

@@ -15,7 +15,6 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
@@ -23,6 +22,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 const (
@@ -34,14 +34,9 @@ const (
 	offSecret = "secret-off"
 )
 
-// TestMain fails the package if any goroutine outlives the tests, except
-// go-redis's circuit-breaker cleanup loop: go-redis starts one per
-// connection pool for maintenance notifications, and one can outlive its
-// closed client (seen while tests kill and restart servers). It is
-// go-redis's goroutine, not one of ours.
+// TestMain fails the package if goroutines outlive its tests (redistest.Main).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/maintnotifications.(*CircuitBreakerManager).cleanupLoop"))
+	redistest.Main(m)
 }
 
 func testApps(t testing.TB) *apps.Registry {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/run/runtest"
 )
 
 // TestSlowClientsAreCut: keep-alive connections left idle after a request
@@ -42,7 +42,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	require.Eventually(t, func() bool { base = runtime.NumGoroutine(); return base < 100 }, 10*time.Second, 10*time.Millisecond)
 
 	// An unsigned GET: any app id will do.
-	idlers := runtest.Idle(t, addr, "GET /apps/"+appID+"/channels HTTP/1.1\r\nHost: x\r\n\r\n", 100)
+	idlers := lifecycletest.Idle(t, addr, "GET /apps/"+appID+"/channels HTTP/1.1\r\nHost: x\r\n\r\n", 100)
 	// Bodies announced at 1,000,000 bytes (and 1,000, which the server
 	// would otherwise drain before reusing the connection); 4 arrive.
 	path := "/apps/" + appID + "/events"
@@ -50,22 +50,22 @@ func TestSlowClientsAreCut(t *testing.T) {
 		return fmt.Sprintf("POST %s?%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, query, size)
 	}
 	body := bytes.Repeat([]byte("x"), 1_000_000)
-	slowSigned := runtest.SlowBody(t, addr, head(signed(http.MethodPost, path, nil, body, appKey, appSecret, time.Now()), len(body)), "xxxx", 100)
-	var unsigned []*runtest.Conn
+	slowSigned := lifecycletest.SlowBody(t, addr, head(signed(http.MethodPost, path, nil, body, appKey, appSecret, time.Now()), len(body)), "xxxx", 100)
+	var unsigned []*lifecycletest.Conn
 	for _, q := range []string{"", "auth_key=" + appKey, signed(http.MethodPost, path, nil, body, appKey, "wrong", time.Now())} {
 		for _, size := range []int{len(body), 1000} {
-			unsigned = append(unsigned, runtest.SlowBody(t, addr, head(q, size), "xxxx", 20)...)
+			unsigned = append(unsigned, lifecycletest.SlowBody(t, addr, head(q, size), "xxxx", 20)...)
 		}
 	}
 
 	served()
-	for _, code := range runtest.RequireCut(t, unsigned, 0, drainGrace+time.Second) {
+	for _, code := range lifecycletest.RequireCut(t, unsigned, 0, drainGrace+time.Second) {
 		require.Equal(t, http.StatusUnauthorized, code, "refused from the head, without waiting for the body")
 	}
-	for _, code := range runtest.RequireCut(t, idlers, idle, idle+slack) {
+	for _, code := range lifecycletest.RequireCut(t, idlers, idle, idle+slack) {
 		require.Zero(t, code, "nothing more is sent on an idle connection")
 	}
-	for _, code := range runtest.RequireCut(t, slowSigned, read, read+slack) {
+	for _, code := range lifecycletest.RequireCut(t, slowSigned, read, read+slack) {
 		require.Equal(t, http.StatusRequestTimeout, code)
 	}
 	served()

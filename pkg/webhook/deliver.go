@@ -190,30 +190,59 @@ type entry struct {
 	done     bool // delivered, given up or debounced: ack and forget
 }
 
-type result struct {
-	e   *entry
-	err error
+// attempt is one POST of a batch of entries and its outcome. Today every
+// batch holds one entry (dispatch); batching several events into one POST
+// is a change to dispatch alone.
+type attempt struct {
+	batch []*entry
+	err   error
 }
 
 // deliver runs while this replica holds the target's lease: it takes over
 // the events a previous holder read and did not finish, then reads new
-// ones, and posts each, in log order per channel.
+// ones, and posts each, in log order per channel. Each turn of its loop
+// runs the steps in order: acknowledge what is finished, trim the log,
+// start what is due, read new events, collect finished attempts.
 func (t *target) deliver(ctx context.Context) {
 	t.log.Info("delivering webhooks", "replica", t.d.opts.Replica)
 	defer t.log.Info("no longer delivering webhooks")
+	queue, ok := t.takeOver(ctx)
+	if !ok {
+		return
+	}
+	s := &session{t: t, queue: queue, results: make(chan attempt, maxInFlight), lastTrim: time.Now()}
+	// ctx is done, so attempts under way end soon; what they delivered
+	// unacknowledged is sent again by the next holder (at least once).
+	defer s.abandon()
+	for ctx.Err() == nil {
+		s.ack(ctx)
+		s.t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(s.queue)))
+		s.trim(ctx)
+		due, wake := s.due(time.Now())
+		s.dispatch(ctx, due)
+		if len(s.acks) > 0 {
+			continue // debounced pairs: acknowledge them before anything else
+		}
+		s.read(ctx, wake)
+		s.collect(ctx)
+	}
+}
+
+// takeOver creates the target's consumer group if need be, claims what
+// other consumers (a dead or deposed holder) read and did not acknowledge,
+// then reads everything pending for this replica, in log order. ok is
+// false when Redis failed; the lease's next holding tries again.
+func (t *target) takeOver(ctx context.Context) (queue []*entry, ok bool) {
 	rdb, me := t.d.rdb, t.d.opts.Replica
 	if err := rdb.XGroupCreateMkStream(ctx, t.key, t.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		t.log.Warn("cannot create the consumer group; retrying when the lease is next held", "error", err)
-		return
+		return nil, false
 	}
-	var queue []*entry
-	// Take over what other consumers (a dead or deposed holder) read and
-	// did not acknowledge, then read everything pending for us in order.
 	for start := "0-0"; ; {
 		_, next, err := rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{Stream: t.key, Group: t.group, Consumer: me, Start: start, Count: readBatch}).Result()
 		if err != nil {
 			t.log.Warn("cannot take over pending webhook events", "error", err)
-			return
+			return nil, false
 		}
 		if next == "0-0" {
 			break
@@ -224,129 +253,172 @@ func (t *target) deliver(ctx context.Context) {
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: me, Streams: []string{t.key, after}, Count: readBatch, Block: -1}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.log.Warn("cannot read pending webhook events", "error", err)
-			return
+			return nil, false
 		}
 		if len(res) == 0 || len(res[0].Messages) == 0 {
-			break
+			return queue, true
 		}
 		queue = t.add(ctx, queue, res[0].Messages)
 		after = res[0].Messages[len(res[0].Messages)-1].ID
 	}
+}
 
-	results := make(chan result, maxInFlight)
-	inFlight := 0
-	var acks []string
-	lastTrim := time.Now()
-	defer func() {
-		// ctx is done, so attempts under way end soon; what they delivered
-		// unacknowledged is sent again by the next holder (at least once).
-		for ; inFlight > 0; inFlight-- {
-			<-results
-		}
-	}()
-	for ctx.Err() == nil {
-		// Acknowledge what is finished (one round trip), then forget it.
-		if len(acks) > 0 {
-			if err := rdb.XAck(ctx, t.key, t.group, acks...).Err(); err != nil {
-				t.log.Warn("cannot acknowledge delivered webhook events; they may be sent again", "error", err)
-			}
-			acks = acks[:0]
-			kept := queue[:0]
-			for _, e := range queue {
-				if !e.done {
-					kept = append(kept, e)
-				}
-			}
-			clear(queue[len(kept):])
-			queue = kept
-		}
-		t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(queue)))
-		if t.trims && time.Since(lastTrim) >= t.d.opts.TrimEvery {
-			t.trim(ctx)
-			if n, err := eventlog.For(t.d.opts.Keyspace, t.app.ID).Bytes(ctx, rdb); err == nil {
-				t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(n))
-			}
-			lastTrim = time.Now()
-		}
+// session is one holding of a target's lease: the events read and not yet
+// finished, and the attempts under way. Only deliver's goroutine uses it;
+// attempts report on results.
+type session struct {
+	t        *target
+	queue    []*entry // in log order
+	results  chan attempt
+	inFlight int      // attempts started and not collected
+	acks     []string // ids finished since the last ack
+	lastTrim time.Time
+}
 
-		// Start what may start; note when the next held event is due.
-		now := time.Now()
-		wake := now.Add(time.Second)
-		blocked := map[string]bool{}
-		for i, e := range queue {
-			if e.done {
-				continue
-			}
-			if blocked[e.ev.Channel] || e.inFlight {
-				blocked[e.ev.Channel] = true
-				continue
-			}
-			if until, cancelledBy := t.debounce(queue, i, now); cancelledBy != nil {
-				e.done, cancelledBy.done = true, true
-				acks = append(acks, e.id, cancelledBy.id)
-				t.d.m.debounced.WithLabelValues(t.app.ID, t.group).Add(2)
-				continue
-			} else if now.Before(until) {
-				blocked[e.ev.Channel] = true
-				wake = earliest(wake, until)
-				continue
-			}
-			if now.Before(e.next) {
-				blocked[e.ev.Channel] = true
-				wake = earliest(wake, e.next)
-				continue
-			}
-			blocked[e.ev.Channel] = true
-			if inFlight < maxInFlight {
-				e.inFlight = true
-				inFlight++
-				go func() { results <- result{e, t.post(ctx, e)} }()
-			}
+// ack acknowledges what is finished (one round trip), then forgets it.
+func (s *session) ack(ctx context.Context) {
+	if len(s.acks) == 0 {
+		return
+	}
+	t := s.t
+	if err := t.d.rdb.XAck(ctx, t.key, t.group, s.acks...).Err(); err != nil {
+		t.log.Warn("cannot acknowledge delivered webhook events; they may be sent again", "error", err)
+	}
+	s.acks = s.acks[:0]
+	kept := s.queue[:0]
+	for _, e := range s.queue {
+		if !e.done {
+			kept = append(kept, e)
 		}
-		if len(acks) > 0 {
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+}
+
+// trim trims the app's log every TrimEvery, if this target is the one that
+// trims it, and reports the log's size.
+func (s *session) trim(ctx context.Context) {
+	t := s.t
+	if !t.trims || time.Since(s.lastTrim) < t.d.opts.TrimEvery {
+		return
+	}
+	t.trim(ctx)
+	if n, err := eventlog.For(t.d.opts.Keyspace, t.app.ID).Bytes(ctx, t.d.rdb); err == nil {
+		t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(n))
+	}
+	s.lastTrim = time.Now()
+}
+
+// due returns the entries that may be posted now, in log order: per
+// channel only the first unfinished one (ordering), and only once its
+// debounce and its retry backoff are over. A debounced event whose
+// opposite came back within the debounce is finished with it (both to be
+// acknowledged). wake is when the next held entry is due, at most a
+// second away.
+func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
+	t := s.t
+	wake = now.Add(time.Second)
+	blocked := map[string]bool{}
+	for i, e := range s.queue {
+		if e.done {
 			continue
 		}
+		if blocked[e.ev.Channel] || e.inFlight {
+			blocked[e.ev.Channel] = true
+			continue
+		}
+		if until, cancelledBy := t.debounce(s.queue, i, now); cancelledBy != nil {
+			e.done, cancelledBy.done = true, true
+			s.acks = append(s.acks, e.id, cancelledBy.id)
+			t.d.m.debounced.WithLabelValues(t.app.ID, t.group).Add(2)
+			continue
+		} else if now.Before(until) {
+			blocked[e.ev.Channel] = true
+			wake = earliest(wake, until)
+			continue
+		}
+		if now.Before(e.next) {
+			blocked[e.ev.Channel] = true
+			wake = earliest(wake, e.next)
+			continue
+		}
+		blocked[e.ev.Channel] = true
+		due = append(due, e)
+	}
+	return due, wake
+}
 
-		// Read new events; wait for them only when no attempt is under way.
-		block := time.Duration(-1) // no BLOCK: return at once
-		if inFlight == 0 {
-			if block = min(time.Until(wake), 200*time.Millisecond); block < time.Millisecond {
-				block = -1 // BLOCK 0 would wait forever
-			}
+// dispatch starts attempts for due entries, in order, while fewer than
+// maxInFlight are under way; the rest wait for a later turn. Each attempt
+// posts one entry.
+func (s *session) dispatch(ctx context.Context, due []*entry) {
+	for _, e := range due {
+		if s.inFlight >= maxInFlight {
+			return
 		}
-		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: me, Streams: []string{t.key, ">"}, Count: readBatch, Block: block}).Result()
-		switch {
-		case err == nil && len(res) > 0:
-			queue = t.add(ctx, queue, res[0].Messages)
-		case err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil:
-			t.log.Warn("cannot read webhook events; retrying", "error", err)
-			sleep(ctx, time.Second)
+		batch := []*entry{e}
+		e.inFlight = true
+		s.inFlight++
+		go func() { s.results <- attempt{batch, s.t.post(ctx, batch)} }()
+	}
+}
+
+// read reads new events into the queue; it waits for them (until wake, at
+// most 200 ms) only when no attempt is under way.
+func (s *session) read(ctx context.Context, wake time.Time) {
+	t := s.t
+	block := time.Duration(-1) // no BLOCK: return at once
+	if s.inFlight == 0 {
+		if block = min(time.Until(wake), 200*time.Millisecond); block < time.Millisecond {
+			block = -1 // BLOCK 0 would wait forever
 		}
-		// Collect finished attempts; with attempts under way and nothing
-		// finished, wait a little for one rather than spin.
-		finish := func(r result) {
-			inFlight--
-			r.e.inFlight = false
-			if id := t.settle(r.e, r.err); id != "" {
-				acks = append(acks, id)
-			}
+	}
+	res, err := t.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: t.d.opts.Replica, Streams: []string{t.key, ">"}, Count: readBatch, Block: block}).Result()
+	switch {
+	case err == nil && len(res) > 0:
+		s.queue = t.add(ctx, s.queue, res[0].Messages)
+	case err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil:
+		t.log.Warn("cannot read webhook events; retrying", "error", err)
+		sleep(ctx, time.Second)
+	}
+}
+
+// collect settles the attempts that finished; with attempts under way and
+// nothing to acknowledge, it waits a little for one rather than spin.
+func (s *session) collect(ctx context.Context) {
+	for drained := false; !drained; {
+		select {
+		case r := <-s.results:
+			s.finish(r)
+		default:
+			drained = true
 		}
-		for collecting := true; collecting; {
-			select {
-			case r := <-results:
-				finish(r)
-			default:
-				collecting = false
-			}
+	}
+	if s.inFlight > 0 && len(s.acks) == 0 {
+		select {
+		case r := <-s.results:
+			s.finish(r)
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
 		}
-		if inFlight > 0 && len(acks) == 0 {
-			select {
-			case r := <-results:
-				finish(r)
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-			}
+	}
+}
+
+// finish settles one attempt's entries.
+func (s *session) finish(r attempt) {
+	s.inFlight--
+	for _, e := range r.batch {
+		e.inFlight = false
+		if id := s.t.settle(e, r.err); id != "" {
+			s.acks = append(s.acks, id)
 		}
+	}
+}
+
+// abandon waits for the attempts under way (ctx is done, so they end soon).
+func (s *session) abandon() {
+	for ; s.inFlight > 0; s.inFlight-- {
+		<-s.results
 	}
 }
 
@@ -420,12 +492,17 @@ func (t *target) debounce(queue []*entry, i int, _ time.Time) (until time.Time, 
 	return time.UnixMilli(deadline), nil
 }
 
-// post makes one delivery attempt.
-func (t *target) post(ctx context.Context, e *entry) error {
+// post makes one delivery attempt of a batch: one POST carrying its
+// events, stamped with the first one's creation time.
+func (t *target) post(ctx context.Context, batch []*entry) error {
+	events := make([]Event, len(batch))
+	for i, e := range batch {
+		events[i] = e.ev
+	}
 	body, err := json.Marshal(struct {
 		TimeMs int64   `json:"time_ms"`
 		Events []Event `json:"events"`
-	}{e.t, []Event{e.ev}})
+	}{batch[0].t, events})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,9 +17,9 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
-	hrun "github.com/headcount/headcount/pkg/run"
 	"github.com/headcount/headcount/pkg/webhook"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -118,13 +117,12 @@ type App struct {
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
 	ws         *wsfront.Front
-	admin      *hrun.Server // nil when --admin-addr is empty
+	admin      *lifecycle.Server // nil when --admin-addr is empty
 	hub        *hub
 	ids        *protocol.SocketIDs
-	ready      hrun.Readiness
+	ready      lifecycle.Readiness
 
-	stopOnce sync.Once
-	stop     chan struct{}
+	life lifecycle.State
 }
 
 // New binds the WebSocket and admin listeners and builds the Redis client
@@ -142,7 +140,6 @@ func New(opts Options) (_ *App, err error) {
 		tun:        defaultTunables(),
 		hub:        newHub(),
 		ids:        protocol.NewSocketIDs(),
-		stop:       make(chan struct{}),
 		index:      newIndex(),
 		send:       newSender(),
 		closeSlots: make(chan struct{}, closeSlots),
@@ -161,19 +158,16 @@ func New(opts Options) (_ *App, err error) {
 		return float64(a.ws.Open())
 	})
 
-	var cleanups []func()
 	defer func() {
 		if err != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
+			a.life.Stop() // releases what was bound so far
 		}
 	}()
 
 	if a.rdb, err = redisx.NewClient(cfg.Common); err != nil {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
-	cleanups = append(cleanups, func() { _ = a.rdb.Close() })
+	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
 	ks := redisx.NewKeyspace(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
@@ -190,14 +184,15 @@ func New(opts Options) (_ *App, err error) {
 		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }}); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
-	cleanups = append(cleanups, func() { closeUnserved(a.ws) })
-	hrun.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
+	a.life.Defer(func() { closeUnserved(a.ws) })
+	lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
 
 	if cfg.AdminAddr != "" {
-		admin := hrun.AdminMux(a.reg, a.Ready)
-		if a.admin, err = hrun.Listen(cfg.AdminAddr, admin, hrun.AdminTimeouts); err != nil {
+		admin := lifecycle.AdminMux(a.reg, a.Ready)
+		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
+		a.life.Defer(a.admin.Close)
 	}
 	return a, nil
 }
@@ -221,8 +216,10 @@ func (a *App) socketCap() int {
 	return a.cfg.MaxSockets
 }
 
-// closeUnserved releases the listener of a server that never served.
-func closeUnserved(s *wsfront.Front) { s.Shutdown(0) }
+// closeUnserved releases the listener of a front that never served; after
+// Run's drain it is closed already (Shutdown is idempotent). With no
+// handshake under way, Shutdown returns at once rather than after timeout.
+func closeUnserved(f *wsfront.Front) { f.Shutdown(time.Second) }
 
 // Addr is the WebSocket listener's address (host:port).
 func (a *App) Addr() string { return a.ws.Addr() }
@@ -276,14 +273,24 @@ func (a *App) newAnnounce() *announce.Announcer {
 func (a *App) Ready() bool { return a.ready.Ready() && a.rec.Healthy() && a.bus.Healthy() }
 
 // Stop starts the same graceful shutdown as cancelling Run's context. It is
-// idempotent and does not wait; Run returns when the drain is done.
-func (a *App) Stop() { a.stopOnce.Do(func() { close(a.stop) }) }
+// idempotent and does not wait; Run returns when the drain is done. Before
+// Run it releases the listeners and the Redis client New took.
+func (a *App) Stop() { a.life.Stop() }
 
 // Run serves until ctx ends or Stop is called, then drains: readiness off,
 // listener closed, sockets closed with 4200 over the drain window, this
 // node's contribution removed from Redis. It returns nil after a clean
-// drain, or the first failure.
+// drain, or the first failure. It keeps the promises of lifecycle.Service:
+// after Stop it returns nil at once, and a second Run fails.
 func (a *App) Run(ctx context.Context) error {
+	err := a.life.Run(ctx, a.run)
+	if errors.Is(err, lifecycle.ErrRunTwice) {
+		return fmt.Errorf("wsnode: %w", err)
+	}
+	return err
+}
+
+func (a *App) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(context.Background())
@@ -313,7 +320,6 @@ func (a *App) Run(ctx context.Context) error {
 		served := false
 		select {
 		case <-ctx.Done():
-		case <-a.stop:
 		case err = <-errc:
 			served = true
 			if err == nil {

@@ -80,11 +80,13 @@
 // outage, is lost for that node's sockets; counts are never lost.
 //
 // At start, New logs a WARN when --addr is reachable from other hosts and
-// an app's secret is one published with headcount (run.WarnPublicSecrets).
+// an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
 //
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
 // closes, sockets are closed with code 4200 spread over the drain window,
 // the drained sockets' changes are flushed and their presence leaves
 // announced, and the node's contribution is removed from Redis. Run then
-// returns nil.
+// returns nil. An App keeps lifecycle.Service: Run is called once, Stop any
+// number of times from any goroutine, and a Stop before Run frees the
+// listeners and the Redis client New took.
 package wsnode

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/fanout"
 )
@@ -49,3 +50,6 @@ func (a *App) WritesWaiting() int {
 	}
 	return n
 }
+
+// Redis is the client New built.
+func (a *App) Redis() redis.UniversalClient { return a.rdb }

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
@@ -40,14 +39,9 @@ const (
 	tick        = 10 * time.Millisecond
 )
 
-// TestMain fails the package if any goroutine outlives the tests, except
-// go-redis's circuit-breaker cleanup loop: go-redis starts one per
-// connection pool for maintenance notifications, and one can outlive its
-// closed client (seen while tests kill and restart servers). It is
-// go-redis's goroutine, not one of ours.
+// TestMain fails the package if goroutines outlive its tests (redistest.Main).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/maintnotifications.(*CircuitBreakerManager).cleanupLoop"))
+	redistest.Main(m)
 }
 
 type testNode struct {

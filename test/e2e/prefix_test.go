@@ -12,7 +12,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/cleaner"
+	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -115,7 +115,7 @@ func TestTwoDeploymentsShareRedis(t *testing.T) {
 	// Leases: each deployment's cleaner and webhook deliverer holds its
 	// own, so both are active at once.
 	for _, d := range []*deployment{blue, green} {
-		n, err := rdb.Exists(ctx, cleaner.LeaseKey(d.ks)).Result()
+		n, err := rdb.Exists(ctx, lease.CleanerKey(d.ks)).Result()
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n, "%s's cleaner holds no lease", d.ks.Prefix())
 		var leases []string

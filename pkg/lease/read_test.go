@@ -1,4 +1,4 @@
-package cleaner
+package lease
 
 import (
 	"context"
@@ -7,25 +7,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
-// TestReadLease: nobody, then a holder with its TTL, then a failover shows
+// TestRead: nobody, then a holder with its TTL, then a failover shows
 // another holder.
-func TestReadLease(t *testing.T) {
+func TestRead(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
-	st, err := ReadLease(ctx, rdb, redisx.Keyspace{})
+	st, err := Read(ctx, rdb, CleanerKey(redisx.Keyspace{}))
 	require.NoError(t, err)
-	require.Equal(t, LeaseState{}, st, "no cleaner has run")
+	require.Equal(t, Status{}, st, "no cleaner has run")
 
-	first := lease.New(rdb, LeaseKey(redisx.Keyspace{}), 3*time.Second)
+	first := New(rdb, CleanerKey(redisx.Keyspace{}), 3*time.Second)
 	ok, err := first.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
-	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
+	st, err = Read(ctx, rdb, CleanerKey(redisx.Keyspace{}))
 	require.NoError(t, err)
 	require.True(t, st.Held)
 	require.Equal(t, first.Token()[:holderIDLength], st.Holder)
@@ -33,15 +32,15 @@ func TestReadLease(t *testing.T) {
 	require.LessOrEqual(t, st.ExpiresIn, 3*time.Second)
 
 	require.NoError(t, first.Release(ctx))
-	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
+	st, err = Read(ctx, rdb, CleanerKey(redisx.Keyspace{}))
 	require.NoError(t, err)
 	require.False(t, st.Held)
 
-	second := lease.New(rdb, LeaseKey(redisx.Keyspace{}), 3*time.Second)
+	second := New(rdb, CleanerKey(redisx.Keyspace{}), 3*time.Second)
 	ok, err = second.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
-	st, err = ReadLease(ctx, rdb, redisx.Keyspace{})
+	st, err = Read(ctx, rdb, CleanerKey(redisx.Keyspace{}))
 	require.NoError(t, err)
 	require.True(t, st.Held)
 	require.Equal(t, second.Token()[:holderIDLength], st.Holder)

@@ -1,4 +1,4 @@
-package run
+package lifecycle
 
 import (
 	"context"
@@ -26,17 +26,13 @@ const (
 	ExitConfig = 2
 )
 
-// Runner is an app package's App.
-type Runner interface {
-	Run(ctx context.Context) error
-}
-
 // Main is the body of every binary's main once its configuration is
 // parsed: a bad configuration (parseErr) exits 2 with the message, -h exits
 // 0; otherwise it builds the logger and registry, starts the app and runs it
-// until SIGINT or SIGTERM. A second signal kills the process at once.
+// until SIGINT or SIGTERM (Run releases what start took). A second signal
+// kills the process at once.
 func Main(name string, stderr io.Writer, parseErr error, c config.Common,
-	start func(log hclog.Logger, reg *prometheus.Registry) (Runner, error)) int {
+	start func(log hclog.Logger, reg *prometheus.Registry) (Service, error)) int {
 	if errors.Is(parseErr, flag.ErrHelp) {
 		return ExitOK
 	}

@@ -1,10 +1,12 @@
-// Package runtest opens the misbehaving client connections that the
-// servers' timeouts (run.Timeouts) must cut: keep-alive connections left
-// idle, and requests whose body never finishes arriving. Tests of every
-// HTTP server use it against a real listener.
+// Package lifecycletest checks the apps against what package lifecycle
+// promises. Contract runs the lifecycle.Service cases against an app that
+// New built. Idle and SlowBody open the misbehaving client connections that
+// the servers' timeouts (lifecycle.Timeouts) must cut: keep-alive
+// connections left idle, and requests whose body never finishes arriving.
+// Tests of every HTTP server use them against a real listener.
 //
 // A Conn is used by one goroutine at a time.
-package runtest
+package lifecycletest
 
 import (
 	"bufio"
@@ -38,17 +40,17 @@ func Idle(t testing.TB, addr, req string, n int) []*Conn {
 		c := dial(t, addr)
 		_, err := io.WriteString(c, req)
 		if err != nil {
-			t.Fatalf("runtest: send a request to %s: %v", addr, err)
+			t.Fatalf("lifecycletest: send a request to %s: %v", addr, err)
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(c.br, nil)
 		if err != nil {
-			t.Fatalf("runtest: read the answer from %s: %v", addr, err)
+			t.Fatalf("lifecycletest: read the answer from %s: %v", addr, err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		if resp.Close {
-			t.Fatalf("runtest: %s closes after its answer (%s); an idle keep-alive needs a request it keeps the connection for", addr, resp.Status)
+			t.Fatalf("lifecycletest: %s closes after its answer (%s); an idle keep-alive needs a request it keeps the connection for", addr, resp.Status)
 		}
 		c.Start = time.Now()
 		conns = append(conns, c)
@@ -65,7 +67,7 @@ func SlowBody(t testing.TB, addr, head, partial string, n int) []*Conn {
 	for range n {
 		c := dial(t, addr)
 		if _, err := io.WriteString(c, head+partial); err != nil {
-			t.Fatalf("runtest: send a request head to %s: %v", addr, err)
+			t.Fatalf("lifecycletest: send a request head to %s: %v", addr, err)
 		}
 		c.Start = time.Now()
 		conns = append(conns, c)
@@ -77,7 +79,7 @@ func dial(t testing.TB, addr string) *Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
-		t.Fatalf("runtest: dial %s: %v", addr, err)
+		t.Fatalf("lifecycletest: dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return &Conn{Conn: c, br: bufio.NewReader(c)}
@@ -99,12 +101,12 @@ func RequireCut(t testing.TB, conns []*Conn, after, within time.Duration) []int 
 		var ne net.Error
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			t.Fatalf("runtest: connection %d of %d is still open %v after it went quiet (the server should cut it within %v); it sent %q",
+			t.Fatalf("lifecycletest: connection %d of %d is still open %v after it went quiet (the server should cut it within %v); it sent %q",
 				i+1, len(conns), took.Round(time.Millisecond), within, got)
 		case err != nil && !errors.As(err, &ne): // a reset is a net.Error too
-			t.Fatalf("runtest: connection %d: %v", i+1, err)
+			t.Fatalf("lifecycletest: connection %d: %v", i+1, err)
 		case took < after/2:
-			t.Fatalf("runtest: connection %d was closed after %v, well before %v: something other than the timeout closed it (it sent %q)",
+			t.Fatalf("lifecycletest: connection %d was closed after %v, well before %v: something other than the timeout closed it (it sent %q)",
 				i+1, took.Round(time.Millisecond), after, got)
 		}
 		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(got)), nil); err == nil {

@@ -1,8 +1,4 @@
-// Package run holds what every binary's lifecycle shares: the admin HTTP
-// server (/metrics, /healthz, /readyz) and a helper to serve an http.Server
-// inside an oklog/run group with a deadline on every phase of a connection
-// (Timeouts). It installs no signal handlers; mains do.
-package run
+package lifecycle
 
 import (
 	"context"
@@ -136,6 +132,14 @@ func (s *Server) Serve() error {
 		return err
 	}
 	return nil
+}
+
+// Close closes the listener and every connection at once. It is for a
+// server that never served, or one already shut down (it is then a no-op),
+// and may be called more than once.
+func (s *Server) Close() {
+	_ = s.srv.Close()
+	_ = s.ln.Close() // Serve was never called: srv does not know ln
 }
 
 // Shutdown stops accepting and waits up to timeout for requests in flight.

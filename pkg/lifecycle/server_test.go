@@ -1,4 +1,4 @@
-package run
+package lifecycle
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/pkg/run/runtest"
+	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
 )
 
 // TestMain fails the package if any goroutine (a server's, a connection's)
@@ -98,8 +98,8 @@ func TestListenCutsIdleSlowAndStuckClients(t *testing.T) {
 	legit.Transport.(*http.Transport).CloseIdleConnections()
 	base := runtime.NumGoroutine()
 
-	idlers := runtest.Idle(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 100)
-	slow := runtest.SlowBody(t, addr, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", "abcd", 100)
+	idlers := lifecycletest.Idle(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 100)
+	slow := lifecycletest.SlowBody(t, addr, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", "abcd", 100)
 	// A client that asks for a large answer and never reads it.
 	stuck, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -118,8 +118,8 @@ func TestListenCutsIdleSlowAndStuckClients(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Equal(t, "hello", string(b))
 
-	runtest.RequireCut(t, idlers, idle, idle+slack)
-	for i, code := range runtest.RequireCut(t, slow, read, read+slack) {
+	lifecycletest.RequireCut(t, idlers, idle, idle+slack)
+	for i, code := range lifecycletest.RequireCut(t, slow, read, read+slack) {
 		require.Equal(t, http.StatusRequestTimeout, code, "slow body %d: the handler's read failed with the deadline", i)
 	}
 	select {
@@ -146,8 +146,8 @@ func TestAdminServerTimeouts(t *testing.T) {
 	s := serve(t, mux, Timeouts{Idle: idle, Write: write})
 	base := runtime.NumGoroutine()
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		conns := runtest.Idle(t, s.Addr(), "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n", 30)
-		runtest.RequireCut(t, conns, idle, idle+3*time.Second)
+		conns := lifecycletest.Idle(t, s.Addr(), "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n", 30)
+		lifecycletest.RequireCut(t, conns, idle, idle+3*time.Second)
 	}
 	requireGoroutinesBack(t, base)
 

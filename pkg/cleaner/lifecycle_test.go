@@ -1,0 +1,27 @@
+package cleaner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// TestLifecycle: a cleaner keeps the lifecycle every app shares, built
+// with no logger and no registry.
+func TestLifecycle(t *testing.T) {
+	srv := redistest.New(t)
+	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
+		cfg := config.DefaultCleaner()
+		cfg.Redis = srv.URL()
+		cfg.AdminAddr = "127.0.0.1:0"
+		cfg.LeaseTTL = 300 * time.Millisecond
+		a, err := New(Options{Config: cfg})
+		require.NoError(t, err)
+		return lifecycletest.Subject{Service: a, Addrs: []string{a.AdminAddr()}, Redis: a.rdb}
+	})
+}

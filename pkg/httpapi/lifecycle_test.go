@@ -1,0 +1,23 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// TestLifecycle: the API keeps the lifecycle every app shares, built with
+// no logger and no registry.
+func TestLifecycle(t *testing.T) {
+	srv := redistest.New(t)
+	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
+		cfg := config.HTTPAPI{Common: config.Common{Redis: srv.URL(), AdminAddr: "127.0.0.1:0", Apps: testApps(t)}, Addr: "127.0.0.1:0"}
+		a, err := New(Options{Config: cfg})
+		require.NoError(t, err)
+		return lifecycletest.Subject{Service: a, Addrs: []string{a.Addr(), a.AdminAddr()}, Redis: a.rdb}
+	})
+}

@@ -1,0 +1,58 @@
+package lease
+
+// read.go: who holds a lease, for those who watch it without contending
+// (an operator's dashboard). Read-only.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/redisx"
+)
+
+// CleanerKey is the lease key the cleaners of ks contend for. It lives
+// here, not in the cleaner, so that those who only read the lease (the HTTP
+// API's status endpoint) need not import the cleaner app.
+func CleanerKey(ks redisx.Keyspace) string { return ks.Name("cleaner:lease") }
+
+// holderIDLength is how much of the holder's token Status shows: enough
+// to tell a failover (a new token) from a renewal, too little to be useful
+// to anyone who could forge a release.
+const holderIDLength = 8
+
+// Status is a lease as Redis holds it.
+type Status struct {
+	// Held is false when nobody holds the lease (no contender runs, or the
+	// last holder's lease ran out and no standby has taken it yet).
+	Held bool
+	// Holder is the start of the holder's random token: it changes on a
+	// failover and stays the same across renewals.
+	Holder string
+	// ExpiresIn is how long the lease lives unless renewed (every third of
+	// the lease TTL while the holder is alive).
+	ExpiresIn time.Duration
+}
+
+// Read reads key's token and time to live in one atomic unit. A key
+// nobody holds is a zero Status, not an error.
+func Read(ctx context.Context, rdb redis.UniversalClient, key string) (Status, error) {
+	var token *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		token = p.Get(ctx, key)
+		ttl = p.PTTL(ctx, key)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) { // no lease is no error
+		return Status{}, fmt.Errorf("read lease %s: %w", key, err)
+	}
+	tok := token.Val()
+	if tok == "" {
+		return Status{}, nil
+	}
+	return Status{Held: true, Holder: tok[:min(len(tok), holderIDLength)], ExpiresIn: max(ttl.Val(), 0)}, nil
+}
