@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -77,7 +77,7 @@ func TestAuditExitCodes(t *testing.T) {
 			require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 			require.Contains(t, out, "consistent: 2 apps audited")
 
-			require.NoError(t, counts.CorruptChannel(ctx, rdb, redisx.Keyspace{}, "app2", "chat", 3))
+			require.NoError(t, counts.CorruptChannel(ctx, rdb, keyspace.Space{}, "app2", "chat", 3))
 			code, out, _ = audit("audit")
 			require.Equal(t, 1, code)
 			require.Regexp(t, `(?m)^APP\s+KIND\s+KEY\s+WANT\s+HAVE\n^app2\s+channel\s+chat\s+2\s+5\n`, out)
@@ -89,7 +89,7 @@ func TestAuditExitCodes(t *testing.T) {
 			require.Equal(t, 1, code, "drift was found, even though it is repaired now")
 			require.Contains(t, out, "repaired 1 entries; consistent now")
 			require.Contains(t, out, "and repaired")
-			n, err := counts.NewStore(rdb, redisx.Keyspace{}).Channel(ctx, "app2", "chat")
+			n, err := counts.NewStore(rdb, keyspace.Space{}).Channel(ctx, "app2", "chat")
 			require.NoError(t, err)
 			require.EqualValues(t, 2, n)
 

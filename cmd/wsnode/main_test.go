@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -135,7 +135,7 @@ func TestSIGTERMDrainsAndExits0(t *testing.T) {
 	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(`{"event":"pusher:subscribe","data":{"channel":"room"}}`)))
 	_, _, err = c.Read(ctx) // subscription_succeeded
 	require.NoError(t, err)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	require.Eventually(t, func() bool { n, _ := store.Channel(ctx, "app-id", "room"); return n == 1 }, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -163,7 +163,7 @@ type lowLimitNode struct {
 func startLowLimitNode(t *testing.T, args ...string) *lowLimitNode {
 	t.Helper()
 	srv := redistest.New(t)
-	n := &lowLimitNode{log: &proctest.Buffer{}, store: counts.NewStore(srv.Client(t), redisx.Keyspace{}), done: make(chan struct{})}
+	n := &lowLimitNode{log: &proctest.Buffer{}, store: counts.NewStore(srv.Client(t), keyspace.Space{}), done: make(chan struct{})}
 	n.cmd = exec.Command(os.Args[0], append([]string{"--redis", srv.URL(), "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
 		"--heartbeat", "100ms", "--drain", "200ms", "--log-format", "json", "--node-id", "low-limit-node"}, args...)...)
 	n.cmd.Env = append(os.Environ(), "WSNODE_TEST_MAIN=1", "WSNODE_TEST_NOFILE=150")

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/redisx"
 )
 
 var (
@@ -144,7 +144,7 @@ type Gate struct {
 }
 
 // New returns a gate on rdb whose keys are in ks.
-func New(rdb redis.UniversalClient, ks redisx.Keyspace) *Gate { return &Gate{rdb: rdb, keys: keys{ks}} }
+func New(rdb redis.UniversalClient, ks keyspace.Space) *Gate { return &Gate{rdb: rdb, keys: keys{ks}} }
 
 // ErrNoCapacity is returned by SetCapacity for n < 1.
 var ErrNoCapacity = errors.New("capacity must be at least 1")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -54,7 +54,7 @@ func TestRuleFor(t *testing.T) {
 // order whose head takes the room a leaver makes.
 func TestFIFO(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		for i := range 10 {
 			res, err := g.Check(ctx, "app", "presence-r", fmt.Sprint("u", i), long)
 			require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestConcurrentCapacity(t *testing.T) {
 		ctx := context.Background()
 		const users, capacity = 1000, 30
 		r := Rule{Capacity: capacity, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
-		gates := []*Gate{New(rdb, redisx.Keyspace{}), New(rdb, redisx.Keyspace{}), New(rdb, redisx.Keyspace{})}
+		gates := []*Gate{New(rdb, keyspace.Space{}), New(rdb, keyspace.Space{}), New(rdb, keyspace.Space{})}
 		results := make([]Result, users)
 		var wg sync.WaitGroup
 		for i := range users {
@@ -144,7 +144,7 @@ func TestConcurrentCapacity(t *testing.T) {
 // keeps the place.
 func TestDropout(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
-	ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
 	for _, u := range []string{"in", "silent", "faithful"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, r)
@@ -166,7 +166,7 @@ func TestDropout(t *testing.T) {
 // it goes to the head of the list.
 func TestGrace(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
 		member := func(u string, delta int64) {
 			rec.AddMember("app", "presence-r", u, []byte(`{}`), delta)
@@ -229,7 +229,7 @@ func TestGrace(t *testing.T) {
 // removing the override restores the apps file's rule; below 1 is refused.
 func TestCapacityOverride(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
-	ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	for _, u := range []string{"a", "b", "c", "d", "e"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, long)
 		require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestCapacityOverride(t *testing.T) {
 // and tells each where they stand.
 func TestCheckIn(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
-	ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
 	for _, u := range []string{"a", "b", "c"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, r)
@@ -283,7 +283,7 @@ func TestCheckIn(t *testing.T) {
 // frees the seat after the grace.
 func TestHolds(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		r := Rule{Capacity: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
 		const ch = "presence-r"
 		recs := map[string]*counts.Recorder{}

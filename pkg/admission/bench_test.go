@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -35,7 +35,7 @@ func BenchmarkCheck(b *testing.B) {
 	const waiters, capacity = 10000, 30
 	rdb := redistest.New(b).Client(b)
 	ctx := context.Background()
-	g := New(rdb, redisx.Keyspace{})
+	g := New(rdb, keyspace.Space{})
 	r := Rule{Capacity: capacity, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
 	for i := range capacity + waiters {
 		if _, err := g.Check(ctx, "app", "presence-room", fmt.Sprint("u", i), r); err != nil {

@@ -4,14 +4,14 @@ import (
 	"strings"
 
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Every key of a channel's gate carries the app's hash tag, like counts'
 // keys, so each script (which also reads counts' member hash) is
 // single-slot on Redis Cluster. This file is the only place that spells
 // them: "<prefix>:{<app>}:adm:<kind>:<channel>".
-type keys struct{ ks redisx.Keyspace }
+type keys struct{ ks keyspace.Space }
 
 // The kinds of gate key; the ones in gatedKinds exist exactly while their
 // channel is gated (see gatedChannel).

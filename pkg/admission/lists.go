@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -76,7 +76,7 @@ func (g *Gate) Lists(ctx context.Context, app string, limit int, rule func(chann
 // holding the app's slot.
 func (g *Gate) gatedChannels(ctx context.Context, app string) ([]string, error) {
 	var out []string
-	err := redisx.ScanPrefix(ctx, g.rdb, g.keys.gatePrefix(app), func(key string) {
+	err := keyspace.ScanPrefix(ctx, g.rdb, g.keys.gatePrefix(app), func(key string) {
 		if ch, ok := g.keys.gatedChannel(app, key); ok {
 			out = append(out, ch)
 		}

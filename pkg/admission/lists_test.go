@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +17,7 @@ import (
 // other apps' channels and channels without a capacity stay out.
 func TestLists(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx, g := context.Background(), New(rdb, redisx.Keyspace{})
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		const app = "app*[x]" // glob characters are matched literally
 		rules := map[string]Rule{
 			"presence-busy":  {Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -207,11 +207,11 @@ func newPropWorld(t testing.TB, client func() redis.UniversalClient, app, ch str
 	w := &propWorld{t: t, ctx: context.Background(), app: app, ch: ch, rule: propRule,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), snapRDB: client(), count: map[string]int{}}
 	for i := range w.replicas {
-		w.replicas[i] = New(client(), redisx.Keyspace{})
+		w.replicas[i] = New(client(), keyspace.Space{})
 	}
 	for i := range w.nodes {
 		rdb := client()
-		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb, redisx.Keyspace{}), store: counts.NewStore(rdb, redisx.Keyspace{}),
+		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb, keyspace.Space{}), store: counts.NewStore(rdb, keyspace.Space{}),
 			local: map[string]int{}, due: map[string]int64{}, waiters: map[string]bool{}}
 		n.rec = counts.NewRecorder(rdb, n.id, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
 			OnFlushed: func(f counts.Edges) {

@@ -12,8 +12,8 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -45,7 +45,7 @@ type Options struct {
 	// events when Hooks is nil, are appended. Required.
 	Redis redis.UniversalClient
 	// Keyspace names those logs; the zero Keyspace has the default prefix.
-	Keyspace redisx.Keyspace
+	Keyspace keyspace.Space
 	// Gate is the admission gate where members who left start their
 	// grace; nil makes no gate calls.
 	Gate *admission.Gate

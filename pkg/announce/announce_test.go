@@ -20,9 +20,9 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/webhook"
 )
@@ -105,7 +105,7 @@ func (l *listener) waitFor(t *testing.T, want ...string) {
 // hooks reads app's event log as "name channel [user] [count]" lines.
 func hooks(t *testing.T, rdb redis.UniversalClient, app string) []string {
 	t.Helper()
-	entries, err := rdb.XRange(context.Background(), eventlog.Key(redisx.Keyspace{}, app), "-", "+").Result()
+	entries, err := rdb.XRange(context.Background(), eventlog.Key(keyspace.Space{}, app), "-", "+").Result()
 	require.NoError(t, err)
 	out := []string{}
 	for _, e := range entries {
@@ -187,7 +187,7 @@ func TestMembers(t *testing.T) {
 		kept          bool
 	}
 	var lefts []left
-	gate := admission.New(rdb, redisx.Keyspace{})
+	gate := admission.New(rdb, keyspace.Space{})
 	a := newAnnouncer(t, rdb, Options{Gate: gate, OnLeft: func(app, ch, user string, r admission.Rule, kept bool) {
 		require.Equal(t, time.Hour, r.Grace, "the app's rule")
 		lefts = append(lefts, left{app, ch, user, kept})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx"
 )
 
@@ -106,7 +107,7 @@ func Audit(ctx context.Context, cfg config.Cleaner, out io.Writer, repair bool) 
 		return false, err
 	}
 	defer rdb.Close()
-	store := counts.NewStore(rdb, redisx.NewKeyspace(cfg.RedisPrefix))
+	store := counts.NewStore(rdb, keyspace.New(cfg.RedisPrefix))
 	apps, err := store.Apps(ctx)
 	if err != nil {
 		return false, fmt.Errorf("audit: %w", err)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -40,7 +40,7 @@ func TestActiveCleanerExportsDriftAndNodeMetrics(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 
 	live := counts.NewRecorder(rdb, "live", counts.RecorderOptions{Heartbeat: 20 * time.Millisecond})
 	live.Add("app", "x", 2)
@@ -82,8 +82,8 @@ func TestActiveCleanerExportsDriftAndNodeMetrics(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(a.m.drift.WithLabelValues("app")))
 
 	// Drift: two entries off. The loop reports it and leaves it alone.
-	require.NoError(t, counts.CorruptChannel(ctx, rdb, redisx.Keyspace{}, "app", "x", 3))
-	require.NoError(t, counts.CorruptChannel(ctx, rdb, redisx.Keyspace{}, "app", "ghost", 1))
+	require.NoError(t, counts.CorruptChannel(ctx, rdb, keyspace.Space{}, "app", "x", 3))
+	require.NoError(t, counts.CorruptChannel(ctx, rdb, keyspace.Space{}, "app", "ghost", 1))
 	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.drift.WithLabelValues("app")) == 2 },
 		5*time.Second, 5*time.Millisecond)
 	drifted := testutil.ToFloat64(a.m.audits.WithLabelValues("drift"))

@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
@@ -171,7 +172,7 @@ func New(opts Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ks := redisx.NewKeyspace(opts.Config.RedisPrefix)
+	ks := keyspace.New(opts.Config.RedisPrefix)
 	a := &App{
 		cfg:   opts.Config,
 		log:   log.Named("cleaner"),

@@ -16,10 +16,10 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -43,7 +43,7 @@ func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 
 	const dead, live = 40, 3
 	for i := range dead {
@@ -96,7 +96,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 
 	var cleaners []*App
 	var logs []*proctest.Buffer
@@ -129,7 +129,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 	for _, log := range logs {
 		require.Regexp(t, `\[WARN\] .*NO LEASE \(--lease-ttl 0\).*for tests only`, log.String())
 	}
-	n, err := rdb.Exists(ctx, lease.CleanerKey(redisx.Keyspace{})).Result()
+	n, err := rdb.Exists(ctx, lease.CleanerKey(keyspace.Space{})).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no lease is taken")
 
@@ -158,7 +158,7 @@ func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 
 	ctxA, stopA := context.WithCancel(ctx)
 	ctxB, stopB := context.WithCancel(ctx)
@@ -269,7 +269,7 @@ func TestReapStartsAdmissionGrace(t *testing.T) {
 		Admission:  apps.Admission{TicketSeconds: 3600, GraceSeconds: 1, DropoutSeconds: 3600}}})
 	require.NoError(t, err)
 	rule := admission.RuleFor(reg.ByID("app"), "presence-room")
-	gate := admission.New(rdb, redisx.Keyspace{})
+	gate := admission.New(rdb, keyspace.Space{})
 	res, err := gate.Check(ctx, "app", "presence-room", "alice", rule)
 	require.NoError(t, err)
 	require.Equal(t, admission.Admitted, res.Status)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -47,7 +48,7 @@ func newFleet(tb testing.TB, apps int) *fleet {
 	}
 	for i := range 2 {
 		id := fmt.Sprintf("node%d", i)
-		live := counts.NewNodeLiveness(f.rdb, redisx.Keyspace{}, id, time.Second, hclog.NewNullLogger())
+		live := counts.NewNodeLiveness(f.rdb, keyspace.Space{}, id, time.Second, hclog.NewNullLogger())
 		goRun(live.Run)
 		for deadline := time.Now().Add(10 * time.Second); live.Since().IsZero(); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {

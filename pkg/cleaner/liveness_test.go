@@ -15,8 +15,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -69,7 +69,7 @@ func startLiveNode(t *testing.T, srv *redistest.Server, id string, heartbeat tim
 // startLiveNodeOn starts node id on its own client rdb. Without entry its
 // recorder records no node-level last-seen, as a build from before it.
 func startLiveNodeOn(t *testing.T, rdb redis.UniversalClient, id string, heartbeat time.Duration, entry bool) *liveNode {
-	n := &liveNode{live: counts.NewNodeLiveness(rdb, redisx.Keyspace{}, id, heartbeat, logging.TestLogger(t))}
+	n := &liveNode{live: counts.NewNodeLiveness(rdb, keyspace.Space{}, id, heartbeat, logging.TestLogger(t))}
 	opts := counts.RecorderOptions{Heartbeat: heartbeat, Logger: logging.TestLogger(t)}
 	if entry {
 		opts.Liveness = n.live
@@ -98,7 +98,7 @@ func channelsOf(t *testing.T, store *counts.Store) map[string]int64 {
 // a live node beside it is untouched.
 func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 	srv := redistest.New(t)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	a := livenessCleaner(t, srv.URL(), time.Minute)
 	victim, live := startLiveNode(t, srv, "victim", 50*time.Millisecond), startLiveNode(t, srv, "live", 50*time.Millisecond)
 	victim.rec.Add("app", "room", 2)
@@ -120,7 +120,7 @@ func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 // connection (SIGSTOP, a long pause) is reaped at dead-after, not before.
 func TestLivenessSparesAHungNode(t *testing.T) {
 	srv := redistest.New(t)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	const deadAfter = 1500 * time.Millisecond
 	a := livenessCleaner(t, srv.URL(), deadAfter)
 	hung := startLiveNode(t, srv, "hung", 50*time.Millisecond)
@@ -146,7 +146,7 @@ func TestLivenessSparesAHungNode(t *testing.T) {
 func TestLivenessBlipReapsAndTheNodeRepublishes(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 	ctx := context.Background()
 	a := livenessCleaner(t, srv.URL(), time.Minute)
 	// Heartbeats slower than the grace, so a dropped connection can be
@@ -262,7 +262,7 @@ func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
 		const apps = 500
 		ctx := context.Background()
 		rdb := dial("test")
-		store := counts.NewStore(rdb, redisx.Keyspace{})
+		store := counts.NewStore(rdb, keyspace.Space{})
 		a := livenessCleanerOn(t, common, time.Minute)
 		const heartbeat = 250 * time.Millisecond
 		victim := startLiveNodeOn(t, dial("victim"), "victim", heartbeat, true)
@@ -314,7 +314,7 @@ func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
 // hand so that none runs before the kill.
 func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
 	srv := redistest.New(t)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := config.DefaultCleaner()
 	cfg.Redis, cfg.AdminAddr, cfg.LeaseTTL = srv.URL(), "", 0
@@ -349,7 +349,7 @@ func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
 // early.
 func TestLivenessLeavesNodesWithoutEntryToDeadAfter(t *testing.T) {
 	srv := redistest.New(t)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	ctx := context.Background()
 	const deadAfter = 1500 * time.Millisecond
 	a := livenessCleaner(t, srv.URL(), deadAfter)

@@ -17,11 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
@@ -42,7 +42,7 @@ type Common struct {
 	LogFormat string
 	// RedisPrefix starts every Redis key and channel name the binary uses,
 	// so deployments with different prefixes can share one Redis. It must
-	// be the same in every binary of one deployment; DefaultRedisPrefix
+	// be the same in every binary of one deployment; keyspace.DefaultPrefix
 	// unless set (empty is refused).
 	RedisPrefix string
 
@@ -184,13 +184,9 @@ func defaultCommon(adminAddr string) Common {
 		LogLevel:  "info",
 		LogFormat: "text",
 
-		RedisPrefix: DefaultRedisPrefix,
+		RedisPrefix: keyspace.DefaultPrefix,
 	}
 }
-
-// DefaultRedisPrefix is the prefix of every Redis name unless
-// --redis-prefix says otherwise.
-const DefaultRedisPrefix = "hc"
 
 // Default admin addresses, one per binary so they can share a host.
 const (
@@ -460,7 +456,7 @@ func validateCommon(c *Common, env Env) []error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format: %q is not text or json", c.LogFormat))
 	}
-	if err := CheckRedisPrefix(c.RedisPrefix); err != nil {
+	if err := keyspace.Check(c.RedisPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--redis-prefix: %w", err))
 	}
 	var err error
@@ -472,17 +468,6 @@ func validateCommon(c *Common, env Env) []error {
 		errs = append(errs, fmt.Errorf("HEADCOUNT_APP_*: %w", err))
 	}
 	return errs
-}
-
-// CheckRedisPrefix reports why p cannot be a Redis prefix: it must be
-// non-empty, and hold no '{' or '}' (a hash tag in the prefix would put
-// every app in one Cluster slot), no ':' (the separator after it, so one
-// prefix never starts another's names) and no whitespace.
-func CheckRedisPrefix(p string) error {
-	if p == "" || strings.ContainsAny(p, "{}:") || strings.IndexFunc(p, unicode.IsSpace) >= 0 {
-		return fmt.Errorf("%q must be non-empty, without '{', '}', ':' or whitespace", p)
-	}
-	return nil
 }
 
 var portPattern = regexp.MustCompile(`^[0-9]{1,5}$`)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 func env(m map[string]string) Env { return func(k string) string { return m[k] } }
@@ -227,7 +229,7 @@ func TestMaxSockets(t *testing.T) {
 func TestRedisPrefix(t *testing.T) {
 	c, err := ParseHTTPAPI(nil, env(nil), io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, DefaultRedisPrefix, c.RedisPrefix)
+	require.Equal(t, keyspace.DefaultPrefix, c.RedisPrefix)
 
 	c, err = ParseHTTPAPI(nil, env(map[string]string{"HEADCOUNT_REDIS_PREFIX": "staging"}), io.Discard)
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -202,7 +202,7 @@ func parseAudit(app string, v []any) (Drift, error) {
 // spread over many short commands, so it never blocks Redis.
 func (s *Store) memberChannels(ctx context.Context, app string) ([]string, error) {
 	var out []string
-	err := redisx.ScanPrefix(ctx, s.rdb, s.membersKeyPrefix(app), func(key string) {
+	err := keyspace.ScanPrefix(ctx, s.rdb, s.membersKeyPrefix(app), func(key string) {
 		if ch, ok := s.membersKeyChannel(app, key); ok {
 			out = append(out, ch)
 		}

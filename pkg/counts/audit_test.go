@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -308,7 +308,7 @@ func TestReapReportsLatencyAndNodesAreCounted(t *testing.T) {
 }
 
 func TestGlobEscape(t *testing.T) {
-	require.Equal(t, `hc:{a\*b\?\[c\]\\}:members:*`, redisx.GlobEscape(testKeys.membersKeyPrefix(`a*b?[c]\`))+"*", "the pattern ScanPrefix uses")
+	require.Equal(t, `hc:{a\*b\?\[c\]\\}:members:*`, keyspace.GlobEscape(testKeys.membersKeyPrefix(`a*b?[c]\`))+"*", "the pattern ScanPrefix uses")
 	ch, ok := testKeys.membersKeyChannel("app", testKeys.membersKey("app", "presence-x"))
 	require.True(t, ok)
 	require.Equal(t, "presence-x", ch)

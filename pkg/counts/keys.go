@@ -8,13 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/eventlog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Every key of one app carries {app} as its hash tag, so each script's keys
 // share a slot and run unchanged on Redis Cluster. This file is the only
 // place that spells them; keys puts them under the deployment's prefix.
-type keys struct{ ks redisx.Keyspace }
+type keys struct{ ks keyspace.Space }
 
 // appPrefix starts every key of one app; the scripts derive the per-channel
 // presence keys from it (see scripts/lib.lua) and check each against the
@@ -195,6 +195,6 @@ func (k keys) snapshotCurrentKey(app string) string { return k.appPrefix(app) + 
 // packages that must read membership inside their own atomic unit
 // (admission's gate); it shares the app's hash tag, so such a script stays
 // single-slot. Only counts writes it.
-func MembersKey(ks redisx.Keyspace, app, channel string) string {
+func MembersKey(ks keyspace.Space, app, channel string) string {
 	return keys{ks}.membersKey(app, channel)
 }

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -67,7 +67,7 @@ const (
 type ListingOptions struct {
 	// Keyspace holds the counts to read; the zero Keyspace has the
 	// default prefix.
-	Keyspace redisx.Keyspace
+	Keyspace keyspace.Space
 	// StaleAfter is the last-seen age from which Freshness counts a node as
 	// stale (dead-looking, awaiting the cleaner). Default 3s, the cleaner's
 	// default dead-after.

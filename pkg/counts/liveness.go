@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Liveness channels let the cleaner see a process's death from Redis's side:
@@ -42,12 +42,12 @@ type Liveness struct {
 
 // NewNodeLiveness returns the liveness subscription of node, pinged every
 // ping (a connection silent for two pings is redialled).
-func NewNodeLiveness(rdb redis.UniversalClient, ks redisx.Keyspace, node string, ping time.Duration, log hclog.Logger) *Liveness {
+func NewNodeLiveness(rdb redis.UniversalClient, ks keyspace.Space, node string, ping time.Duration, log hclog.Logger) *Liveness {
 	return newLiveness(rdb, keys{ks}.nodeLivenessChannel(node), ping, log)
 }
 
 // NewCanary returns a cleaner's own liveness subscription (see Store.Liveness).
-func NewCanary(rdb redis.UniversalClient, ks redisx.Keyspace, id string, ping time.Duration, log hclog.Logger) *Liveness {
+func NewCanary(rdb redis.UniversalClient, ks keyspace.Space, id string, ping time.Duration, log hclog.Logger) *Liveness {
 	return newLiveness(rdb, keys{ks}.canaryChannel(id), ping, log)
 }
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
@@ -22,7 +22,7 @@ import (
 type RecorderOptions struct {
 	// Keyspace holds the counts to write; the zero Keyspace has the
 	// default prefix.
-	Keyspace redisx.Keyspace
+	Keyspace keyspace.Space
 	// Heartbeat is how often the node refreshes its last-seen time.
 	Heartbeat time.Duration
 	// Coalesce is how long changes gather before one flush; 0 flushes as

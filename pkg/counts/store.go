@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +22,7 @@ type Store struct {
 }
 
 // NewStore returns a store of the counts under ks on rdb.
-func NewStore(rdb redis.UniversalClient, ks redisx.Keyspace) *Store {
+func NewStore(rdb redis.UniversalClient, ks keyspace.Space) *Store {
 	return &Store{keys: keys{ks}, rdb: rdb}
 }
 

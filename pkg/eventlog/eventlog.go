@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Event names: Pusher's webhooks, and headcount's own admission events.
@@ -31,7 +31,7 @@ const MaxEntries = 1_000_000
 // clock), "ev" (the event as JSON) and "o" (the entry's byte offset, see
 // scripts/lib.lua). It shares the app's hash tag, so the count scripts can
 // append to it in the unit of a count change.
-func Key(ks redisx.Keyspace, app string) string { return ks.App(app) + "events" }
+func Key(ks keyspace.Space, app string) string { return ks.App(app) + "events" }
 
 // Lua is the Lua a script prepends to append to a log itself: log_open(key,
 // max_entries) and log_add(handle, t, json), and now_ms(). The script
@@ -70,7 +70,7 @@ type Log struct {
 }
 
 // For returns app's log in ks.
-func For(ks redisx.Keyspace, app string) Log { return Log{App: app, Key: Key(ks, app)} }
+func For(ks keyspace.Space, app string) Log { return Log{App: app, Key: Key(ks, app)} }
 
 // Append appends entries, in order, in one atomic script on the log's
 // shard, and returns how many bounded entries it refused and the bytes the

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -21,7 +21,7 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Run("cluster", func(t *testing.T) { f(t, redistest.NewCluster(t).Client(t)) })
 }
 
-var testLog = For(redisx.NewKeyspace("test"), "app")
+var testLog = For(keyspace.New("test"), "app")
 
 // requireBytes checks that Bytes agrees with the entries' own "t" and "ev"
 // sizes, read entry by entry, and returns it.
@@ -48,8 +48,8 @@ func clientEvent(i, size int) Entry {
 }
 
 func TestKey(t *testing.T) {
-	require.Equal(t, "blue:{app-1}:events", Key(redisx.NewKeyspace("blue"), "app-1"))
-	require.Equal(t, "blue:{app-1}:events", For(redisx.NewKeyspace("blue"), "app-1").Key)
+	require.Equal(t, "blue:{app-1}:events", Key(keyspace.New("blue"), "app-1"))
+	require.Equal(t, "blue:{app-1}:events", For(keyspace.New("blue"), "app-1").Key)
 }
 
 // TestCapIsAnArgument: the entry cap reaches XADD from the caller's

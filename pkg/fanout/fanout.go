@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,7 +34,7 @@ type Message struct {
 type Options struct {
 	// Keyspace names the topics; the zero Keyspace has the default
 	// prefix. Buses of different keyspaces never hear each other.
-	Keyspace redisx.Keyspace
+	Keyspace keyspace.Space
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 	// Registerer receives the bus's metrics; nil means none.

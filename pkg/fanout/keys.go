@@ -1,10 +1,10 @@
 package fanout
 
-import "github.com/headcount/headcount/pkg/redisx"
+import "github.com/headcount/headcount/pkg/keyspace"
 
 // keys names the bus's Redis Pub/Sub channels (topics); this file is the
 // only place that spells them.
-type keys struct{ ks redisx.Keyspace }
+type keys struct{ ks keyspace.Space }
 
 // topic is the Redis Pub/Sub channel of one channel of one app:
 // "<prefix>:{<app>}:ev:<channel>". The {app} hash tag puts every topic of

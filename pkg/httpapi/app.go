@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
@@ -53,7 +54,7 @@ type App struct {
 	log   hclog.Logger
 	apps  *apps.Registry
 	rdb   redis.UniversalClient
-	ks    redisx.Keyspace // every Redis name this app uses
+	ks    keyspace.Space // every Redis name this app uses
 	store *counts.Store
 	// listings serves the listing, leaderboard and single-channel reads
 	// with their freshness (listing.go).
@@ -121,7 +122,7 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.life.Defer(func() { _ = a.rdb.Close() })
-	a.ks = redisx.NewKeyspace(opts.Config.RedisPrefix)
+	a.ks = keyspace.New(opts.Config.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, a.ks)
 	a.listings = counts.NewListings(a.rdb, counts.ListingOptions{
 		Keyspace:   a.ks,

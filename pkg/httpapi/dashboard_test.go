@@ -16,9 +16,9 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -78,7 +78,7 @@ func TestStatusAdmissionAuditEndpoints(t *testing.T) {
 		live.rec.AddConnections(appID, 1)
 		live.add(t, appID, map[string]int64{"public-x": 1}, map[string]int64{"public-x": 4})
 
-		held := lease.New(rdb, lease.CleanerKey(redisx.Keyspace{}), 3*time.Second)
+		held := lease.New(rdb, lease.CleanerKey(keyspace.Space{}), 3*time.Second)
 		ok, err := held.TryAcquire(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -126,7 +126,7 @@ func TestStatusAdmissionAuditEndpoints(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(decodeBody(t, s.get(t, base+"/audit", nil))), &au))
 		require.Equal(t, 0, au.Differences, "%+v", au)
 		require.Equal(t, 2, au.Nodes)
-		require.NoError(t, counts.CorruptChannel(ctx, rdb, redisx.Keyspace{}, appID, "public-x", 5))
+		require.NoError(t, counts.CorruptChannel(ctx, rdb, keyspace.Space{}, appID, "public-x", 5))
 		deadline = time.Now().Add(10 * time.Second)
 		for au.Differences == 0 {
 			require.False(t, time.Now().After(deadline), "the drift never showed")

@@ -23,9 +23,9 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -69,7 +69,7 @@ func publishServer(t testing.TB) (*testServer, *redistest.Server) {
 	for ch, n := range want {
 		rec.Add(appID, ch, n)
 	}
-	store := counts.NewStore(rdb, redisx.Keyspace{})
+	store := counts.NewStore(rdb, keyspace.Space{})
 	require.Eventually(t, func() bool {
 		got, err := store.Channels(context.Background(), appID, "")
 		users, uerr := store.UserCount(context.Background(), appID, "presence-room-1")
@@ -123,7 +123,7 @@ func listen(t *testing.T, rdb redis.UniversalClient, channels ...string) *listen
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, ch := range channels {
-			topic := redisx.Keyspace{}.App(appID) + "ev:" + ch // fanout's documented topic name
+			topic := keyspace.Space{}.App(appID) + "ev:" + ch // fanout's documented topic name
 			ctx := context.Background()
 			var n map[string]int64
 			var err error

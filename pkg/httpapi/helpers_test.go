@@ -20,8 +20,8 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -157,7 +157,7 @@ func newProducer(t *testing.T, rdb redis.UniversalClient, node string) *producer
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return &producer{rec: rec, store: counts.NewStore(rdb, redisx.Keyspace{})}
+	return &producer{rec: rec, store: counts.NewStore(rdb, keyspace.Space{})}
 }
 
 // add applies deltas and waits until Redis shows want as app's occupied channels.

@@ -11,13 +11,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // CleanerKey is the lease key the cleaners of ks contend for. It lives
 // here, not in the cleaner, so that those who only read the lease (the HTTP
 // API's status endpoint) need not import the cleaner app.
-func CleanerKey(ks redisx.Keyspace) string { return ks.Name("cleaner:lease") }
+func CleanerKey(ks keyspace.Space) string { return ks.Name("cleaner:lease") }
 
 // holderIDLength is how much of the holder's token Status shows: enough
 // to tell a failover (a new token) from a renewal, too little to be useful

@@ -3,11 +3,7 @@
 // redis.UniversalClient and never branch on the mode; packages that own keys
 // keep every atomic unit in one hash slot so both modes behave alike.
 //
-// Keyspace is how those packages spell their names: each owner keeps its
-// own keys file, and every name it builds starts with the deployment's
-// prefix (--redis-prefix), so deployments with different prefixes share one
-// Redis without seeing each other. ScanPrefix finds keys by prefix on
-// whichever shards can hold them.
+// The names those packages use come from pkg/keyspace.
 //
-// Everything here is safe for concurrent use; a Keyspace is a value.
+// Everything here is safe for concurrent use.
 package redisx

@@ -23,8 +23,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
-	"github.com/headcount/headcount/pkg/redisx"
 )
 
 // Defaults of Options.
@@ -45,7 +45,7 @@ type Options struct {
 	Apps *apps.Registry
 	// Keyspace holds the apps' event logs and the deliverers' leases; the
 	// zero Keyspace has the default prefix.
-	Keyspace redisx.Keyspace
+	Keyspace keyspace.Space
 	// Replica names this process in the consumer groups (unique per process).
 	Replica    string
 	Logger     hclog.Logger

@@ -12,7 +12,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/eventlog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Event names, as the event log (package eventlog) spells them.
@@ -72,7 +72,7 @@ func LogsOccupancy(app *apps.App) bool {
 // webhooks write nothing. The events are not held to the log's byte budget
 // (see LogBudget): Append's callers log changes already made (admission),
 // few and small, whose webhooks must not be lost.
-func Append(ctx context.Context, rdb redis.UniversalClient, ks redisx.Keyspace, app string, events ...Event) error {
+func Append(ctx context.Context, rdb redis.UniversalClient, ks keyspace.Space, app string, events ...Event) error {
 	_, err := appendEvents(ctx, rdb, eventlog.For(ks, app), 0, events)
 	return err
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/eventlog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // producerQueue bounds the events a Producer holds while Redis is slow.
@@ -31,7 +31,7 @@ const logFullEvery = time.Minute
 // "log_full"} with a warning at most once a minute per app.
 type Producer struct {
 	rdb     redis.UniversalClient
-	ks      redisx.Keyspace
+	ks      keyspace.Space
 	log     hclog.Logger
 	q       chan queued
 	dropped prometheus.Counter
@@ -47,7 +47,7 @@ type queued struct {
 }
 
 // NewProducer returns a producer of the event logs in ks; Run writes.
-func NewProducer(rdb redis.UniversalClient, ks redisx.Keyspace, log hclog.Logger, reg prometheus.Registerer) *Producer {
+func NewProducer(rdb redis.UniversalClient, ks keyspace.Space, log hclog.Logger, reg prometheus.Registerer) *Producer {
 	f := promauto.With(reg)
 	return &Producer{rdb: rdb, ks: ks, log: log.Named("webhook"), q: make(chan queued, producerQueue), lastFull: map[string]time.Time{},
 		dropped: f.NewCounter(prometheus.CounterOpts{

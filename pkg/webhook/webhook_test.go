@@ -22,8 +22,8 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -127,7 +127,7 @@ func (f *fixture) start(t *testing.T, replica string, opts Options) (stop func()
 
 func (f *fixture) append(t *testing.T, evs ...Event) {
 	t.Helper()
-	require.NoError(t, Append(context.Background(), f.rdb, redisx.Keyspace{}, f.app.ID, evs...))
+	require.NoError(t, Append(context.Background(), f.rdb, keyspace.Space{}, f.app.ID, evs...))
 }
 
 func backends(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
@@ -241,7 +241,7 @@ func TestTrim(t *testing.T) {
 	}
 	f.rcv.waitFor(t, 20)
 	require.Eventually(t, func() bool {
-		n, err := f.rdb.XLen(context.Background(), eventlog.Key(redisx.Keyspace{}, f.app.ID)).Result()
+		n, err := f.rdb.XLen(context.Background(), eventlog.Key(keyspace.Space{}, f.app.ID)).Result()
 		return err == nil && n <= 1
 	}, 5*time.Second, 20*time.Millisecond, "the delivered log was never trimmed")
 }
@@ -317,7 +317,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			go func() { _ = d.Run(ctx); close(done) }()
 			t.Cleanup(func() { cancel(); <-done })
 
-			require.NoError(t, Append(context.Background(), rdb, redisx.Keyspace{}, app.ID, Event{Name: ChannelOccupied, Channel: "a"}))
+			require.NoError(t, Append(context.Background(), rdb, keyspace.Space{}, app.ID, Event{Name: ChannelOccupied, Channel: "a"}))
 			sent := metricOf(metrics, "sent")
 			require.Eventually(t, func() bool {
 				return testutil.ToFloat64(&gathered{reg: metrics, name: "headcount_webhook_dropped_total"}) == 1 || testutil.ToFloat64(sent) > 0
@@ -363,7 +363,7 @@ func TestLogBudget(t *testing.T) {
 		var nodes []node
 		for range 2 {
 			n := node{reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
-			n.p = NewProducer(rdb, redisx.Keyspace{}, hclog.New(&hclog.LoggerOptions{Output: n.logs, Level: hclog.Info}), n.reg)
+			n.p = NewProducer(rdb, keyspace.Space{}, hclog.New(&hclog.LoggerOptions{Output: n.logs, Level: hclog.Info}), n.reg)
 			pctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
 			go func() { n.p.Run(pctx); close(done) }()
@@ -383,13 +383,13 @@ func TestLogBudget(t *testing.T) {
 			return sum
 		}
 		xlen := func() int64 {
-			n, err := rdb.XLen(ctx, eventlog.Key(redisx.Keyspace{}, app.ID)).Result()
+			n, err := rdb.XLen(ctx, eventlog.Key(keyspace.Space{}, app.ID)).Result()
 			require.NoError(t, err)
 			return n
 		}
 		require.Eventually(t, func() bool { return float64(xlen())+refused() == flood }, 10*time.Second, 10*time.Millisecond)
 
-		entries, err := rdb.XRange(ctx, eventlog.Key(redisx.Keyspace{}, app.ID), "-", "+").Result()
+		entries, err := rdb.XRange(ctx, eventlog.Key(keyspace.Space{}, app.ID), "-", "+").Result()
 		require.NoError(t, err)
 		var total, size int64 // size: the largest entry's
 		for _, e := range entries {
@@ -400,7 +400,7 @@ func TestLogBudget(t *testing.T) {
 		require.LessOrEqual(t, int64(len(entries))*size, budget+size, "the log went past its budget")
 		require.LessOrEqual(t, total, budget, "the log went past its budget")
 		require.Greater(t, total, budget-size, "the log stopped short of its budget")
-		bytes, err := eventlog.For(redisx.Keyspace{}, app.ID).Bytes(ctx, rdb)
+		bytes, err := eventlog.For(keyspace.Space{}, app.ID).Bytes(ctx, rdb)
 		require.NoError(t, err)
 		require.Equal(t, total, bytes)
 		require.EqualValues(t, flood-len(entries), refused())
@@ -423,7 +423,7 @@ func TestLogBudget(t *testing.T) {
 		require.NoError(t, rec.Flush(ctx))
 		require.Equal(t, int64(len(entries))+2, xlen())
 		// So do the other events, which record changes of state.
-		require.NoError(t, Append(ctx, rdb, redisx.Keyspace{}, app.ID, Event{Name: AdmissionAdmitted, Channel: "presence-r", UserID: "u1"}))
+		require.NoError(t, Append(ctx, rdb, keyspace.Space{}, app.ID, Event{Name: AdmissionAdmitted, Channel: "presence-r", UserID: "u1"}))
 		n := int64(7)
 		nodes[0].p.Enqueue(app, Event{Name: SubscriptionCount, Channel: "news", SubscriptionCount: &n})
 		require.Eventually(t, func() bool { return xlen() == int64(len(entries))+4 }, 5*time.Second, 10*time.Millisecond)
@@ -443,14 +443,14 @@ func TestTrimFreesLogBudget(t *testing.T) {
 	for i := range 20 {
 		evs = append(evs, ev(i))
 	}
-	refused, err := appendEvents(ctx, f.rdb, eventlog.For(redisx.Keyspace{}, f.app.ID), 0, evs)
+	refused, err := appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), 0, evs)
 	require.NoError(t, err)
 	require.Zero(t, refused)
-	full, err := eventlog.For(redisx.Keyspace{}, f.app.ID).Bytes(ctx, f.rdb)
+	full, err := eventlog.For(keyspace.Space{}, f.app.ID).Bytes(ctx, f.rdb)
 	require.NoError(t, err)
 	require.Greater(t, full, int64(20*1000))
 	// A budget of what the log holds: the next client event is refused.
-	refused, err = appendEvents(ctx, f.rdb, eventlog.For(redisx.Keyspace{}, f.app.ID), full, []Event{ev(20)})
+	refused, err = appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), full, []Event{ev(20)})
 	require.NoError(t, err)
 	require.Equal(t, 1, refused)
 
@@ -458,13 +458,13 @@ func TestTrimFreesLogBudget(t *testing.T) {
 	f.rcv.waitFor(t, 20)
 	var now int64
 	require.Eventually(t, func() bool {
-		now, err = eventlog.For(redisx.Keyspace{}, f.app.ID).Bytes(ctx, f.rdb)
+		now, err = eventlog.For(keyspace.Space{}, f.app.ID).Bytes(ctx, f.rdb)
 		return err == nil && now < full/10
 	}, 5*time.Second, 20*time.Millisecond, "trimming the delivered log did not lower its bytes")
 	require.Eventually(t, func() bool {
 		return testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_bytes"}) == float64(now)
 	}, 5*time.Second, 20*time.Millisecond, "headcount_webhook_log_bytes")
-	refused, err = appendEvents(ctx, f.rdb, eventlog.For(redisx.Keyspace{}, f.app.ID), full, []Event{ev(20)})
+	refused, err = appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), full, []Event{ev(20)})
 	require.NoError(t, err)
 	require.Zero(t, refused, "the trimmed log still refuses client events")
 	f.rcv.waitFor(t, 21)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/admission"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // TestAdmissionGate: on a channel of capacity 1 over two nodes, only the
@@ -22,7 +22,7 @@ func TestAdmissionGate(t *testing.T) {
 		n.run(t)
 	}
 	ctx := context.Background()
-	gate := admission.New(nodes[0].redis.Client(t), redisx.Keyspace{})
+	gate := admission.New(nodes[0].redis.Client(t), keyspace.Space{})
 	app := nodes[0].cfg.Apps.ByID(admAppID)
 	const ch = "presence-room-1"
 	rule := admission.RuleFor(app, ch)
@@ -107,7 +107,7 @@ func TestAdmissionDeleteWhileJoining(t *testing.T) {
 		n.run(t)
 	}
 	ctx := context.Background()
-	gate := admission.New(nodes[0].redis.Client(t), redisx.Keyspace{})
+	gate := admission.New(nodes[0].redis.Client(t), keyspace.Space{})
 	const ch = "presence-room-delete"
 	rule := admission.RuleFor(nodes[0].cfg.Apps.ByID(admAppID), ch)
 	_, _, err := gate.SetCapacity(ctx, admAppID, ch, 3, rule)

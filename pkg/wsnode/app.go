@@ -17,6 +17,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/redisx"
@@ -168,7 +169,7 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
-	ks := redisx.NewKeyspace(cfg.RedisPrefix)
+	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
@@ -235,7 +236,7 @@ func (a *App) AdminAddr() string {
 // newRecorder builds the node's counts recorder, its metrics on reg.
 func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 	return counts.NewRecorder(a.rdb, a.cfg.NodeID, counts.RecorderOptions{
-		Keyspace:   redisx.NewKeyspace(a.cfg.RedisPrefix),
+		Keyspace:   keyspace.New(a.cfg.RedisPrefix),
 		Heartbeat:  a.cfg.Heartbeat,
 		Coalesce:   a.tun.coalesce,
 		Logger:     a.log,
@@ -255,7 +256,7 @@ func (a *App) newAnnounce() *announce.Announcer {
 		Apps:           a.cfg.Apps,
 		Bus:            a.bus,
 		Redis:          a.rdb,
-		Keyspace:       redisx.NewKeyspace(a.cfg.RedisPrefix),
+		Keyspace:       keyspace.New(a.cfg.RedisPrefix),
 		Gate:           a.gate,
 		Hooks:          a.hooks,
 		Metrics:        admission.NewMetrics(a.reg),

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/fanout"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 func (n *testNode) requireUsers(t *testing.T, app, channel string, want int64) {
@@ -40,7 +40,7 @@ func (n *testNode) requireChannel(t *testing.T, app, channel string, want int64)
 func (n *testNode) waitSubscribed(t *testing.T, app, channel string, want int64) {
 	t.Helper()
 	rdb := n.redis.Client(t)
-	topic := redisx.Keyspace{}.App(app) + "ev:" + channel
+	topic := keyspace.Space{}.App(app) + "ev:" + channel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := rdb.PubSubNumSub(context.Background(), topic).Result()
 		require.NoError(c, err)

@@ -24,8 +24,8 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wsnode"
 	"github.com/headcount/headcount/pkg/wstest"
@@ -120,7 +120,7 @@ func startNodeOn(t *testing.T, srv *redistest.Server, suffix string, mutate ...f
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	n := &testNode{redis: srv, reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(srv.Client(t), redisx.Keyspace{}), done: make(chan error, 1)}
+	n := &testNode{redis: srv, reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(srv.Client(t), keyspace.Space{}), done: make(chan error, 1)}
 	var err error
 	n.App, err = wsnode.New(wsnode.Options{Config: cfg, Logger: logging.TestLogger(t), Registry: n.reg})
 	require.NoError(t, err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -33,7 +33,7 @@ func BenchmarkRecovery(b *testing.B) {
 	proctest.RaiseFileLimit(b, 2*sockets)
 	rounds(b, "sigkill", func(b *testing.B) time.Duration {
 		srv := redistest.New(b)
-		store := counts.NewStore(srv.Client(b), redisx.Keyspace{})
+		store := counts.NewStore(srv.Client(b), keyspace.Space{})
 		for i := range 2 {
 			c := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", "--redis", srv.URL())
 			waitReady(b, c.p, c.admin)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -47,7 +47,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	node := start(b, "ws-bench", "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", "bench",
 		"--max-sockets", strconv.Itoa(n+100))
 	waitReady(b, node, admin)
-	store := counts.NewStore(srv.Client(b), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(b), keyspace.Space{})
 
 	open := func(count int, conns *[]*wstest.Conn) { openIdle(b, addr, count, conns) }
 	var conns []*wstest.Conn
@@ -192,11 +192,11 @@ func BenchmarkPublishLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCounted(b, counts.NewStore(rdb, redisx.Keyspace{}), "hot", n)
+	waitCounted(b, counts.NewStore(rdb, keyspace.Space{}), "hot", n)
 	// Both nodes must have joined the channel's topic in Redis.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		topic := redisx.Keyspace{}.App(e2eAppID) + "ev:hot"
+		topic := keyspace.Space{}.App(e2eAppID) + "ev:hot"
 		subs, err := rdb.PubSubNumSub(context.Background(), topic).Result()
 		if err == nil && subs[topic] == 2 {
 			break

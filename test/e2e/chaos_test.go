@@ -21,7 +21,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -127,14 +127,14 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	if cfg.cluster {
 		c.cluster = redistest.NewCluster(t)
 		c.common = []string{"--redis-cluster", c.cluster.Seeds()}
-		c.store = counts.NewStore(c.cluster.Client(t), redisx.Keyspace{})
+		c.store = counts.NewStore(c.cluster.Client(t), keyspace.Space{})
 		for _, n := range c.cluster.Nodes {
 			c.masters = append(c.masters, n.Client(t))
 		}
 	} else {
 		c.srv = redistest.New(t)
 		c.common = []string{"--redis", c.srv.URL()}
-		c.store = counts.NewStore(c.srv.Client(t), redisx.Keyspace{})
+		c.store = counts.NewStore(c.srv.Client(t), keyspace.Space{})
 	}
 	common := c.common
 

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -157,11 +157,11 @@ func terminate(t *testing.T, host, user string) int {
 // what is published before its subscription reached Redis, as with Pusher.
 func waitTopic(t *testing.T, rdb redis.UniversalClient, channel string, want int64) {
 	t.Helper()
-	waitTopicIn(t, rdb, redisx.Keyspace{}, channel, want)
+	waitTopicIn(t, rdb, keyspace.Space{}, channel, want)
 }
 
 // waitTopicIn is waitTopic for the deployment of keyspace ks.
-func waitTopicIn(t *testing.T, rdb redis.UniversalClient, ks redisx.Keyspace, channel string, want int64) {
+func waitTopicIn(t *testing.T, rdb redis.UniversalClient, ks keyspace.Space, channel string, want int64) {
 	t.Helper()
 	topic := ks.App(e2eAppID) + "ev:" + channel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

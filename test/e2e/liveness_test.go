@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -24,11 +24,11 @@ const longDeadAfter = 30 * time.Second
 func TestSIGKILLedNodeLeavesCountsAtOnce(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := redistest.New(t)
-		sigkillScenario(t, counts.NewStore(srv.Client(t), redisx.Keyspace{}), "--redis", srv.URL())
+		sigkillScenario(t, counts.NewStore(srv.Client(t), keyspace.Space{}), "--redis", srv.URL())
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := redistest.NewCluster(t)
-		sigkillScenario(t, counts.NewStore(c.Client(t), redisx.Keyspace{}), "--redis-cluster", c.Seeds())
+		sigkillScenario(t, counts.NewStore(c.Client(t), keyspace.Space{}), "--redis-cluster", c.Seeds())
 	})
 }
 
@@ -52,7 +52,7 @@ func sigkillScenario(t *testing.T, store *counts.Store, redis ...string) {
 // republishes its counts.
 func TestSIGSTOPpedNodeWaitsForDeadAfter(t *testing.T) {
 	srv := redistest.New(t)
-	store := counts.NewStore(srv.Client(t), redisx.Keyspace{})
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	redis := []string{"--redis", srv.URL()}
 	const deadAfter = 3 * time.Second
 	cl := startLivenessCleaner(t, deadAfter, redis...)

@@ -12,15 +12,15 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
-	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // deployment is one complete headcount (wsnode, cleaner, httpapi, and the
 // app's webhook receiver) under one --redis-prefix.
 type deployment struct {
-	ks     redisx.Keyspace
+	ks     keyspace.Space
 	ws     node
 	cl     node
 	api    httpapiProc
@@ -30,7 +30,7 @@ type deployment struct {
 
 func startDeployment(t *testing.T, srv *redistest.Server, prefix string) *deployment {
 	t.Helper()
-	d := &deployment{ks: redisx.NewKeyspace(prefix), hooks: newHookReceiver(t, 0)}
+	d := &deployment{ks: keyspace.New(prefix), hooks: newHookReceiver(t, 0)}
 	appsJSON, err := json.Marshal([]map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
 		"webhooks": []map[string]any{{"url": d.hooks.URL + "/pusher/webhooks",
@@ -119,16 +119,16 @@ func TestTwoDeploymentsShareRedis(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n, "%s's cleaner holds no lease", d.ks.Prefix())
 		var leases []string
-		require.NoError(t, redisx.ScanPrefix(ctx, rdb, d.ks.App(e2eAppID)+"webhook-lease:", func(k string) { leases = append(leases, k) }))
+		require.NoError(t, keyspace.ScanPrefix(ctx, rdb, d.ks.App(e2eAppID)+"webhook-lease:", func(k string) { leases = append(leases, k) }))
 		require.Len(t, slices.Compact(leases), 1, "%s's webhook leases", d.ks.Prefix())
 	}
 
 	// Nothing under the default prefix: every key and topic carries the
 	// deployment's.
 	var stray []string
-	require.NoError(t, redisx.ScanPrefix(ctx, rdb, redisx.Keyspace{}.Name(""), func(k string) { stray = append(stray, k) }))
+	require.NoError(t, keyspace.ScanPrefix(ctx, rdb, keyspace.Space{}.Name(""), func(k string) { stray = append(stray, k) }))
 	require.Empty(t, stray)
-	topics, err := rdb.PubSubChannels(ctx, redisx.GlobEscape(redisx.Keyspace{}.Name(""))+"*").Result()
+	topics, err := rdb.PubSubChannels(ctx, keyspace.GlobEscape(keyspace.Space{}.Name(""))+"*").Result()
 	require.NoError(t, err)
 	require.Empty(t, topics)
 }

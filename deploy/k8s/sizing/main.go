@@ -28,7 +28,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 const app = "app-0001"
@@ -230,7 +230,7 @@ func (m *meter) memory() {
 	for i := 0; i < many; i += 1000 {
 		topics := make([]string, 0, 1000)
 		for j := i; j < i+1000; j++ {
-			topics = append(topics, redisx.Keyspace{}.App(app)+fmt.Sprintf("ev:private-user-%07d", j))
+			topics = append(topics, keyspace.Space{}.App(app)+fmt.Sprintf("ev:private-user-%07d", j))
 		}
 		if m.cluster {
 			must(ps.SSubscribe(ctx, topics...))
@@ -248,7 +248,7 @@ func (m *meter) memory() {
 	// Many subscribers on the same topics: a shared channel on many nodes.
 	topics := make([]string, 1000)
 	for i := range topics {
-		topics[i] = redisx.Keyspace{}.App(app) + fmt.Sprintf("ev:page-%07d", i)
+		topics[i] = keyspace.Space{}.App(app) + fmt.Sprintf("ev:page-%07d", i)
 	}
 	var subs []*redis.PubSub
 	subscribe := func() {
@@ -276,7 +276,7 @@ func (m *meter) memory() {
 	for i := range n {
 		ev := fmt.Sprintf(`{"channel":"presence-room-%05d","name":"member_added","user_id":"%07d"}`, i%10000, i)
 		t := strconv.FormatInt(time.Now().UnixMilli(), 10)
-		p.XAdd(ctx, &redis.XAddArgs{Stream: eventlog.Key(redisx.Keyspace{}, app), Values: []any{"t", t, "ev", ev, "o", offset}})
+		p.XAdd(ctx, &redis.XAddArgs{Stream: eventlog.Key(keyspace.Space{}, app), Values: []any{"t", t, "ev", ev, "o", offset}})
 		offset += len(t) + len(ev)
 		if i%1000 == 999 {
 			_, err := p.Exec(ctx)
@@ -368,7 +368,7 @@ func (m *meter) cpu() {
 		r.AddMember(app, "presence-big", fmt.Sprintf("u%d", u), info, 1)
 	}
 	flush(ctx, r)
-	st := counts.NewStore(rdb, redisx.Keyspace{})
+	st := counts.NewStore(rdb, keyspace.Space{})
 	m.cost("member list read of a room of 20 (each presence subscribe)", 20000, idle, func() {
 		for range 20000 {
 			_, err := st.Members(ctx, app, "presence-big")
@@ -380,7 +380,7 @@ func (m *meter) cpu() {
 	if m.cluster {
 		pub = "SPUBLISH"
 	}
-	topic := redisx.Keyspace{}.App(app) + "ev:shared-topic"
+	topic := keyspace.Space{}.App(app) + "ev:shared-topic"
 	payload := strings.Repeat("x", 200)
 	for _, k := range []int{1, 100} {
 		var got atomic.Int64
@@ -427,7 +427,7 @@ func (m *meter) cpu() {
 		for i := 0; i < 100000; i += 1000 {
 			topics := make([]string, 0, 1000)
 			for j := i; j < i+1000; j++ {
-				topics = append(topics, redisx.Keyspace{}.App(app)+fmt.Sprintf("ev:private-user-%07d", j))
+				topics = append(topics, keyspace.Space{}.App(app)+fmt.Sprintf("ev:private-user-%07d", j))
 			}
 			if m.cluster {
 				must(ps.SSubscribe(ctx, topics...))

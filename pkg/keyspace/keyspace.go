@@ -1,30 +1,44 @@
-package redisx
+package keyspace
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/headcount/headcount/pkg/config"
 )
 
-// Keyspace names the Redis keys and Pub/Sub channels of one deployment:
-// each starts with the prefix and ':'. Since a valid prefix holds no ':'
-// (config.CheckRedisPrefix), no name of one prefix starts another's.
-// The zero Keyspace has config.DefaultRedisPrefix.
-type Keyspace struct{ prefix string }
+// DefaultPrefix starts every Redis name unless --redis-prefix says
+// otherwise.
+const DefaultPrefix = "hc"
 
-// NewKeyspace returns the keyspace of prefix, which the caller has
-// validated with config.CheckRedisPrefix; "" means the default.
-func NewKeyspace(prefix string) Keyspace { return Keyspace{prefix: prefix} }
+// Check reports why p cannot be a prefix: it must be non-empty, and hold no
+// '{' or '}' (a hash tag in the prefix would put every app in one Cluster
+// slot), no ':' (the separator after it, so one prefix never starts
+// another's names) and no whitespace.
+func Check(p string) error {
+	if p == "" || strings.ContainsAny(p, "{}:") || strings.IndexFunc(p, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("%q must be non-empty, without '{', '}', ':' or whitespace", p)
+	}
+	return nil
+}
 
-// Prefix is the keyspace's prefix, without the ':' after it.
-func (k Keyspace) Prefix() string {
+// Space names the Redis keys and Pub/Sub channels of one deployment: each
+// starts with the prefix and ':'. Since a valid prefix holds no ':'
+// (Check), no name of one prefix starts another's. The zero Space has
+// DefaultPrefix.
+type Space struct{ prefix string }
+
+// New returns the space of prefix, which the caller has validated with
+// Check; "" means the default.
+func New(prefix string) Space { return Space{prefix: prefix} }
+
+// Prefix is the space's prefix, without the ':' after it.
+func (k Space) Prefix() string {
 	if k.prefix == "" {
-		return config.DefaultRedisPrefix
+		return DefaultPrefix
 	}
 	return k.prefix
 }
@@ -32,14 +46,14 @@ func (k Keyspace) Prefix() string {
 // App starts every name of one app: "<prefix>:{<app>}:". The app id is the
 // hash tag, so all of an app's names share one Cluster slot and a script
 // may touch any of them.
-func (k Keyspace) App(app string) string { return k.Tagged(app) }
+func (k Space) App(app string) string { return k.Tagged(app) }
 
 // Tagged starts the names that must share the slot of tag but belong to no
 // app: "<prefix>:{<tag>}:".
-func (k Keyspace) Tagged(tag string) string { return k.Prefix() + ":{" + tag + "}:" }
+func (k Space) Tagged(tag string) string { return k.Prefix() + ":{" + tag + "}:" }
 
 // Name is a name of no app and no chosen slot: "<prefix>:<name>".
-func (k Keyspace) Name(name string) string { return k.Prefix() + ":" + name }
+func (k Space) Name(name string) string { return k.Prefix() + ":" + name }
 
 // GlobEscape escapes s for a SCAN MATCH pattern, so that it matches
 // literally whatever glob characters it holds.

@@ -1,4 +1,4 @@
-package redisx_test
+package keyspace_test
 
 import (
 	"context"
@@ -8,29 +8,28 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 func TestKeyspaceNames(t *testing.T) {
-	var zero redisx.Keyspace
-	require.Equal(t, config.DefaultRedisPrefix, zero.Prefix(), "the zero keyspace has the default prefix")
-	require.Equal(t, zero, redisx.NewKeyspace(""))
-	ks := redisx.NewKeyspace("blue")
+	var zero keyspace.Space
+	require.Equal(t, keyspace.DefaultPrefix, zero.Prefix(), "the zero keyspace has the default prefix")
+	require.Equal(t, zero, keyspace.New(""))
+	ks := keyspace.New("blue")
 	require.Equal(t, "blue:{app-1}:", ks.App("app-1"))
 	require.Equal(t, "blue:{liveness}:", ks.Tagged("liveness"))
 	require.Equal(t, "blue:apps", ks.Name("apps"))
 }
 
 func TestGlobEscape(t *testing.T) {
-	require.Equal(t, `p:{a\*b\?\[c\]\\}:`, redisx.GlobEscape(`p:{a*b?[c]\}:`))
+	require.Equal(t, `p:{a\*b\?\[c\]\\}:`, keyspace.GlobEscape(`p:{a*b?[c]\}:`))
 }
 
 func scanAll(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	var got []string
-	require.NoError(t, redisx.ScanPrefix(context.Background(), rdb, prefix, func(k string) { got = append(got, k) }))
+	require.NoError(t, keyspace.ScanPrefix(context.Background(), rdb, prefix, func(k string) { got = append(got, k) }))
 	slices.Sort(got)
 	return slices.Compact(got)
 }
