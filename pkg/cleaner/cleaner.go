@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -371,7 +372,7 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			if !held() || ctx.Err() != nil {
 				return nil
 			}
-			if err := a.reap(ctx, app, node, reasonHeartbeat); err != nil {
+			if _, err := a.reap(ctx, app, node, reasonHeartbeat); err != nil {
 				return err
 			}
 		}
@@ -384,22 +385,24 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 // announces what that changed: member_removed and the seats' grace for
 // members whose last socket it held, and new subscription counts (socket
 // event and webhook) where the app asks for them. The occupancy webhooks
-// (channel_vacated, member_removed) are in the reap's unit already.
-func (a *App) reap(ctx context.Context, app, node, reason string) error {
+// (channel_vacated, member_removed) are in the reap's unit already. spared
+// says it did not reap: the node wrote within the age (or another cleaner
+// reaped it first).
+func (a *App) reap(ctx context.Context, app, node, reason string) (spared bool, err error) {
 	age := a.cfg.DeadAfter
 	if reason == reasonClosed {
 		age = a.cfg.LivenessGrace
 	}
 	ok, reaped, err := a.store.ReapNode(ctx, app, node, age)
 	if err != nil || !ok {
-		return err
+		return !ok, err
 	}
 	a.m.reaped.WithLabelValues(app, reason).Inc()
 	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
 	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "channels", len(reaped.Channels),
 		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
 	a.ann.Announce(ctx, reaped.Edges)
-	return nil
+	return false, nil
 }
 
 // livenessLoop runs checkLiveness every liveness interval while active.
@@ -512,9 +515,12 @@ const reapParallel = 8
 // reapEverywhere reaps the dead node c in every app it has a contribution
 // in, each reap re-checking the grace atomically (a node that wrote since
 // is spared), then forgets its node-level entry unless it wrote there
-// since. A node spared in some app keeps writing that entry if it is
-// alive; if it is not (a build without the entry), the entry's absence
-// leaves it to dead-after.
+// since. If any app spared it, the node stays a candidate and the next
+// check looks again: a dying node's last heartbeat reaches its apps one
+// after another, so some may have been written after its node-level entry
+// and be younger than the grace for a moment; forgetting the node then
+// would leave those apps' counts to dead-after. A node that is alive
+// resubscribes and stops being a candidate.
 func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate) error {
 	apps, err := a.store.AppsOf(ctx, c.Node)
 	if err != nil {
@@ -522,6 +528,7 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 	}
 	sem := make(chan struct{}, reapParallel)
 	errs := make(chan error, len(apps))
+	var spared atomic.Bool
 	var wg sync.WaitGroup
 	for _, app := range apps {
 		if !held() || ctx.Err() != nil {
@@ -530,8 +537,12 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := a.reap(ctx, app, c.Node, reasonClosed); err != nil {
+			s, err := a.reap(ctx, app, c.Node, reasonClosed)
+			if err != nil {
 				errs <- err
+			}
+			if s {
+				spared.Store(true)
 			}
 		})
 	}
@@ -540,7 +551,7 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 	if err := <-errs; err != nil {
 		return err // the node stays a candidate: the next check retries
 	}
-	if !held() || ctx.Err() != nil {
+	if !held() || ctx.Err() != nil || spared.Load() {
 		return nil
 	}
 	// A new subscription, should the node be alive, must be missed by two

@@ -116,6 +116,47 @@ func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)))
 }
 
+// TestLivenessRetriesAppsThatSparedTheNode: a dying node's last heartbeat
+// reaches its apps one after another, so when the check reaps it, an app
+// may hold a last-seen younger than the grace and spare it. The node must
+// stay a candidate, so the next check reaps it there too, not dead-after
+// (a minute here) later. A second recorder under the victim's id, without
+// a node-level entry, plays the app whose heartbeat came last: it keeps
+// that app's last-seen fresh until the first reap has happened.
+func TestLivenessRetriesAppsThatSparedTheNode(t *testing.T) {
+	srv := redistest.New(t)
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
+	a := livenessCleaner(t, srv.URL(), time.Minute)
+	victim := startLiveNode(t, srv, "victim", 50*time.Millisecond)
+	late := counts.NewRecorder(srv.Client(t), "victim", counts.RecorderOptions{Heartbeat: 20 * time.Millisecond, Logger: logging.TestLogger(t)})
+	lateCtx, stopLate := context.WithCancel(context.Background())
+	lateDone := make(chan struct{})
+	go func() { defer close(lateDone); _ = late.Run(lateCtx) }()
+	t.Cleanup(func() { stopLate(); <-lateDone })
+	victim.rec.Add("app-a", "room", 2)
+	late.Add("app-b", "room", 2)
+	require.Eventually(t, func() bool {
+		na, err := store.Channel(context.Background(), "app-a", "room")
+		require.NoError(t, err)
+		nb, err := store.Channel(context.Background(), "app-b", "room")
+		require.NoError(t, err)
+		return na == 2 && nb == 2
+	}, 5*time.Second, 5*time.Millisecond)
+	waitWatched(t, a, store, "victim")
+
+	victim.stopRec()
+	victim.stopLive()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.reaped.WithLabelValues("app-a", reasonClosed)) == 1 },
+		5*time.Second, 5*time.Millisecond, "the closed node was not reaped in app-a")
+	stopLate() // app-b's last-seen now ages past the grace
+	require.Eventually(t, func() bool {
+		n, err := store.Channel(context.Background(), "app-b", "room")
+		require.NoError(t, err)
+		return n == 0
+	}, 5*time.Second, 5*time.Millisecond, "app-b spared the node once and was never looked at again")
+	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app-b", reasonClosed)))
+}
+
 // TestLivenessSparesAHungNode: a node that stops writing but keeps its
 // connection (SIGSTOP, a long pause) is reaped at dead-after, not before.
 func TestLivenessSparesAHungNode(t *testing.T) {
