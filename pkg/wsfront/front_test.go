@@ -138,7 +138,7 @@ func TestFrontLenientHeads(t *testing.T) {
 		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode, "%q", head)
 		// RFC 6455's example key.
 		require.Equal(t, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", resp.Header.Get("Sec-WebSocket-Accept"))
-		r := &rawConn{Conn: c, br: br}
+		r := &rawConn{wstest.NewConn(c, br)}
 		require.Equal(t, hello, r.read(t))
 	}
 }
@@ -171,7 +171,7 @@ func TestFrontEarlyBytes(t *testing.T) {
 			require.NoError(t, err)
 			_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-			r := &rawConn{Conn: c, br: br}
+			r := &rawConn{wstest.NewConn(c, br)}
 			require.Equal(t, hello, r.read(t))
 			require.Equal(t, "one", r.read(t))
 			require.Equal(t, "two", r.read(t))

@@ -1,10 +1,7 @@
 package wsfront_test
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/wsfront"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 const (
@@ -109,55 +107,29 @@ func (tf *testFront) refusals(r wsfront.Reason) int {
 // response; the front closes the connection after anything but a 101.
 func rawRequest(t *testing.T, f *testFront, head string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", f.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
-	_, err = io.WriteString(c, head)
-	require.NoError(t, err)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
+	resp, body, err := wstest.Request(f.Addr(), head, wait)
 	require.NoError(t, err, "the body ends where Content-Length says")
-	return resp, string(body)
+	return resp, body
 }
 
 // rawConn is an upgraded client connection on a bare net.Conn.
-type rawConn struct {
-	net.Conn
-	br *bufio.Reader
-}
+type rawConn struct{ *wstest.Conn }
 
 // dialRaw upgrades path on a fresh connection to f.
 func dialRaw(t *testing.T, f *testFront) *rawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", f.Addr())
+	c, err := wstest.Dial(f.Addr(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	_, err = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n"+upgradeHeaders+"\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
-	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	return &rawConn{Conn: c, br: br}
+	return &rawConn{c}
 }
 
-// read returns the payload of the next (unmasked, unfragmented, short)
-// frame.
+// read returns the payload of the next unfragmented frame.
 func (r *rawConn) read(t *testing.T) string {
 	t.Helper()
-	require.NoError(t, r.SetReadDeadline(time.Now().Add(wait)))
-	var h [2]byte
-	_, err := io.ReadFull(r.br, h[:])
+	p, err := r.Read(wait)
 	require.NoError(t, err)
-	n := int(h[1] & 0x7f)
-	require.Less(t, n, 126, "a short frame")
-	p := make([]byte, n)
-	_, err = io.ReadFull(r.br, p)
-	require.NoError(t, err)
-	return string(p)
+	return p
 }
 
 const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"

@@ -1,7 +1,6 @@
 package wsnode_test
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -12,24 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // rawRequest sends head on a fresh connection to n and returns the
 // response; the front closes the connection after anything but a 101.
 func rawRequest(t *testing.T, n *testNode, head string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", n.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
-	_, err = io.WriteString(c, head)
-	require.NoError(t, err)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	resp, body, err := wstest.Request(n.Addr(), head, wait)
 	require.NoError(t, err, "the body ends where Content-Length says")
-	return resp, string(body)
+	return resp, body
 }
 
 const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"

@@ -1,14 +1,9 @@
 package wsnode_test
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -278,12 +273,9 @@ func (n *testNode) requireCounts(t *testing.T, want map[string]int64) {
 	}, wait, tick)
 }
 
-// rawConn is a WebSocket client on a bare net.Conn: it starts no
-// goroutines, so goroutine counts measure the server alone.
-type rawConn struct {
-	net.Conn
-	br *bufio.Reader
-}
+// rawConn is a WebSocket client on a bare net.Conn (wstest.Conn): it
+// starts no goroutines, so goroutine counts measure the server alone.
+type rawConn struct{ *wstest.Conn }
 
 func dialRaw(t *testing.T, addr, path string) *rawConn {
 	t.Helper()
@@ -299,48 +291,24 @@ func dialRawWith(t *testing.T, d *net.Dialer, addr, path string) *rawConn {
 // client's first frames, in the same write.
 func dialRawSending(t *testing.T, d *net.Dialer, addr, path string, early []byte) *rawConn {
 	t.Helper()
-	c, err := d.Dial("tcp", addr)
+	c, err := wstest.DialSending(d, addr, path, early)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
-	req := fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr, base64.StdEncoding.EncodeToString(key))
-	_, err = c.Write(append(req, early...))
-	require.NoError(t, err)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
-	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	return &rawConn{Conn: c, br: br}
+	return &rawConn{c}
 }
 
 // send writes one masked text frame (clients must mask).
 func (r *rawConn) send(t *testing.T, payload string) {
 	t.Helper()
-	_, err := r.Write(wstest.TextFrame(payload))
-	require.NoError(t, err)
+	require.NoError(t, r.Send(payload))
 }
 
-// read returns the payload of the next (unmasked, unfragmented) frame.
+// read returns the payload of the next unfragmented frame.
 func (r *rawConn) read(t *testing.T) string {
 	t.Helper()
-	require.NoError(t, r.SetReadDeadline(time.Now().Add(wait)))
-	var h [2]byte
-	_, err := io.ReadFull(r.br, h[:])
+	p, err := r.Read(wait)
 	require.NoError(t, err)
-	n := int(h[1] & 0x7f)
-	if n == 126 {
-		var l [2]byte
-		_, err = io.ReadFull(r.br, l[:])
-		require.NoError(t, err)
-		n = int(binary.BigEndian.Uint16(l[:]))
-	}
-	p := make([]byte, n)
-	_, err = io.ReadFull(r.br, p)
-	require.NoError(t, err)
-	return string(p)
+	return p
 }
 
 // sign returns app-1's auth value "<key>:<hex>" for msg, as an app server

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -32,6 +33,12 @@ func Dial(addr, path string) (*Conn, error) {
 // read by hand, without net/http: a load tool's cost per socket should be
 // the server's, not the client library's.
 func DialWith(d *net.Dialer, addr, path string) (*Conn, error) {
+	return DialSending(d, addr, path, nil)
+}
+
+// DialSending is DialWith whose handshake request carries early, a
+// client's first frames, in the same write (as a browser's may).
+func DialSending(d *net.Dialer, addr, path string, early []byte) (*Conn, error) {
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -44,6 +51,7 @@ func DialWith(d *net.Dialer, addr, path string) (*Conn, error) {
 	req = append(append(req, addr...), "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "...)
 	req = base64.StdEncoding.AppendEncode(req, key[:])
 	req = append(req, "\r\nSec-WebSocket-Version: 13\r\n\r\n"...)
+	req = append(req, early...)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(req); err != nil {
 		c.Close()
@@ -56,6 +64,34 @@ func DialWith(d *net.Dialer, addr, path string) (*Conn, error) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	return &Conn{Conn: c, br: br}, nil
+}
+
+// NewConn wraps c, upgraded by a handshake of the caller's own whose
+// answer br has read.
+func NewConn(c net.Conn, br *bufio.Reader) *Conn { return &Conn{Conn: c, br: br} }
+
+// Request sends head (a whole HTTP/1.1 request as bytes on the wire) on a
+// fresh connection to addr and returns the answer and its body, waiting at
+// most timeout in all.
+func Request(addr, head string, timeout time.Duration) (*http.Response, string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, "", err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, "", err
+	}
+	if _, err := io.WriteString(c, head); err != nil {
+		return nil, "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, string(body), err
 }
 
 // readUpgrade reads a response head and requires a 101.
