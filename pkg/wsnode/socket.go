@@ -311,7 +311,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		}
 	case protocol.KindUser:
 		if s.user == nil || ch[len(protocol.UserChannelPrefix):] != s.user.UserID {
-			return a.authFailed(s, sc, ch, errors.New(protocol.UserChannelPrefix + " channels are only for the user this connection signed in as (pusher:signin)"))
+			return a.authFailed(s, sc, ch, errors.New(protocol.UserChannelPrefix+" channels are only for the user this connection signed in as (pusher:signin)"))
 		}
 	case protocol.KindPresence:
 		return a.subscribePresence(s, sc, sub)
