@@ -110,7 +110,10 @@ func (s *Store) audit(ctx context.Context, app string) (Drift, error) {
 	if err != nil {
 		return Drift{}, err
 	}
-	for try := 0; try < 5; try++ {
+	// Each retry declares more (a node registered, a member channel
+	// named), and an app's channels are finite, so this converges; on a
+	// loaded machine a churning app can need more than a handful.
+	for try := 0; try < 20; try++ {
 		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
 		if err != nil {
 			return Drift{}, err
@@ -250,7 +253,10 @@ func (s *Store) Repair(ctx context.Context, app string, drift Drift) (int, error
 // now and the keys the field writes; if a node registered meanwhile, the
 // script writes nothing and it tries again.
 func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, error) {
-	for try := 0; try < 5; try++ {
+	// Each retry declares more (a node registered, a member channel
+	// named), and an app's channels are finite, so this converges; on a
+	// loaded machine a churning app can need more than a handful.
+	for try := 0; try < 20; try++ {
 		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
 		if err != nil {
 			return nil, err
