@@ -112,7 +112,9 @@ func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 	died := time.Now()
 	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 3 }, 5*time.Second, 5*time.Millisecond)
 	t.Logf("reaped %v after its connection closed", time.Since(died).Round(time.Millisecond))
-	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
+	// The reap lands in Redis before the cleaner counts it.
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)) == 1 },
+		5*time.Second, 5*time.Millisecond)
 	require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)))
 }
 
@@ -154,7 +156,8 @@ func TestLivenessRetriesAppsThatSparedTheNode(t *testing.T) {
 		require.NoError(t, err)
 		return n == 0
 	}, 5*time.Second, 5*time.Millisecond, "app-b spared the node once and was never looked at again")
-	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app-b", reasonClosed)))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.reaped.WithLabelValues("app-b", reasonClosed)) == 1 },
+		5*time.Second, 5*time.Millisecond)
 }
 
 // TestLivenessSparesAHungNode: a node that stops writing but keeps its
@@ -175,8 +178,9 @@ func TestLivenessSparesAHungNode(t *testing.T) {
 		require.EqualValues(t, 2, channelsOf(t, store)["room"], "reaped while its connection was open, before dead-after")
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return len(channelsOf(t, store)) == 0 }, 3*time.Second, 10*time.Millisecond)
-	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)))
+	require.Eventually(t, func() bool {
+		return len(channelsOf(t, store)) == 0 && testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)) == 1
+	}, 3*time.Second, 10*time.Millisecond)
 	require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
 }
 
@@ -379,7 +383,8 @@ func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
 		require.NoError(t, a.checkLiveness(ctx, always))
 		return len(channelsOf(t, store)) == 0
 	}, 5*time.Second, 20*time.Millisecond, "a node the check never saw subscribed waits for dead-after")
-	require.EqualValues(t, 1, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)) == 1 },
+		5*time.Second, 5*time.Millisecond)
 	require.NotContains(t, a.seenLiveCopy(), "early", "the cleaner saw it subscribed after all")
 }
 
@@ -412,8 +417,10 @@ func TestLivenessLeavesNodesWithoutEntryToDeadAfter(t *testing.T) {
 		require.EqualValues(t, 5, channelsOf(t, store)["room"], "reaped by the liveness check without a node-level entry")
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return len(channelsOf(t, store)) == 0 }, 3*time.Second, 10*time.Millisecond)
-	require.EqualValues(t, 2, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)))
+	// The reap lands in Redis before the cleaner counts it: wait for both.
+	require.Eventually(t, func() bool {
+		return len(channelsOf(t, store)) == 0 && testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)) == 2
+	}, 3*time.Second, 10*time.Millisecond, "both nodes reaped by dead-after")
 	require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed)))
 }
 
