@@ -27,11 +27,37 @@ import (
 
 // Common holds the settings every binary has.
 type Common struct {
-	// Redis is a redis://host:port[/db] URL; ignored when RedisCluster is set.
+	// Redis is a redis://[user:password@]host:port[/db] URL, rediss:// for
+	// TLS; used when neither RedisCluster nor RedisSentinel is set.
 	Redis string
-	// RedisCluster lists comma-separated host:port seeds; non-empty means
-	// Redis Cluster mode.
+	// RedisCluster, non-empty, means Redis Cluster mode: comma-separated
+	// host:port seeds, or a redis[s]://[user:password@]host:port URL with
+	// more seeds as addr= parameters (redis.ParseClusterURL).
 	RedisCluster string
+	// RedisSentinel, non-empty, means Sentinel mode: the comma-separated
+	// host:port addresses of the sentinels that monitor RedisSentinelMaster.
+	RedisSentinel string
+	// RedisSentinelMaster is the name the sentinels know the master by;
+	// required with RedisSentinel.
+	RedisSentinelMaster string
+	// RedisSentinelPassword authenticates to the sentinels themselves;
+	// empty means they need none.
+	RedisSentinelPassword string
+	// RedisUsername and RedisPassword authenticate to the Redis servers (the
+	// master in Sentinel mode, every node in Cluster mode), instead of the
+	// URL's user and password. Empty means the URL's, or none.
+	RedisUsername string
+	RedisPassword string
+	// RedisTLS turns TLS to Redis on in every mode; a rediss:// URL turns it
+	// on by itself. Sentinel mode and bare Cluster seeds need it for TLS.
+	RedisTLS bool
+	// RedisTLSCA is a PEM file of the CAs that sign the servers'
+	// certificates; empty means the system's roots.
+	RedisTLSCA string
+	// RedisTLSCert and RedisTLSKey are PEM files of a client certificate and
+	// its key, for servers that require one (mutual TLS); both or neither.
+	RedisTLSCert string
+	RedisTLSKey  string
 	// AppsFile is a JSON apps file; empty means one app from the environment.
 	AppsFile string
 	// AdminAddr serves /metrics, /healthz and /readyz; empty disables it.
@@ -48,17 +74,21 @@ type Common struct {
 
 	// Apps is filled in by validation from AppsFile or the environment.
 	Apps *apps.Registry
+
+	// redisExplicit: --redis was given (flag or environment), not defaulted.
+	redisExplicit bool
 }
 
-// ClusterSeeds returns the Redis Cluster seed addresses, or nil in single mode.
+// ClusterSeeds returns the Redis Cluster seed addresses, of either form of
+// RedisCluster, or nil in the other modes or when the URL does not parse.
 func (c Common) ClusterSeeds() []string {
-	var seeds []string
-	for _, s := range strings.Split(c.RedisCluster, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
+	if c.clusterURL() {
+		if o, err := redis.ParseClusterURL(strings.TrimSpace(c.RedisCluster)); err == nil {
+			return o.Addrs
 		}
+		return nil
 	}
-	return seeds
+	return splitList(c.RedisCluster)
 }
 
 // WSNode is the configuration of cmd/wsnode.
@@ -355,6 +385,9 @@ type set struct {
 	fs   *flag.FlagSet
 	env  Env
 	errs []error
+	// common is the Common registered with the set, told after parsing
+	// whether --redis was given.
+	cmn *Common
 }
 
 func newSet(name string, env Env, out io.Writer) *set {
@@ -411,14 +444,54 @@ func (s *set) boolean(p *bool, name, usage string) {
 	s.fs.BoolVar(p, name, *p, usage+" (env "+EnvName(name)+")")
 }
 
+// secret registers a string setting that may hold a password, a URL's
+// (password false: the URL is shown redacted) or a password itself (shown
+// as xxxxx): the flag package prints values, as the default in -h and in
+// the usage shown on a bad flag.
+func (s *set) secret(p *string, name string, password bool, usage string) {
+	if v, ok := s.lookup(name); ok {
+		*p = v
+	}
+	s.fs.Var(&secretValue{p, password}, name, usage+" (env "+EnvName(name)+")")
+}
+
+// secretValue is a flag.Value whose String never shows a password.
+type secretValue struct {
+	p        *string
+	password bool
+}
+
+func (v *secretValue) Set(s string) error { *v.p = s; return nil }
+
+func (v *secretValue) String() string {
+	switch {
+	case v == nil || v.p == nil || *v.p == "":
+		return ""
+	case v.password:
+		return "xxxxx"
+	default:
+		return Redact(*v.p)
+	}
+}
+
 func (s *set) lookup(name string) (string, bool) {
 	v := s.env(EnvName(name))
 	return v, v != ""
 }
 
 func (s *set) common(c *Common) {
-	s.str(&c.Redis, "redis", "Redis URL redis://host:port[/db]")
-	s.str(&c.RedisCluster, "redis-cluster", "comma-separated Redis Cluster seeds host:port (Cluster mode when set)")
+	s.cmn = c
+	s.secret(&c.Redis, "redis", false, "single Redis server `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS")
+	s.secret(&c.RedisCluster, "redis-cluster", false, "Redis Cluster `seeds-or-URL` (Cluster mode when set): comma-separated seeds host:port, or redis[s]://[user:password@]host:port?addr=host:port&addr=...")
+	s.str(&c.RedisSentinel, "redis-sentinel", "Redis Sentinel (Sentinel mode when set): comma-separated sentinel addresses host:port")
+	s.str(&c.RedisSentinelMaster, "redis-sentinel-master", "with --redis-sentinel: the master name the sentinels monitor")
+	s.secret(&c.RedisSentinelPassword, "redis-sentinel-password", true, "with --redis-sentinel: the sentinels' own `password` (empty: none)")
+	s.str(&c.RedisUsername, "redis-username", "Redis ACL user (the master in Sentinel mode, every node in Cluster mode), instead of the URL's")
+	s.secret(&c.RedisPassword, "redis-password", true, "Redis `password` (the master in Sentinel mode, every node in Cluster mode), instead of the URL's; prefer the environment to the flag")
+	s.boolean(&c.RedisTLS, "redis-tls", "TLS to Redis in every mode (a rediss:// URL implies it)")
+	s.str(&c.RedisTLSCA, "redis-tls-ca", "PEM file of the CAs that sign the Redis servers' certificates (empty: the system's)")
+	s.str(&c.RedisTLSCert, "redis-tls-cert", "PEM client certificate for Redis servers that require one (with --redis-tls-key)")
+	s.str(&c.RedisTLSKey, "redis-tls-key", "PEM key of --redis-tls-cert")
 	s.str(&c.AppsFile, "apps-file", "JSON apps file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET)")
 	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
@@ -433,20 +506,20 @@ func (s *set) parse(args []string) error {
 		}
 		s.errs = append(s.errs, err)
 	}
+	if s.cmn != nil {
+		_, s.cmn.redisExplicit = s.lookup("redis")
+		s.fs.Visit(func(f *flag.Flag) {
+			if f.Name == "redis" {
+				s.cmn.redisExplicit = true
+			}
+		})
+	}
 	return errors.Join(s.errs...)
 }
 
 func validateCommon(c *Common, env Env) []error {
 	var errs []error
-	if seeds := c.ClusterSeeds(); len(seeds) > 0 {
-		for _, seed := range seeds {
-			if err := checkAddr("--redis-cluster", seed, true); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	} else if _, err := redis.ParseURL(c.Redis); err != nil {
-		errs = append(errs, fmt.Errorf("--redis: %q: %w", c.Redis, err))
-	}
+	errs = append(errs, validateRedis(c)...)
 	if c.AdminAddr != "" {
 		errs = append(errs, checkAddr("--admin-addr", c.AdminAddr, false))
 	}

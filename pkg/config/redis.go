@@ -1,0 +1,341 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisMode is how the binaries reach Redis: exactly one of a single
+// server, a Redis Cluster or a master found through Redis Sentinel.
+type RedisMode int
+
+// The Redis modes; Common.RedisMode says which one a configuration uses.
+const (
+	// RedisSingle is one server at --redis (the default).
+	RedisSingle RedisMode = iota
+	// RedisCluster is a Redis Cluster from --redis-cluster seeds.
+	RedisCluster
+	// RedisSentinel is the master named --redis-sentinel-master, found by
+	// asking the sentinels of --redis-sentinel.
+	RedisSentinel
+)
+
+func (m RedisMode) String() string {
+	switch m {
+	case RedisCluster:
+		return "cluster"
+	case RedisSentinel:
+		return "sentinel"
+	default:
+		return "single"
+	}
+}
+
+// RedisMode returns the mode the settings select: Sentinel when
+// RedisSentinel is set, Cluster when RedisCluster is, else a single server.
+// Validation refuses both at once.
+func (c Common) RedisMode() RedisMode {
+	switch {
+	case strings.TrimSpace(c.RedisSentinel) != "":
+		return RedisSentinel
+	case strings.TrimSpace(c.RedisCluster) != "":
+		return RedisCluster
+	default:
+		return RedisSingle
+	}
+}
+
+// clusterURL reports whether --redis-cluster is in its URL form.
+func (c Common) clusterURL() bool { return strings.Contains(c.RedisCluster, "://") }
+
+// ClusterOptions returns the Redis Cluster options of --redis-cluster, bare
+// seeds or a URL (go-redis's redis.ParseClusterURL: credentials, TLS with
+// rediss://, more seeds as addr= parameters), with --redis-username,
+// --redis-password and the TLS settings applied. Timeouts are left to the
+// caller.
+func (c Common) ClusterOptions() (*redis.ClusterOptions, error) {
+	o := &redis.ClusterOptions{}
+	if c.clusterURL() {
+		u := strings.TrimSpace(c.RedisCluster)
+		var err error
+		if o, err = redis.ParseClusterURL(u); err != nil {
+			return nil, fmt.Errorf("%s: %w", Redact(u), unwrapURL(err))
+		}
+	} else {
+		o.Addrs = c.ClusterSeeds()
+	}
+	var err error
+	o.Username, o.Password, err = c.credentials(o.Username, o.Password)
+	if err != nil {
+		return nil, err
+	}
+	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, c.clusterURL() && strings.HasPrefix(strings.TrimSpace(c.RedisCluster), "rediss://")); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// SingleOptions returns the options of the single server at --redis
+// (redis.ParseURL: rediss:// for TLS), with --redis-username,
+// --redis-password and the TLS settings applied.
+func (c Common) SingleOptions() (*redis.Options, error) {
+	o, err := redis.ParseURL(c.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Redact(c.Redis), unwrapURL(err))
+	}
+	if o.Username, o.Password, err = c.credentials(o.Username, o.Password); err != nil {
+		return nil, err
+	}
+	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, strings.HasPrefix(c.Redis, "rediss://")); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// FailoverOptions returns the Sentinel options: the master name, the
+// sentinels' addresses and password, and for the master --redis-username,
+// --redis-password and the TLS settings (go-redis uses one TLS
+// configuration for the sentinels and the master).
+func (c Common) FailoverOptions() (*redis.FailoverOptions, error) {
+	o := &redis.FailoverOptions{
+		MasterName:       strings.TrimSpace(c.RedisSentinelMaster),
+		SentinelAddrs:    splitList(c.RedisSentinel),
+		SentinelPassword: c.RedisSentinelPassword,
+		Username:         c.RedisUsername,
+		Password:         c.RedisPassword,
+	}
+	var err error
+	if o.TLSConfig, err = c.tlsConfig(nil, false); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// credentials merges a URL's user and password with --redis-username and
+// --redis-password: either may give them, not both.
+func (c Common) credentials(user, pass string) (string, string, error) {
+	var errs []error
+	if c.RedisUsername != "" {
+		if user != "" {
+			errs = append(errs, errors.New("--redis-username: the Redis URL names a user too: give it in one place"))
+		}
+		user = c.RedisUsername
+	}
+	if c.RedisPassword != "" {
+		if pass != "" {
+			errs = append(errs, errors.New("--redis-password: the Redis URL holds a password too: give it in one place (--redis-password keeps it out of the URL)"))
+		}
+		pass = c.RedisPassword
+	}
+	return user, pass, errors.Join(errs...)
+}
+
+// TLSOn reports whether the binaries talk TLS to Redis: --redis-tls, or a
+// rediss:// URL in the selected mode.
+func (c Common) TLSOn() bool {
+	if c.RedisTLS {
+		return true
+	}
+	switch c.RedisMode() {
+	case RedisCluster:
+		return strings.HasPrefix(strings.TrimSpace(c.RedisCluster), "rediss://")
+	case RedisSingle:
+		return strings.HasPrefix(c.Redis, "rediss://")
+	}
+	return false
+}
+
+// tlsConfig returns base (a URL's TLS configuration, or a new one) with the
+// CA and client certificate of the settings, or nil when TLS is off.
+// fromURL says the URL asked for TLS itself.
+func (c Common) tlsConfig(base *tls.Config, fromURL bool) (*tls.Config, error) {
+	if !c.RedisTLS && !fromURL {
+		return nil, nil
+	}
+	cfg := base
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	cfg.MinVersion = tls.VersionTLS12
+	var errs []error
+	if c.RedisTLSCA != "" {
+		pool, err := loadCA(c.RedisTLSCA)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--redis-tls-ca: %w", err))
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case c.RedisTLSCert != "" && c.RedisTLSKey != "":
+		cert, err := tls.LoadX509KeyPair(c.RedisTLSCert, c.RedisTLSKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--redis-tls-cert, --redis-tls-key: %w", err))
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case c.RedisTLSCert != "":
+		errs = append(errs, errors.New("--redis-tls-cert: set without --redis-tls-key: a client certificate needs its key"))
+	case c.RedisTLSKey != "":
+		errs = append(errs, errors.New("--redis-tls-key: set without --redis-tls-cert: a client key needs its certificate"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// loadCA reads a PEM file of one or more CA certificates.
+func loadCA(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// validateRedis checks the Redis settings of every mode, dialing nothing:
+// one mode at a time, addresses, URLs, credentials given once, and TLS
+// files that exist and parse.
+func validateRedis(c *Common) []error {
+	var errs []error
+	mode := c.RedisMode()
+	if mode == RedisSentinel && strings.TrimSpace(c.RedisCluster) != "" {
+		errs = append(errs, errors.New("--redis-cluster, --redis-sentinel: both are set: choose one (Cluster seeds, or the sentinels of a master)"))
+	}
+	if mode != RedisSingle && c.redisExplicit {
+		errs = append(errs, fmt.Errorf("--redis: set, but --redis-%s is too: --redis names a single server; unset one of them", mode))
+	}
+	switch mode {
+	case RedisSingle:
+		if _, err := redis.ParseURL(c.Redis); err != nil {
+			errs = append(errs, fmt.Errorf("--redis: %q: %w (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", Redact(c.Redis), unwrapURL(err)))
+		}
+	case RedisCluster:
+		if c.clusterURL() {
+			u := strings.TrimSpace(c.RedisCluster)
+			if _, err := redis.ParseClusterURL(u); err != nil {
+				errs = append(errs, fmt.Errorf("--redis-cluster: %q: %w (want host:port,host:port or redis[s]://[user:password@]host:port?addr=host:port&addr=...)", Redact(u), unwrapURL(err)))
+			}
+		} else {
+			for _, seed := range c.ClusterSeeds() {
+				if err := checkAddr("--redis-cluster", seed, true); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	case RedisSentinel:
+		for _, a := range splitList(c.RedisSentinel) {
+			if err := checkAddr("--redis-sentinel", a, true); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if strings.TrimSpace(c.RedisSentinelMaster) == "" {
+			errs = append(errs, errors.New("--redis-sentinel-master: empty: with --redis-sentinel, name the master the sentinels monitor (e.g. mymaster)"))
+		}
+	}
+	if mode != RedisSentinel {
+		if c.RedisSentinelMaster != "" {
+			errs = append(errs, errors.New("--redis-sentinel-master: set without --redis-sentinel: give the sentinels' addresses too"))
+		}
+		if c.RedisSentinelPassword != "" {
+			errs = append(errs, errors.New("--redis-sentinel-password: set without --redis-sentinel"))
+		}
+	}
+	if !c.TLSOn() {
+		for _, f := range []struct{ name, v string }{{"--redis-tls-ca", c.RedisTLSCA}, {"--redis-tls-cert", c.RedisTLSCert}, {"--redis-tls-key", c.RedisTLSKey}} {
+			if f.v != "" {
+				errs = append(errs, fmt.Errorf("%s: set, but TLS to Redis is off: use a rediss:// URL or --redis-tls", f.name))
+			}
+		}
+	}
+	// The builders repeat the checks above only where they parse; what is
+	// left is what only they see: credentials given twice, TLS files.
+	var err error
+	switch mode {
+	case RedisSingle:
+		if len(errs) == 0 {
+			_, err = c.SingleOptions()
+		}
+	case RedisCluster:
+		if len(errs) == 0 {
+			_, err = c.ClusterOptions()
+		}
+	case RedisSentinel:
+		_, err = c.FailoverOptions()
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// splitList returns the non-empty, trimmed items of a comma-separated list.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// unwrapURL drops the URL that net/url quotes in its parse errors: it may
+// hold a password.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// userinfo matches a URL's user:password@ even where net/url cannot parse
+// the rest of it.
+var userinfo = regexp.MustCompile(`(://[^:/@?#]*):[^@/?#]*@`)
+
+// Redact returns s with the password of a URL in it replaced by xxxxx (and
+// a password= parameter too), for logs and error messages. Other strings
+// come back unchanged.
+func Redact(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	if u, err := url.Parse(s); err == nil {
+		if q := u.Query(); q.Has("password") || q.Has("sentinel_password") {
+			for _, k := range []string{"password", "sentinel_password"} {
+				if q.Has(k) {
+					q.Set(k, "xxxxx")
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
+	return userinfo.ReplaceAllString(s, "${1}:xxxxx@")
+}
+
+// RedisTarget describes where the binaries find Redis, for logs: the mode
+// and its addresses, never a password.
+func (c Common) RedisTarget() string {
+	tls := ""
+	if c.TLSOn() {
+		tls = " over TLS"
+	}
+	switch c.RedisMode() {
+	case RedisCluster:
+		return "cluster " + Redact(strings.TrimSpace(c.RedisCluster)) + tls
+	case RedisSentinel:
+		return fmt.Sprintf("sentinel master %s via %s%s", c.RedisSentinelMaster, strings.Join(splitList(c.RedisSentinel), ","), tls)
+	default:
+		return "single " + Redact(c.Redis) + tls
+	}
+}
