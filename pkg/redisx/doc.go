@@ -1,7 +1,12 @@
 // Package redisx builds the Redis client every binary uses: a single server
-// from a redis:// URL, or a Redis Cluster from seeds. Callers get a
-// redis.UniversalClient and never branch on the mode; packages that own keys
-// keep every atomic unit in one hash slot so both modes behave alike.
+// from a redis:// or rediss:// URL, a Redis Cluster from seeds or a
+// cluster URL, or the master of a Redis Sentinel deployment, each with the
+// credentials and TLS settings of pkg/config. Callers get a
+// redis.UniversalClient; the only branch on the mode is on
+// *redis.ClusterClient (sharded pub/sub, per-shard commands), and a
+// Sentinel master is a *redis.Client, so it behaves as a single server in
+// every such branch. Packages that own keys keep every atomic unit in one
+// hash slot so all modes behave alike.
 //
 // The names those packages use come from pkg/keyspace.
 //

@@ -11,22 +11,39 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 )
 
-// NewClient returns a client for c's Redis; it does not dial until first use.
+// Client timeouts in every mode: a dial, a read and a write each fail
+// after this long, so an unreachable Redis is reported instead of waited on.
+const timeout = 2 * time.Second
+
+// NewClient returns a client for c's Redis; it does not dial until first
+// use. A single server and a Sentinel master are a *redis.Client (the
+// failover client finds the master through the sentinels and follows a
+// failover), so code that branches on *redis.ClusterClient treats both
+// alike; a Cluster is a *redis.ClusterClient. Errors never show a password.
 func NewClient(c config.Common) (redis.UniversalClient, error) {
-	if seeds := c.ClusterSeeds(); len(seeds) > 0 {
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:        seeds,
-			DialTimeout:  2 * time.Second,
-			ReadTimeout:  2 * time.Second,
-			WriteTimeout: 2 * time.Second,
-		}), nil
+	switch c.RedisMode() {
+	case config.RedisCluster:
+		opt, err := c.ClusterOptions()
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster: %w", err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		return redis.NewClusterClient(opt), nil
+	case config.RedisSentinel:
+		opt, err := c.FailoverOptions()
+		if err != nil {
+			return nil, fmt.Errorf("redis sentinel: %w", err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		return redis.NewFailoverClient(opt), nil
+	default:
+		opt, err := c.SingleOptions()
+		if err != nil {
+			return nil, fmt.Errorf("redis url: %w", err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		return redis.NewClient(opt), nil
 	}
-	opt, err := redis.ParseURL(c.Redis)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
-	return redis.NewClient(opt), nil
 }
 
 // Ping checks that Redis answers (every shard, in Cluster mode).
