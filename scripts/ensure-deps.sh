@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ensure-deps.sh: make sure what the tests and `make run` need is installed.
 #
-#   - redis-server and redis-cli (the tests start their own servers on free
-#     loopback ports; a system redis is not used and is not left running);
+#   - redis-server, redis-cli and redis-sentinel (the tests start their own
+#     servers and sentinels on free loopback ports; a system redis is not
+#     used and is not left running);
 #   - node and npm, and test/compat/node_modules when test/compat/package.json
 #     exists (real pusher-js / pusher SDK clients for the end-to-end tests);
 #   - chromium and chromium-driver (Debian's packages, at /usr/bin/chromium)
@@ -35,11 +36,15 @@ apt_install() {
 	apt-get install -y -qq --no-install-recommends "$@" >/dev/null || die "apt-get install $* failed"
 }
 
-# --- redis-server, redis-cli -------------------------------------------------
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+# --- redis-server, redis-cli, redis-sentinel ---------------------------------
+# The Sentinel tests run redis-sentinel (Debian packages it apart from
+# redis-server); they fall back to `redis-server --sentinel` without it.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 ||
+	! command -v redis-sentinel >/dev/null 2>&1; then
 	if can_apt; then
-		# Keep the package from starting a system redis on 6379: a policy-rc.d
-		# that refuses service starts, only for the duration of the install.
+		# Keep the packages from starting a system redis on 6379 or a
+		# sentinel on 26379: a policy-rc.d that refuses service starts, only
+		# for the duration of the install.
 		policy=/usr/sbin/policy-rc.d
 		added_policy=0
 		if [ ! -e "$policy" ]; then
@@ -48,23 +53,29 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 			added_policy=1
 		fi
 		trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
-		apt_install redis-server redis-tools
+		apt_install redis-server redis-tools redis-sentinel
 		if [ "$added_policy" -eq 1 ]; then
 			rm -f "$policy"
 			added_policy=0
 		fi
 		trap - EXIT
-		# If a service manager started it anyway, stop and disable it.
-		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-			systemctl disable --now redis-server >/dev/null 2>&1 || true
-		elif command -v service >/dev/null 2>&1; then
-			service redis-server stop >/dev/null 2>&1 || true
-		fi
+		# If a service manager started them anyway, stop and disable them.
+		for svc in redis-server redis-sentinel; do
+			if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+				systemctl disable --now "$svc" >/dev/null 2>&1 || true
+			elif command -v service >/dev/null 2>&1; then
+				service "$svc" stop >/dev/null 2>&1 || true
+			fi
+		done
 		command -v redis-server >/dev/null 2>&1 || die "redis-server still not on PATH after installing it"
+		command -v redis-sentinel >/dev/null 2>&1 || die "redis-sentinel still not on PATH after installing it"
+	elif command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+		# Only redis-sentinel is missing: the tests use redis-server --sentinel.
+		say "redis-sentinel is missing; the Sentinel tests use redis-server --sentinel instead (Debian/Ubuntu: sudo apt-get install redis-sentinel)"
 	else
 		die "redis-server and redis-cli are needed (the tests start their own on loopback).
   Install them, then re-run:
-    Debian/Ubuntu: sudo apt-get install redis-server
+    Debian/Ubuntu: sudo apt-get install redis-server redis-sentinel
     Fedora:        sudo dnf install redis
     macOS:         brew install redis
   (or run this as root on Debian/Ubuntu and it installs them with apt-get)"
