@@ -45,11 +45,11 @@ const sentinelBound = 5 * time.Second
 
 // TestSentinelFailoverEndToEnd: two wsnodes, a cleaner and an httpapi find
 // a password-protected master through three sentinels. The master is
-// SIGKILLed (after the replica has every write: an acknowledged write the
-// replica never got is lost, see the doc of TestSentinelFailover in
-// pkg/redisx); within sentinelBound of the promotion the counts are exact
-// again, new clients are counted on the new master, and a SIGKILLed node is
-// reaped there. No process logs the password.
+// SIGKILLed once the replica has every write (pkg/redisx's
+// TestSentinelFailoverHealsALostWrite covers a write it missed); within
+// sentinelBound of the promotion the counts are exact again, new clients
+// are counted on the new master, and a SIGKILLed node is reaped there. No
+// process logs the password.
 func TestSentinelFailoverEndToEnd(t *testing.T) {
 	s := redistest.NewSentinels(t, "master-secret-1")
 	common := []string{"--redis-sentinel", s.Addrs(), "--redis-sentinel-master", redistest.SentinelMaster, "--redis-password", s.Password}
