@@ -753,9 +753,17 @@ func checkRedis(s *Set) []error {
 			continue
 		}
 		if seeds, from := s.Setting(r.c, "redis-cluster"); seeds != "" {
-			for _, seed := range strings.Split(seeds, ",") {
-				if _, err := AddrPort(strings.TrimSpace(seed)); err != nil {
+			for _, seed := range RedisSeeds(seeds) {
+				if _, err := AddrPort(seed); err != nil {
 					errs = append(errs, fmt.Errorf("%s: Redis Cluster seed %q (%s): %w", r.id(), seed, from, err))
+				}
+			}
+			continue
+		}
+		if sentinels, from := s.Setting(r.c, "redis-sentinel"); sentinels != "" {
+			for _, addr := range RedisSeeds(sentinels) {
+				if _, err := AddrPort(addr); err != nil {
+					errs = append(errs, fmt.Errorf("%s: Redis Sentinel address %q (%s): %w", r.id(), addr, from, err))
 				}
 			}
 			continue

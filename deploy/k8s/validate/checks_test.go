@@ -447,6 +447,15 @@ func TestChecksCatch(t *testing.T) {
 			configMap(t, s, "headcount-config").Data["HEADCOUNT_REDIS_CLUSTER"] = "redis-0,redis-1:6379"
 			return s
 		}},
+		{"cluster URL seed without a port", cluster, "redis", `Redis Cluster seed "redis-1"`, func(t *testing.T, s *Set) *Set {
+			configMap(t, s, "headcount-config").Data["HEADCOUNT_REDIS_CLUSTER"] = "rediss://redis-0:6379?addr=redis-1"
+			return s
+		}},
+		{"sentinel without a port", cluster, "redis", `Redis Sentinel address "sentinel-1"`, func(t *testing.T, s *Set) *Set {
+			delete(configMap(t, s, "headcount-config").Data, "HEADCOUNT_REDIS_CLUSTER")
+			configMap(t, s, "headcount-config").Data["HEADCOUNT_REDIS_SENTINEL"] = "sentinel-0:26379,sentinel-1"
+			return s
+		}},
 		// networkpolicy
 		{"no default deny", cluster, "networkpolicy", "no default-deny policy", func(t *testing.T, s *Set) *Set {
 			return without(s, "NetworkPolicy", "default-deny")

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -43,12 +42,17 @@ func binaryOf(w Workload) (string, *corev1.Container) {
 	return "", nil
 }
 
-// redisPorts are the ports a headcount container dials Redis on.
+// redisPorts are the ports a headcount container dials Redis on (with
+// Sentinel, the sentinels' ports: the master's is learnt from them).
 func (s *Set) redisPorts(c *corev1.Container) []string {
-	if seeds, _ := s.Setting(c, "redis-cluster"); seeds != "" {
+	for _, flag := range []string{"redis-cluster", "redis-sentinel"} {
+		seeds, _ := s.Setting(c, flag)
+		if seeds == "" {
+			continue
+		}
 		var out []string
-		for _, seed := range strings.Split(seeds, ",") {
-			if p, err := AddrPort(strings.TrimSpace(seed)); err == nil && !slices.Contains(out, p) {
+		for _, seed := range RedisSeeds(seeds) {
+			if p, err := AddrPort(seed); err == nil && !slices.Contains(out, p) {
 				out = append(out, p)
 			}
 		}

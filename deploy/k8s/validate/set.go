@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path"
 	"strings"
 
@@ -269,6 +270,29 @@ func ContainerPort(spec *corev1.PodSpec, nameOrNumber string) (*corev1.Container
 		}
 	}
 	return nil, nil
+}
+
+// RedisSeeds returns the host:port addresses of a --redis-cluster or
+// --redis-sentinel value: comma-separated host:port, or the Cluster's URL
+// form redis[s]://[user:password@]host[:port]?addr=host:port&... (port
+// 6379 when the URL's host has none).
+func RedisSeeds(v string) []string {
+	if !strings.Contains(v, "://") {
+		var out []string
+		for _, a := range strings.Split(v, ",") {
+			out = append(out, strings.TrimSpace(a))
+		}
+		return out
+	}
+	u, err := url.Parse(strings.TrimSpace(v))
+	if err != nil {
+		return []string{"(an unparsable URL)"}
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "6379")
+	}
+	return append([]string{host}, u.Query()["addr"]...)
 }
 
 // AddrPort returns the port of a host:port listen address.
