@@ -256,22 +256,24 @@ func validateRedis(c *Common) []error {
 			}
 		}
 	}
-	// The builders repeat the checks above only where they parse; what is
-	// left is what only they see: credentials given twice, TLS files.
-	var err error
-	switch mode {
-	case RedisSingle:
-		if len(errs) == 0 {
-			_, err = c.SingleOptions()
+	if c.TLSOn() {
+		if _, err := c.tlsConfig(nil, true); err != nil {
+			errs = append(errs, err)
 		}
-	case RedisCluster:
-		if len(errs) == 0 {
-			_, err = c.ClusterOptions()
-		}
-	case RedisSentinel:
-		_, err = c.FailoverOptions()
 	}
-	if err != nil {
+	// Credentials given both in a URL and by the settings.
+	var user, pass string
+	switch {
+	case mode == RedisSingle:
+		if o, err := redis.ParseURL(c.Redis); err == nil {
+			user, pass = o.Username, o.Password
+		}
+	case mode == RedisCluster && c.clusterURL():
+		if o, err := redis.ParseClusterURL(strings.TrimSpace(c.RedisCluster)); err == nil {
+			user, pass = o.Username, o.Password
+		}
+	}
+	if _, _, err := c.credentials(user, pass); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -289,18 +291,23 @@ func splitList(s string) []string {
 }
 
 // unwrapURL drops the URL that net/url quotes in its parse errors: it may
-// hold a password.
+// hold a password. When the URL has a user part, net/url's own message may
+// quote a piece of the password too (as a port, say), so it is replaced.
 func unwrapURL(err error) error {
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
+	if !errors.As(err, &ue) {
+		return err
 	}
-	return err
+	if strings.Contains(ue.URL, "@") {
+		return errors.New("not a valid URL (percent-encode characters such as / @ : # ? in the user and password)")
+	}
+	return ue.Err
 }
 
-// userinfo matches a URL's user:password@ even where net/url cannot parse
-// the rest of it.
-var userinfo = regexp.MustCompile(`(://[^:/@?#]*):[^@/?#]*@`)
+// userinfo matches everything between a URL's scheme and its last @: the
+// user and password, where net/url cannot parse the URL (a password with
+// an unescaped / or @ is one reason).
+var userinfo = regexp.MustCompile(`://.*@`)
 
 // Redact returns s with the password of a URL in it replaced by xxxxx (and
 // a password= parameter too), for logs and error messages. Other strings
@@ -320,7 +327,7 @@ func Redact(s string) string {
 		}
 		return u.Redacted()
 	}
-	return userinfo.ReplaceAllString(s, "${1}:xxxxx@")
+	return userinfo.ReplaceAllString(s, "://xxxxx@")
 }
 
 // RedisTarget describes where the binaries find Redis, for logs: the mode

@@ -81,6 +81,9 @@ func TestRedisSettingErrors(t *testing.T) {
 		{[]string{"--redis-tls", "--redis-tls-key", files.ClientKey}, []string{"--redis-tls-key: set without --redis-tls-cert"}},
 		{[]string{"--redis-tls", "--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ServerKey}, []string{"--redis-tls-cert, --redis-tls-key:", "private key does not match"}},
 		{[]string{"--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-tls", "--redis-tls-ca", garbage}, []string{"--redis-tls-ca:"}},
+		// Every problem at once, not the first.
+		{[]string{"--redis-cluster", "rediss://h:x", "--redis-tls-ca", garbage, "--redis-sentinel-master", "m"},
+			[]string{"--redis-cluster:", "--redis-tls-ca:", "--redis-sentinel-master:"}},
 	} {
 		_, err := ParseWSNode(tc.args, env(nil), io.Discard)
 		for _, w := range tc.want {
@@ -114,6 +117,7 @@ func TestRedisPasswordsNeverShown(t *testing.T) {
 		{[]string{"--redis-cluster", "redis://u:" + pw + "@h:1?addr=bad"}, nil},
 		{[]string{"--redis-cluster", "redis://u:" + pw + "@h:x"}, nil},
 		{[]string{"--redis-cluster", "ftp://u:" + pw + "@h:1"}, nil},
+		{[]string{"--redis", "redis://u:" + pw + "/x@h:6379/0"}, nil},
 		{[]string{"--no-such-flag"}, map[string]string{"HEADCOUNT_REDIS": "redis://u:" + pw + "@r:6379/0"}},
 		{[]string{"--no-such-flag"}, map[string]string{"HEADCOUNT_REDIS_CLUSTER": "rediss://u:" + pw + "@h:1"}},
 		{[]string{"--no-such-flag"}, map[string]string{"HEADCOUNT_REDIS_PASSWORD": pw, "HEADCOUNT_REDIS_SENTINEL_PASSWORD": pw}},
@@ -131,5 +135,6 @@ func TestRedisPasswordsNeverShown(t *testing.T) {
 	require.Equal(t, "cluster rediss://u:xxxxx@h1:7000?addr=h2:7001 over TLS", c.RedisTarget())
 	require.Equal(t, "redis://u:xxxxx@h", Redact("redis://u:"+pw+"@h"))
 	require.Equal(t, "a:1,b:2", Redact("a:1,b:2"))
-	require.Equal(t, "redis://u:xxxxx@h:bad port", Redact("redis://u:"+pw+"@h:bad port"))
+	require.Equal(t, "redis://xxxxx@h:bad port", Redact("redis://u:"+pw+"@h:bad port"))
+	require.Equal(t, "redis://xxxxx@h:6379", Redact("redis://u:"+pw+"/x@y@h:6379"), "an unescaped / and @ in the password")
 }
