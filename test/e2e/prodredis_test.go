@@ -37,6 +37,38 @@ func TestTLSRedis(t *testing.T) {
 	waitCounts(t, client, map[string]int{"room-a": 3, "room-b": 3}, 10*time.Second, "clients counted through TLS")
 }
 
+// TestPasswordClusterEndToEnd: the binaries reach a 3-master Cluster that
+// requires a password, named by one URL with an ACL user (the URL form of
+// --redis-cluster): the wsnodes turn ready (their event fan-out is
+// subscribed), counts and the reaping of a SIGKILLed node work, and no
+// process logs the password.
+func TestPasswordClusterEndToEnd(t *testing.T) {
+	sc := redistest.NewSecureCluster(t, "headcount", "cluster-secret-1")
+	common := []string{"--redis-cluster", sc.URL()}
+	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	cl := startCleaner(t, "cleaner-1", common...)
+	for _, n := range []node{a, b, cl} {
+		waitReady(t, n.p, n.admin)
+	}
+	api, client := startAPI(t, common...)
+	pusherClients(t, a.addr, 2, "room-a")
+	pusherClients(t, b.addr, 3, "room-a", "room-b")
+	waitCounts(t, client, map[string]int{"room-a": 5, "room-b": 3}, 10*time.Second, "clients counted on a Cluster with a password")
+	b.p.kill(t)
+	waitCounts(t, client, map[string]int{"room-a": 2}, deadAfter+scanInterval+time.Second+heartbeat, "ws-b's counts removed")
+	noPassword(t, sc.Password, a.p, b.p, cl.p, api.p)
+}
+
+// noPassword fails t if any of procs logged password.
+func noPassword(t *testing.T, password string, procs ...*proc) {
+	t.Helper()
+	for _, p := range procs {
+		log, err := os.ReadFile(p.log)
+		require.NoError(t, err)
+		require.NotContains(t, string(log), password, "%s logged the Redis password", p.name)
+	}
+}
+
 // sentinelBound is how long after the sentinels promote the replica the
 // counts must be exact again: the nodes' flushes that failed meanwhile are
 // retried (with backoff up to the heartbeat) as full replaces once the
@@ -79,9 +111,5 @@ func TestSentinelFailoverEndToEnd(t *testing.T) {
 		"ws-b's counts removed on the new master")
 	t.Logf("ws-b SIGKILLed: counts exact again after %v", time.Since(killed).Round(time.Millisecond))
 
-	for _, p := range []*proc{a.p, b.p, cl.p, api.p} {
-		log, err := os.ReadFile(p.log)
-		require.NoError(t, err)
-		require.NotContains(t, string(log), s.Password, "%s logged the Redis password", p.name)
-	}
+	noPassword(t, s.Password, a.p, b.p, cl.p, api.p)
 }
