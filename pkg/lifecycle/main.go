@@ -42,6 +42,7 @@ func Main(name string, stderr io.Writer, parseErr error, c config.Common,
 	}
 	log := logging.New(name, c.LogLevel, c.LogFormat, stderr)
 	redis.SetLogger(logging.Redis(log))
+	log.Info("starting", "redis", c.RedisTarget()) // which Redis, never its password
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // restore default handling: a second signal kills
