@@ -28,6 +28,7 @@ const (
 	RedisSentinel
 )
 
+// String names the mode as its flag does: single, cluster or sentinel.
 func (m RedisMode) String() string {
 	switch m {
 	case RedisCluster:
@@ -77,7 +78,7 @@ func (c Common) ClusterOptions() (*redis.ClusterOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, c.clusterURL() && strings.HasPrefix(strings.TrimSpace(c.RedisCluster), "rediss://")); err != nil {
+	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -94,7 +95,7 @@ func (c Common) SingleOptions() (*redis.Options, error) {
 	if o.Username, o.Password, err = c.credentials(o.Username, o.Password); err != nil {
 		return nil, err
 	}
-	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, strings.HasPrefix(c.Redis, "rediss://")); err != nil {
+	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -146,11 +147,18 @@ func (c Common) TLSOn() bool {
 	}
 	switch c.RedisMode() {
 	case RedisCluster:
-		return strings.HasPrefix(strings.TrimSpace(c.RedisCluster), "rediss://")
+		return c.clusterURL() && tlsURL(c.RedisCluster)
 	case RedisSingle:
-		return strings.HasPrefix(c.Redis, "rediss://")
+		return tlsURL(c.Redis)
 	}
 	return false
+}
+
+// tlsURL reports whether s is a rediss:// URL (the scheme in any case, as
+// go-redis reads it).
+func tlsURL(s string) bool {
+	u, err := url.Parse(strings.TrimSpace(s))
+	return err == nil && u.Scheme == "rediss"
 }
 
 // tlsConfig returns base (a URL's TLS configuration, or a new one) with the

@@ -25,6 +25,7 @@ func TestRedisModes(t *testing.T) {
 		{nil, RedisSingle, nil, false},
 		{[]string{"--redis", "rediss://cache.example.com:6380/0"}, RedisSingle, nil, true},
 		{[]string{"--redis-tls"}, RedisSingle, nil, true},
+		{[]string{"--redis", "REDISS://cache.example.com:6380/0"}, RedisSingle, nil, true},
 		{[]string{"--redis-cluster", "10.0.0.1:7000, 10.0.0.2:7001"}, RedisCluster, []string{"10.0.0.1:7000", "10.0.0.2:7001"}, false},
 		{[]string{"--redis-cluster", "10.0.0.1:7000", "--redis-tls"}, RedisCluster, []string{"10.0.0.1:7000"}, true},
 		{[]string{"--redis-cluster", "redis://u:p@h1:7000?addr=h2:7001&addr=h3:7002"}, RedisCluster, []string{"h1:7000", "h2:7001", "h3:7002"}, false},
