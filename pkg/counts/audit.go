@@ -114,14 +114,12 @@ func (s *Store) audit(ctx context.Context, app string) (Drift, error) {
 	// named), and an app's channels are finite, so this converges; on a
 	// loaded machine a churning app can need more than a handful.
 	for try := 0; try < 20; try++ {
-		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
+		nodes, reaps, err := s.sources(ctx, app)
 		if err != nil {
 			return Drift{}, err
 		}
 		keys := append(s.auditKeys(app), s.connsKey(app))
-		for _, id := range nodes {
-			keys = append(keys, s.nodeKey(app, id))
-		}
+		keys = append(keys, s.contributionKeys(app, nodes, reaps)...)
 		args := make([]any, 0, 1+len(channels))
 		args = append(args, s.appPrefix(app))
 		for _, ch := range channels {
@@ -257,14 +255,11 @@ func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, erro
 	// named), and an app's channels are finite, so this converges; on a
 	// loaded machine a churning app can need more than a handful.
 	for try := 0; try < 20; try++ {
-		nodes, err := s.rdb.ZRange(ctx, s.nodesKey(app), 0, -1).Result()
+		nodes, reaps, err := s.sources(ctx, app)
 		if err != nil {
 			return nil, err
 		}
-		keys := s.auditKeys(app)
-		for _, id := range nodes {
-			keys = append(keys, s.nodeKey(app, id))
-		}
+		keys := append(s.auditKeys(app), s.contributionKeys(app, nodes, reaps)...)
 		keys = append(keys, s.fieldKeys(app, field)...)
 		v, err := repairScript.Run(ctx, s.rdb, keys, s.appPrefix(app), field).Int64Slice()
 		if err != nil || len(v) == 0 || v[0] != statusUndeclared {
@@ -272,6 +267,23 @@ func (s *Store) repairOne(ctx context.Context, app, field string) ([]int64, erro
 		}
 	}
 	return nil, errors.New("the registered nodes kept changing")
+}
+
+// sources lists the registered nodes of app and its reaps under way, in one
+// round trip: the contributions the global counts include (a script then
+// checks the list is still current).
+func (s *Store) sources(ctx context.Context, app string) (nodes, reaps []string, err error) {
+	var nc *redis.StringSliceCmd
+	var rc *redis.StringSliceCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		nc = p.ZRange(ctx, s.nodesKey(app), 0, -1)
+		rc = p.SMembers(ctx, s.reapsKey(app))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list contributions: %w", err)
+	}
+	return nc.Val(), rc.Val(), nil
 }
 
 // NodeCount is how many nodes an app has registered, by Redis's clock.

@@ -28,6 +28,16 @@ func (k keys) membersKey(app, ch string) string { return k.appPrefix(app) + "mem
 func (k keys) infoKey(app, ch string) string    { return k.appPrefix(app) + "info:" + ch }
 func (k keys) connsKey(app string) string       { return k.appPrefix(app) + "conns" }
 
+// A node's contribution being reaped lives under reapingKey(app, id) from
+// the reap's first unit until its last slice (see reap.lua): id is
+// "<seq>:<node>", seq taken from reapSeqKey, so each reap has a key of its
+// own that no republish of the node writes. reapsKey is the set of those
+// ids: reaps under way, which audits count as contributions and a cleaner
+// finishes if the one that started them stopped.
+func (k keys) reapingKey(app, id string) string { return k.appPrefix(app) + "reaping:" + id }
+func (k keys) reapsKey(app string) string       { return k.appPrefix(app) + "reaps" }
+func (k keys) reapSeqKey(app string) string     { return k.appPrefix(app) + "reap-seq" }
+
 // Fields of a node's contribution hash. A channel name cannot hold "\n",
 // so the first one separates it from the user id.
 func channelField(ch string) string      { return "c:" + ch }
@@ -41,6 +51,22 @@ const connectionsField = "n"
 // appPrefix(app) against them.
 func (k keys) auditKeys(app string) []string { return []string{k.nodesKey(app), k.globalKey(app)} }
 
+// contributionKeys are the contribution hashes the global counts of app
+// include: those of nodes (registered) and of reaps (under way; see
+// reapingKey), after the set of reaps; audit.lua and repair.lua declare
+// them.
+func (k keys) contributionKeys(app string, nodes, reaps []string) []string {
+	out := make([]string, 0, len(nodes)+len(reaps)+1)
+	for _, id := range nodes {
+		out = append(out, k.nodeKey(app, id))
+	}
+	out = append(out, k.reapsKey(app))
+	for _, id := range reaps {
+		out = append(out, k.reapingKey(app, id))
+	}
+	return out
+}
+
 // membersKeyPrefix starts the name of every presence member hash of app,
 // and membersKeyChannel is the channel of one such key.
 func (k keys) membersKeyPrefix(app string) string { return k.membersKey(app, "") }
@@ -53,7 +79,7 @@ func (k keys) membersKeyChannel(app, key string) (string, bool) {
 // app's nodes even when its apps file differs from the wsnodes'.
 func (k keys) appsKey() string { return k.ks.Name("apps") }
 
-// scriptKeys are the keys of apply.lua and reap.lua: the node's registry,
+// scriptKeys are the keys of apply.lua: the node's registry,
 // contribution and the global counts, with logEvents the app's event log
 // (the scripts then append their edges to it; see logArgs), then the
 // connection count and the members and info hashes of every presence
@@ -69,7 +95,7 @@ func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []s
 	return append(keys, k.fieldKeys(app, fields...)...)
 }
 
-// logArgs is the ARGV of apply.lua and reap.lua that says whether KEYS[4]
+// logArgs is the ARGV of apply.lua and reap_slice.lua that says whether KEYS[4]
 // is the event log: its entry cap, or 0 for no log.
 func logArgs(logEvents bool) int {
 	if logEvents {
@@ -105,8 +131,12 @@ var (
 	applySrc string
 	//go:embed scripts/reap.lua
 	reapSrc string
+	//go:embed scripts/reap_slice.lua
+	reapSliceSrc string
 	//go:embed scripts/stale.lua
 	staleSrc string
+	//go:embed scripts/sources.lua
+	sourcesSrc string
 	//go:embed scripts/audit.lua
 	auditSrc string
 	//go:embed scripts/repair.lua
@@ -120,13 +150,14 @@ var (
 
 	// The count scripts append their edges to the event log in their own
 	// unit, with the event log's Lua.
-	applyScript = redis.NewScript(eventlog.Lua + libSrc + applySrc)
-	reapScript  = redis.NewScript(eventlog.Lua + libSrc + reapSrc)
-	staleScript = redis.NewScript(staleSrc)
+	applyScript     = redis.NewScript(eventlog.Lua + libSrc + applySrc)
+	reapScript      = redis.NewScript(eventlog.Lua + reapSrc)
+	reapSliceScript = redis.NewScript(eventlog.Lua + libSrc + reapSliceSrc)
+	staleScript     = redis.NewScript(staleSrc)
 	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
 	// in a pipeline, so loadScripts need not load them.
-	auditScript  = redis.NewScript(auditSrc)
-	repairScript = redis.NewScript(repairSrc)
+	auditScript  = redis.NewScript(sourcesSrc + auditSrc)
+	repairScript = redis.NewScript(sourcesSrc + repairSrc)
 	// The node-level liveness scripts: nodeSeen runs with EVAL in the
 	// recorder's pipeline (it is short, and EVAL never meets NOSCRIPT, so a
 	// fresh liveness shard cannot fail a flush), the others with Run.

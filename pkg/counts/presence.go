@@ -64,12 +64,12 @@ type Reaped struct {
 	SinceSeen time.Duration
 }
 
-// scriptResult is what apply.lua and reap.lua return.
+// scriptResult is what apply.lua and reap_slice.lua return.
 type scriptResult struct {
 	status   int64
 	channels map[string]int64
 	members  []MemberEdge
-	ageMs    int64 // reap.lua only: ms from last-seen to the reap
+	left     int64 // reap_slice.lua only: fields left to reap
 	// undeclared lists fields whose keys the call did not declare (status
 	// statusUndeclared): nothing was written; retry declaring them.
 	undeclared []string
@@ -129,7 +129,7 @@ func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 		res.members = append(res.members, e)
 	}
 	if len(v) > 3 {
-		if res.ageMs, err = toInt(v[3]); err != nil {
+		if res.left, err = toInt(v[3]); err != nil {
 			return res, err
 		}
 	}

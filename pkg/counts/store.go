@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,6 +20,10 @@ type Store struct {
 	// LogEvents, if set before use, says which apps keep an event log
 	// (eventlog.Key): reaping a node of such an app appends its edges to it.
 	LogEvents func(app string) bool
+	// SliceSize, if set before use, bounds the contribution fields one
+	// atomic unit of a reap takes (0: DefaultSliceSize; at most 4096).
+	// Tests make it small so every reap takes many units.
+	SliceSize int
 }
 
 // NewStore returns a store of the counts under ks on rdb.
@@ -109,44 +114,175 @@ func (s *Store) StaleNodes(ctx context.Context, app string, deadAfter time.Durat
 }
 
 // ReapNode removes node's contribution to app if its last-seen is still at
-// least deadAfter old, in one atomic unit. It reports whether it reaped the
-// node and what that changed cluster-wide. Reaping a node that is gone
-// already does nothing, so concurrent cleaners never subtract twice.
+// least deadAfter old. It reports whether it reaped the node and what that
+// changed cluster-wide. Reaping a node that is gone already does nothing,
+// so concurrent cleaners never subtract twice.
+//
+// The removal is a sequence of atomic units, each bounded by the store's
+// slice size (see Store.SliceSize), never one unit the size of the node's
+// contribution: the first re-checks staleness, unregisters the node and
+// moves its contribution under a key of this reap's own; each later one
+// subtracts some of its fields from the global counts and deletes them
+// there. Meanwhile every global still equals the sum of the registered
+// contributions and of the reaps under way (what Audit compares), a node
+// that resumes republishes into a fresh contribution the slices never
+// read, and a field is subtracted by exactly one slice whoever else drains
+// the same reap (see FinishReaps). The edges returned are the union of the
+// slices' edges; each slice logs its own to the app's event log, member
+// leaves before any channel's vacated.
 func (s *Store) ReapNode(ctx context.Context, app, node string, deadAfter time.Duration) (bool, Reaped, error) {
 	return s.reap(ctx, app, node, deadAfter.Milliseconds())
 }
 
 // RemoveNode removes node's contribution to app unconditionally: a node
-// leaving gracefully.
+// leaving gracefully. It is sliced as ReapNode is.
 func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, Reaped, error) {
 	return s.reap(ctx, app, node, -1)
 }
 
-func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	logEvents := s.LogEvents != nil && s.LogEvents(app)
-	// The node's presence channels are unknown until the script reads its
-	// contribution: the first try declares none, and a script that finds
-	// some writes nothing and names them (at most a few rounds: only a
-	// node that came back alive meanwhile can add more).
-	var fields []string
-	var res scriptResult
-	var err error
-	for try := 0; ; try++ {
-		res, err = parseResult(reapScript.Run(ctx, s.rdb, s.scriptKeys(app, node, logEvents, fields...), node, deadAfterMs, s.appPrefix(app), logArgs(logEvents)))
-		if err != nil {
-			return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
-		}
-		if res.status != statusUndeclared {
-			break
-		}
-		if try == 5 {
-			return false, Reaped{}, fmt.Errorf("reap node %s of app %s: its contribution kept changing", node, app)
-		}
-		fields = append(fields, res.undeclared...)
+// DefaultSliceSize is how many contribution fields one unit of a reap
+// takes when Store.SliceSize is 0: about 1 ms of Redis time (see
+// docs/SCALING.md).
+const DefaultSliceSize = 256
+
+// maxSliceSize bounds SliceSize: a slice's fields travel as one script's
+// arguments.
+const maxSliceSize = 4096
+
+func (s *Store) sliceSize() int {
+	switch {
+	case s.SliceSize <= 0:
+		return DefaultSliceSize
+	case s.SliceSize > maxSliceSize:
+		return maxSliceSize
 	}
-	if res.status < 0 {
+	return s.SliceSize
+}
+
+func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
+	seq, err := s.rdb.Incr(ctx, s.reapSeqKey(app)).Result()
+	if err != nil {
+		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	}
+	id := strconv.FormatInt(seq, 10) + ":" + node
+	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
+	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id).Int64Slice()
+	if err == nil && len(v) == 0 {
+		err = errors.New("empty script result")
+	}
+	if err != nil {
+		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	}
+	if v[0] < 0 {
 		return false, Reaped{}, nil
 	}
-	return true, Reaped{Edges: Edges{App: app, Channels: res.channels, Members: res.members},
-		Fields: int(res.status), SinceSeen: time.Duration(res.ageMs) * time.Millisecond}, nil
+	reaped := Reaped{Edges: Edges{App: app}}
+	if len(v) > 1 {
+		reaped.SinceSeen = time.Duration(v[1]) * time.Millisecond
+	}
+	if v[0] > 0 {
+		if err := s.drain(ctx, app, id, &reaped); err != nil {
+			return true, reaped, fmt.Errorf("reap node %s of app %s (the rest is left to FinishReaps): %w", node, app, err)
+		}
+	}
+	return true, reaped, nil
+}
+
+// FinishReaps drains every reap of app under way: those whose cleaner (or
+// stopping node) died or failed half-way, and those another cleaner is
+// draining now (both then take fields; each is subtracted once). It returns
+// what each reap it took part in changed, by node, as ReapNode does
+// (SinceSeen is 0: the first unit measured it). Its cost when no reap is
+// under way is one SMEMBERS.
+func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped, error) {
+	ids, err := s.rdb.SMembers(ctx, s.reapsKey(app)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list reaps of app %s: %w", app, err)
+	}
+	out := map[string]Reaped{}
+	for _, id := range ids {
+		_, node, _ := strings.Cut(id, ":")
+		reaped := out[node]
+		if reaped.App == "" {
+			reaped.Edges.App = app
+		}
+		err := s.drain(ctx, app, id, &reaped)
+		if reaped.Fields > 0 || !reaped.Empty() {
+			out[node] = reaped
+		}
+		if err != nil {
+			return out, fmt.Errorf("finish reap of node %s of app %s: %w", node, app, err)
+		}
+	}
+	return out, nil
+}
+
+// drain subtracts the contribution under reap id a slice at a time, adding
+// what each slice changed to into. It reads field names by HSCAN (a
+// command of its own, bounded by the slice size) and hands them to
+// reap_slice.lua, which takes those still there. Members go first, in a
+// pass of their own, so a presence channel's member_removed events are
+// logged before its channel_vacated, as one unit would log them.
+func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
+	key := s.reapingKey(app, id)
+	n := s.sliceSize()
+	for _, match := range []string{"m:*", ""} {
+		var cursor uint64
+		for {
+			kv, next, err := s.rdb.HScan(ctx, key, cursor, match, int64(n)).Result()
+			if err != nil {
+				return fmt.Errorf("scan reaped contribution: %w", err)
+			}
+			fields := make([]string, 0, len(kv)/2)
+			for i := 0; i < len(kv); i += 2 {
+				fields = append(fields, kv[i])
+			}
+			for len(fields) > 0 {
+				k := min(n, len(fields))
+				if err := s.reapSlice(ctx, app, id, fields[:k], into); err != nil {
+					return err
+				}
+				fields = fields[k:]
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	// A scan returns every field present throughout it, and nothing but
+	// slices deletes from the hash, so it is empty now; the slice that
+	// emptied it dropped the reap from the set. A hash left behind (a
+	// field missed all the same) stays listed, for FinishReaps.
+	return nil
+}
+
+func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, into *Reaped) error {
+	logEvents := s.LogEvents != nil && s.LogEvents(app)
+	keys := []string{s.reapsKey(app), s.reapingKey(app, id), s.globalKey(app)}
+	if logEvents {
+		keys = append(keys, eventlog.Key(s.ks, app))
+	}
+	keys = append(keys, s.fieldKeys(app, fields...)...)
+	args := make([]any, 0, 3+len(fields))
+	args = append(args, id, s.appPrefix(app), logArgs(logEvents))
+	for _, f := range fields {
+		args = append(args, f)
+	}
+	res, err := parseResult(reapSliceScript.Run(ctx, s.rdb, keys, args...))
+	if err != nil {
+		return fmt.Errorf("reap a slice: %w", err)
+	}
+	if res.status < 0 {
+		// Every field's keys were declared: only a bug gets here.
+		return fmt.Errorf("reap a slice: script returned %d", res.status)
+	}
+	into.Fields += int(res.status)
+	if len(res.channels) > 0 && into.Channels == nil {
+		into.Channels = make(map[string]int64, len(res.channels))
+	}
+	for ch, c := range res.channels {
+		into.Channels[ch] = c
+	}
+	into.Members = append(into.Members, res.members...)
+	return nil
 }

@@ -4,10 +4,13 @@
 -- reads, and drift it reports is drift, never a write seen half-way.
 -- Cost: O(contribution fields + occupied channels + presence members) of
 -- the app, during which the shard serves no one else (see doc.go).
+-- The contributions of reaps under way (see reap.lua) count as
+-- contributions: the globals include them until their slices subtract them.
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] global   ZSET channel -> sockets cluster-wide
 -- KEYS[3] conns    STRING open sockets cluster-wide
--- KEYS[4..] the contribution hash of every registered node and the member
+-- KEYS[4..] the contribution hash of every registered node, the set of
+--         reaps under way and the hash of each, and the member
 --         hash of every channel in ARGV[2..]: declared, so the unit stays
 --         whole during a Cluster slot migration
 -- ARGV[1] key prefix of the app ("<prefix>:{app}:"); the script derives
@@ -23,7 +26,8 @@
 -- diffs a flat list of 6-tuples
 --   kind  'c' channel, 'm' presence member, 'n' connections, or 'x' a
 --         contribution field that is zero, negative or not an integer
---   a     channel ('c', 'm'), node id ('x'), '' ('n')
+--   a     channel ('c', 'm'), node id ('x'; 'reaping:<id>' for a reap
+--         under way), '' ('n')
 --   b     user ('m'), the field ('x'), '' otherwise
 --   want  sum over registered nodes (integer; 0: the entry must be absent)
 --   have  the stored value as Redis holds it ('' when absent)
@@ -57,13 +61,13 @@ end
 
 local ch_want, m_want, n_want = {}, {}, 0
 local ids = redis.call('ZRANGE', nodes, 0, -1)
-for _, id in ipairs(ids) do
-  if not declared[P .. 'node:' .. id] then
-    return {-3, 1, {}}
-  end
+local sources = contribution_keys(P, ids, declared)
+if not sources then
+  return {-3, 1, {}}
 end
-for _, id in ipairs(ids) do
-  local h = redis.call('HGETALL', P .. 'node:' .. id)
+for _, src in ipairs(sources) do
+  local id = src[1]
+  local h = redis.call('HGETALL', src[2])
   for i = 1, #h, 2 do
     local f, raw = h[i], h[i + 1]
     local v = tonumber(raw)

@@ -3,13 +3,16 @@
 -- written in the same unit, so an apply or reap that ran before it is part
 -- of the sum and one that runs after moves contribution and global together:
 -- concurrent updates are kept, never overwritten. Node contributions are
--- only read. O(registered nodes).
+-- only read, and so are those of reaps under way (see reap.lua), which the
+-- globals include until their slices subtract them. O(registered nodes +
+-- reaps under way).
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] global   ZSET channel -> sockets cluster-wide
 -- ARGV[1] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[2] the contribution field whose global entry to repair (see lib.lua):
 --         c:<channel>, m:<channel>\n<user> or n
--- KEYS[3..] every registered node's contribution hash and the keys the
+-- KEYS[3..] every registered node's contribution hash, the set of reaps
+--         under way and each one's hash, and the keys the
 --         field writes (members/info, conns): declared, so the unit stays
 --         whole during a Cluster slot migration.
 -- Returns {1 if the entry changed else 0, its value now (0: absent)}, or
@@ -19,10 +22,9 @@ local nodes, global = KEYS[1], KEYS[2]
 local P, f = ARGV[1], ARGV[2]
 local declared = {}
 for _, k in ipairs(KEYS) do declared[k] = true end
+local sources = contribution_keys(P, redis.call('ZRANGE', nodes, 0, -1), declared)
+if not sources then return {-3, 0} end
 local need = {}
-for _, id in ipairs(redis.call('ZRANGE', nodes, 0, -1)) do
-  table.insert(need, P .. 'node:' .. id)
-end
 if string.sub(f, 1, 1) == 'm' then
   local rest = string.sub(f, 3)
   local sep = string.find(rest, '\n', 1, true)
@@ -39,8 +41,8 @@ for _, k in ipairs(need) do
 end
 
 local sum = 0
-for _, id in ipairs(redis.call('ZRANGE', nodes, 0, -1)) do
-  sum = sum + (tonumber(redis.call('HGET', P .. 'node:' .. id, f)) or 0)
+for _, src in ipairs(sources) do
+  sum = sum + (tonumber(redis.call('HGET', src[2], f)) or 0)
 end
 -- A count is never negative: a (corrupt) negative sum leaves no entry.
 local want = math.max(sum, 0)
