@@ -45,6 +45,9 @@ type Options struct {
 	// (apps take turns); 0 means DefaultAuditInterval, negative turns the
 	// continuous audit off.
 	AuditInterval time.Duration
+	// ReapSlice bounds the contribution fields one atomic unit of a reap
+	// takes (counts.Store.SliceSize); 0 means counts.DefaultSliceSize.
+	ReapSlice int
 }
 
 // App is a running cleaner.
@@ -183,6 +186,7 @@ func New(opts Options) (_ *App, err error) {
 
 		auditEvery: opts.AuditInterval,
 	}
+	a.store.SliceSize = opts.ReapSlice
 	a.life.Defer(func() { _ = rdb.Close() })
 	defer func() {
 		if err != nil {
@@ -361,6 +365,13 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			return err
 		}
 		a.m.nodesAlive.WithLabelValues(app).Set(float64(nodes.Alive()))
+		if nodes.Reaping > 0 && held() {
+			// Reaps left half done by a cleaner (or a stopping node)
+			// that stopped: the globals still hold what is left of them.
+			if err := a.finishReaps(ctx, app); err != nil {
+				return err
+			}
+		}
 		if nodes.Stale == 0 {
 			continue // the common case costs one O(log nodes) read per app
 		}
@@ -394,15 +405,30 @@ func (a *App) reap(ctx context.Context, app, node, reason string) (spared bool, 
 		age = a.cfg.LivenessGrace
 	}
 	ok, reaped, err := a.store.ReapNode(ctx, app, node, age)
-	if err != nil || !ok {
-		return !ok, err
+	if !ok {
+		return true, err
 	}
+	// The reap is a sequence of units: one that failed half-way has
+	// subtracted part of the node, which is announced now; the next scan
+	// finishes the rest (finishReaps).
 	a.m.reaped.WithLabelValues(app, reason).Inc()
 	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
-	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "channels", len(reaped.Channels),
+	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "fields", reaped.Fields, "channels", len(reaped.Channels),
 		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
 	a.ann.Announce(ctx, reaped.Edges)
-	return false, nil
+	return false, err
+}
+
+// finishReaps drains app's reaps that were left half done, and announces
+// what that changed.
+func (a *App) finishReaps(ctx context.Context, app string) error {
+	done, err := a.store.FinishReaps(ctx, app)
+	for node, reaped := range done {
+		a.log.Info("finished a reap left half done", "app", app, "node", node, "fields", reaped.Fields, "channels", len(reaped.Channels),
+			"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members))
+		a.ann.Announce(ctx, reaped.Edges)
+	}
+	return err
 }
 
 // livenessLoop runs checkLiveness every liveness interval while active.

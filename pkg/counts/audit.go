@@ -293,21 +293,35 @@ type NodeCount struct {
 	// Stale ones were last seen at least deadAfter ago: dead until they
 	// write again, and reaped by the next scan.
 	Stale int
+	// Reaping is how many reaps of the app are under way (or were left
+	// half done): FinishReaps drains them.
+	Reaping int
 }
 
 // Alive is how many registered nodes are not stale.
 func (n NodeCount) Alive() int { return n.Registered - n.Stale }
 
-var nodeCountScript = redis.NewScript(freshSrc)
-
-// Nodes counts app's registered and stale nodes in one read. O(log nodes).
+// Nodes counts app's registered and stale nodes, and its reaps under way,
+// in one round trip. O(log nodes).
 func (s *Store) Nodes(ctx context.Context, app string, deadAfter time.Duration) (NodeCount, error) {
-	v, err := nodeCountScript.Run(ctx, s.rdb, []string{s.nodesKey(app)}, deadAfter.Milliseconds()).Int64Slice()
+	var fresh *redis.Cmd
+	var reaping *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and
+		// the script is short.
+		fresh = p.Eval(ctx, freshSrc, []string{s.nodesKey(app)}, deadAfter.Milliseconds())
+		reaping = p.SCard(ctx, s.reapsKey(app))
+		return nil
+	})
+	var v []int64
+	if err == nil {
+		v, err = fresh.Int64Slice()
+	}
 	if err == nil && len(v) != 4 {
 		err = errors.New("unexpected freshness result")
 	}
 	if err != nil {
 		return NodeCount{}, fmt.Errorf("count nodes of app %s: %w", app, err)
 	}
-	return NodeCount{Registered: int(v[1]), Stale: int(v[3])}, nil
+	return NodeCount{Registered: int(v[1]), Stale: int(v[3]), Reaping: int(reaping.Val())}, nil
 }

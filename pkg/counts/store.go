@@ -160,32 +160,42 @@ func (s *Store) sliceSize() int {
 }
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	seq, err := s.rdb.Incr(ctx, s.reapSeqKey(app)).Result()
-	if err != nil {
-		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs)
+	if err != nil || !ok {
+		return false, Reaped{}, err
 	}
-	id := strconv.FormatInt(seq, 10) + ":" + node
-	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
-	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id).Int64Slice()
-	if err == nil && len(v) == 0 {
-		err = errors.New("empty script result")
-	}
-	if err != nil {
-		return false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
-	}
-	if v[0] < 0 {
-		return false, Reaped{}, nil
-	}
-	reaped := Reaped{Edges: Edges{App: app}}
-	if len(v) > 1 {
-		reaped.SinceSeen = time.Duration(v[1]) * time.Millisecond
-	}
-	if v[0] > 0 {
+	if id != "" {
 		if err := s.drain(ctx, app, id, &reaped); err != nil {
 			return true, reaped, fmt.Errorf("reap node %s of app %s (the rest is left to FinishReaps): %w", node, app, err)
 		}
 	}
 	return true, reaped, nil
+}
+
+// startReap runs a reap's first unit (reap.lua). It returns the reap's id,
+// "" when the node had no contribution to drain.
+func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64) (id string, ok bool, reaped Reaped, err error) {
+	seq, err := s.rdb.Incr(ctx, s.reapSeqKey(app)).Result()
+	if err != nil {
+		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	}
+	id = strconv.FormatInt(seq, 10) + ":" + node
+	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
+	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id).Int64Slice()
+	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] >= 0) {
+		err = errors.New("short script result")
+	}
+	if err != nil {
+		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
+	}
+	if v[0] < 0 {
+		return "", false, Reaped{}, nil
+	}
+	reaped = Reaped{Edges: Edges{App: app}, SinceSeen: time.Duration(v[1]) * time.Millisecond}
+	if v[0] == 0 {
+		id = ""
+	}
+	return id, true, reaped, nil
 }
 
 // FinishReaps drains every reap of app under way: those whose cleaner (or

@@ -1,0 +1,213 @@
+package counts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// loadNode gives node, through its recorder, chans channels, a presence
+// member in each of members presence channels and conns connections, and
+// returns the recorder.
+func loadNode(t *testing.T, rdb redis.UniversalClient, app, node string, chans, members, conns int) *Recorder {
+	t.Helper()
+	r := newRecorder(t, rdb, node)
+	for i := range chans {
+		r.Add(app, fmt.Sprintf("ch%d", i), int64(1+i%3))
+	}
+	for i := range members {
+		ch := fmt.Sprintf("presence-%d", i)
+		r.Add(app, ch, 1)
+		r.AddMember(app, ch, "u-"+node, json.RawMessage(`{}`), 1)
+	}
+	r.AddConnections(app, int64(conns))
+	require.NoError(t, r.Flush(context.Background()))
+	return r
+}
+
+// reapFields lists up to n fields of the contribution under reap id, as a
+// drain's HSCAN would.
+func reapFields(t *testing.T, rdb redis.UniversalClient, app, id string, n int) []string {
+	t.Helper()
+	kv, _, err := rdb.HScan(context.Background(), testKeys.reapingKey(app, id), 0, "", int64(n)).Result()
+	require.NoError(t, err)
+	var out []string
+	for i := 0; i < len(kv) && len(out) < n; i += 2 {
+		out = append(out, kv[i])
+	}
+	return out
+}
+
+// Two cleaners reaping the same node at once, and a third draining the
+// reap they race on (FinishReaps): one starts the reap, the others find the
+// node gone, and every field is subtracted exactly once, each member's
+// leave and each channel's new count reported by exactly one of them.
+func TestReapSlicedConcurrentReapers(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		loadNode(t, rdb, "app", "live", 40, 5, 3)
+		loadNode(t, rdb, "app", "dead", 200, 60, 7)
+		before := takeSnapshot(t, rdb, "app")
+		deadFields := len(before.contrib["dead"])
+
+		var mu sync.Mutex
+		var all []Reaped
+		starts := 0
+		var wg sync.WaitGroup
+		for k := range 3 {
+			wg.Go(func() {
+				s := NewStore(rdb, testKeys.ks)
+				s.SliceSize = 1 + k
+				if k == 2 {
+					// The third joins whatever drain is under way.
+					for {
+						done, err := s.FinishReaps(ctx, "app")
+						require.NoError(t, err)
+						mu.Lock()
+						for _, r := range done {
+							all = append(all, r)
+						}
+						mu.Unlock()
+						n, err := s.Nodes(ctx, "app", 0)
+						require.NoError(t, err)
+						if n.Registered == 1 && n.Reaping == 0 {
+							return
+						}
+					}
+				}
+				ok, reaped, err := s.ReapNode(ctx, "app", "dead", 0)
+				require.NoError(t, err)
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					starts++
+					all = append(all, reaped)
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 1, starts, "one reaper starts the reap")
+
+		after := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, after)
+		require.Equal(t, []string{"live"}, mapKeys(after.contrib))
+
+		// Every field once, every edge once.
+		fields := 0
+		chans := map[string]int64{}
+		leaves := map[string]int{}
+		for _, r := range all {
+			fields += r.Fields
+			for ch, n := range r.Channels {
+				_, dup := chans[ch]
+				require.False(t, dup, "channel %s reported twice", ch)
+				chans[ch] = n
+			}
+			for _, m := range r.Members {
+				require.False(t, m.Added)
+				leaves[m.Channel+"\n"+m.UserID]++
+			}
+		}
+		require.Equal(t, deadFields, fields)
+		require.Len(t, chans, 260)
+		for ch, n := range chans {
+			require.Equal(t, after.global[ch], n, "channel %s", ch)
+		}
+		require.Len(t, leaves, 60)
+		for m, n := range leaves {
+			require.Equal(t, 1, n, "member %q left %d times", m, n)
+		}
+	})
+}
+
+// A node reaped while alive resumes and republishes while its old
+// contribution is half reaped: the slices left subtract only the old one,
+// and the new one stands whole.
+func TestReapSlicedZombieRepublishes(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		loadNode(t, rdb, "app", "other", 10, 3, 2)
+		zombie := loadNode(t, rdb, "app", "zombie", 30, 10, 4)
+
+		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		for range 3 {
+			require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 4), &reaped))
+			checkInvariants(t, takeSnapshot(t, rdb, "app"))
+		}
+
+		// The zombie's next write is refused (it is unregistered), and it
+		// republishes its whole truth, with a change made meanwhile.
+		zombie.Add("app", "ch0", 5)
+		zombie.AddMember("app", "presence-0", "u-zombie", json.RawMessage(`{}`), 1)
+		require.NoError(t, zombie.Flush(ctx))
+		s := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, localFields(zombie, "app"), s.contrib["zombie"])
+
+		require.NoError(t, store.drain(ctx, "app", id, &reaped))
+		s = takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, localFields(zombie, "app"), s.contrib["zombie"], "the republished contribution stands whole")
+		require.Equal(t, []string{"other", "zombie"}, mapKeys(s.contrib), "no reap is left under way")
+		n, err := store.Nodes(ctx, "app", 0)
+		require.NoError(t, err)
+		require.Zero(t, n.Reaping)
+	})
+}
+
+// A reap its cleaner left half done: the globals still hold the rest, an
+// audit meanwhile sees no drift (the rest counts as a contribution), and
+// FinishReaps subtracts the rest and reports it.
+func TestReapSlicedLeftHalfDone(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		loadNode(t, rdb, "app", "other", 5, 2, 1)
+		loadNode(t, rdb, "app", "dead", 20, 4, 3)
+
+		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 5), &reaped))
+		require.Equal(t, 5, reaped.Fields)
+
+		n, err := store.Nodes(ctx, "app", 0)
+		require.NoError(t, err)
+		require.Equal(t, NodeCount{Registered: 1, Stale: 1, Reaping: 1}, n)
+		d, err := store.Audit(ctx, "app")
+		require.NoError(t, err)
+		require.False(t, d.Found(), "a reap under way is no drift: %+v", d.Diffs)
+		// Repair reads the reap under way as a contribution too.
+		_, err = store.Repair(ctx, "app", Drift{Diffs: []Difference{{Kind: KindChannel, Channel: "ch1"}, {Kind: KindConns}}})
+		require.NoError(t, err)
+		checkInvariants(t, takeSnapshot(t, rdb, "app"))
+
+		done, err := store.FinishReaps(ctx, "app")
+		require.NoError(t, err)
+		require.Equal(t, 20+4+4+1-5, done["dead"].Fields)
+		s := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, []string{"other"}, mapKeys(s.contrib))
+		n, err = store.Nodes(ctx, "app", 0)
+		require.NoError(t, err)
+		require.Zero(t, n.Reaping)
+	})
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
