@@ -45,9 +45,9 @@ type Options struct {
 	// (apps take turns); 0 means DefaultAuditInterval, negative turns the
 	// continuous audit off.
 	AuditInterval time.Duration
-	// ReapSlice bounds the contribution fields one atomic unit of a reap
-	// takes (counts.Store.SliceSize); 0 means counts.DefaultSliceSize.
-	ReapSlice int
+	// SliceSize bounds the work of one atomic unit of a reap or an audit
+	// (counts.Store.SliceSize); 0 means counts.DefaultSliceSize.
+	SliceSize int
 }
 
 // App is a running cleaner.
@@ -186,7 +186,7 @@ func New(opts Options) (_ *App, err error) {
 
 		auditEvery: opts.AuditInterval,
 	}
-	a.store.SliceSize = opts.ReapSlice
+	a.store.SliceSize = opts.SliceSize
 	a.life.Defer(func() { _ = rdb.Close() })
 	defer func() {
 		if err != nil {
@@ -206,7 +206,7 @@ func New(opts Options) (_ *App, err error) {
 		a.lease = lease.New(rdb, lease.CleanerKey(ks), opts.Config.LeaseTTL)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
-	// that ask for it (in the reap's own atomic unit), so a node's death
+	// that ask for it (each slice in its own atomic unit), so a node's death
 	// sends the webhooks its sockets' leaving would have.
 	a.store.LogEvents = func(app string) bool { return webhook.LogsOccupancy(opts.Config.Apps.ByID(app)) }
 	if a.auditEvery == 0 {
@@ -392,11 +392,11 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 }
 
 // reap reaps node of app if its last-seen is still old enough for reason
-// (dead-after, or the liveness grace), in the reap's one atomic unit, and
+// (dead-after, or the liveness grace), in the reap's slices, and
 // announces what that changed: member_removed and the seats' grace for
 // members whose last socket it held, and new subscription counts (socket
 // event and webhook) where the app asks for them. The occupancy webhooks
-// (channel_vacated, member_removed) are in the reap's unit already. spared
+// (channel_vacated, member_removed) are in the reap's units already. spared
 // says it did not reap: the node wrote within the age (or another cleaner
 // reaped it first).
 func (a *App) reap(ctx context.Context, app, node, reason string) (spared bool, err error) {

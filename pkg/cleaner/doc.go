@@ -1,8 +1,10 @@
 // Package cleaner is the cleaner binary as an embeddable app. Cleaners run
 // as an active/passive set: each contends for one lease in Redis and only the
 // holder scans. The active cleaner finds, per app, the wsnodes whose
-// last-seen is older than dead-after by Redis's clock and reaps each in one
-// atomic unit (counts.Store.ReapNode), which re-checks staleness itself.
+// last-seen is older than dead-after by Redis's clock and reaps each
+// (counts.Store.ReapNode: a first atomic unit that re-checks staleness
+// itself, then slices of bounded size), and drains reaps left half done
+// (counts.Store.FinishReaps).
 // Reaping is idempotent, so two cleaners that both believe they are active
 // never subtract a node twice; the lease only avoids wasted work. Before each
 // reap the active cleaner checks that its lease is still valid, so one that
@@ -56,8 +58,8 @@
 //
 // The active cleaner also audits one app every audit interval (apps take
 // turns; DefaultAuditInterval, stretched to 50 times the last audit's
-// duration so a huge app's audit script holds its shard for a small share
-// of the time) with counts.Store.Audit, whose read is one atomic script,
+// duration so a huge app's audit takes a small share of its shard's
+// time) with counts.Store.Audit, whose reads are short atomic slices,
 // in a goroutine of its own so a slow audit never delays reaping, and
 // exports the differences it finds as
 // headcount_cleaner_count_drift{app}. It never repairs on its own: drift

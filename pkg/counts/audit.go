@@ -84,14 +84,20 @@ type Drift struct {
 func (d Drift) Found() bool { return len(d.Diffs) > 0 }
 
 // Audit recomputes app's global channel counts, presence members and
-// connections from the registered nodes' contributions and returns every
-// entry that differs, including global entries no contribution backs and
-// stored zero or negative entries. The comparison is one atomic script, so
-// concurrent writers cannot make it report drift that is not there. Member
-// hashes of channels nothing else names are found by a SCAN first (not
-// atomic, but only a list of names to check: the script compares them).
-// The script blocks the app's shard for time linear in the app's counts
-// (see doc.go).
+// connections from the contributions and returns every entry that differs,
+// including global entries no contribution backs, entries only
+// contributions name, and stored zero or negative entries.
+//
+// It walks the app in slices (see Store.SliceSize), each one atomic script
+// that compares a few entries' globals with the sum of every contribution
+// to them (the registered nodes' and the reaps' under way) in one unit: a
+// concurrent writer cannot make it report drift that is not there, however
+// many flushes land between slices, and no script's length grows with the
+// app. The names come from SCANs (ZSCAN of the global counts, HSCAN of
+// each member hash and contribution, SCAN for the member hashes), which
+// are not atomic but only lists of names to compare: an entry that
+// exists throughout the audit is compared. Drift that appears during it
+// may be found or not; the next audit finds it.
 func (s *Store) Audit(ctx context.Context, app string) (Drift, error) {
 	d, err := s.audit(ctx, app)
 	if err != nil {
@@ -100,50 +106,167 @@ func (s *Store) Audit(ctx context.Context, app string) (Drift, error) {
 	return d, nil
 }
 
-// audit runs audit.lua declaring every key it reads: the contribution of
-// each node registered now, and the member hash of each channel that has
-// one (by SCAN) or that a contribution names. Those names are read before
-// the script, so a node registered or a member added meanwhile makes it
-// compare nothing and name what it lacked; it tries again with them.
+// auditor is one audit of one app under way.
+type auditor struct {
+	s            *Store
+	app          string
+	nodes, reaps []string // the contributions, as last listed
+	d            Drift
+	seen         map[Difference]bool
+}
+
+// audit walks the global side (channels, member hashes, conns), then each
+// contribution's fields for entries with no global.
 func (s *Store) audit(ctx context.Context, app string) (Drift, error) {
+	a := &auditor{s: s, app: app, d: Drift{App: app}, seen: map[Difference]bool{}}
+	var err error
+	if a.nodes, a.reaps, err = s.sources(ctx, app); err != nil {
+		return Drift{}, err
+	}
+	if err := a.run(ctx, "g", "", []string{connectionsField}); err != nil {
+		return Drift{}, err
+	}
+	n := int64(s.sliceSize())
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.ZScan(ctx, s.globalKey(app), cursor, "", n).Result()
+		if err != nil {
+			return Drift{}, fmt.Errorf("scan channels: %w", err)
+		}
+		fields := make([]string, 0, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			fields = append(fields, channelField(kv[i]))
+		}
+		if err := a.run(ctx, "g", "", fields); err != nil {
+			return Drift{}, err
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
 	channels, err := s.memberChannels(ctx, app)
 	if err != nil {
 		return Drift{}, err
 	}
-	// Each retry declares more (a node registered, a member channel
-	// named), and an app's channels are finite, so this converges; on a
-	// loaded machine a churning app can need more than a handful.
-	for try := 0; try < 20; try++ {
-		nodes, reaps, err := s.sources(ctx, app)
+	for _, ch := range channels {
+		err := a.scanHash(ctx, s.membersKey(app, ch), "g", "", func(user string) string { return memberField(ch, user) })
 		if err != nil {
 			return Drift{}, err
 		}
+	}
+	// The contributions listed now: one registered later has its entries
+	// compared by the global side or by the next audit.
+	nodes, reaps := slices.Clone(a.nodes), slices.Clone(a.reaps)
+	for _, id := range nodes {
+		if err := a.scanHash(ctx, s.nodeKey(app, id), "o", id, nil); err != nil {
+			return Drift{}, err
+		}
+	}
+	for _, id := range reaps {
+		if err := a.scanHash(ctx, s.reapingKey(app, id), "o", "reaping:"+id, nil); err != nil {
+			return Drift{}, err
+		}
+	}
+	sortDiffs(a.d.Diffs)
+	return a.d, nil
+}
+
+// scanHash runs the audit slices over the names of key's fields (through
+// field, if given, to make them contribution fields).
+func (a *auditor) scanHash(ctx context.Context, key, mode, label string, field func(string) string) error {
+	var cursor uint64
+	for {
+		kv, next, err := a.s.rdb.HScan(ctx, key, cursor, "", int64(a.s.sliceSize())).Result()
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", key, err)
+		}
+		fields := make([]string, 0, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			f := kv[i]
+			if field != nil {
+				f = field(f)
+			}
+			fields = append(fields, f)
+		}
+		if err := a.run(ctx, mode, label, fields); err != nil {
+			return err
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// run compares fields in slices small enough that one slice reads about
+// 4 x SliceSize contribution entries, whatever the number of
+// contributions.
+func (a *auditor) run(ctx context.Context, mode, label string, fields []string) error {
+	for len(fields) > 0 {
+		k := max(1, a.s.sliceSize()*4/(len(a.nodes)+len(a.reaps)+1))
+		k = min(k, len(fields), maxSliceSize)
+		if err := a.slice(ctx, mode, label, fields[:k]); err != nil {
+			return err
+		}
+		fields = fields[k:]
+	}
+	return nil
+}
+
+// slice runs audit.lua on fields, declaring the contributions listed last
+// and the member hashes the fields name; if the contributions changed
+// meanwhile, the script compares nothing and it lists them again.
+func (a *auditor) slice(ctx context.Context, mode, label string, fields []string) error {
+	s, app := a.s, a.app
+	var channels []string
+	seen := map[string]bool{}
+	for _, f := range fields {
+		if kind, ch, _ := parseField(f); kind == 'm' && !seen[ch] {
+			seen[ch] = true
+			channels = append(channels, ch)
+		}
+	}
+	args := make([]any, 0, 3+len(fields))
+	args = append(args, s.appPrefix(app), mode, label)
+	for _, f := range fields {
+		args = append(args, f)
+	}
+	// Each retry declares the contributions registered since, which are
+	// finite; on a loaded machine a churning app can need more than a
+	// handful.
+	for try := 0; try < 20; try++ {
 		keys := append(s.auditKeys(app), s.connsKey(app))
-		keys = append(keys, s.contributionKeys(app, nodes, reaps)...)
-		args := make([]any, 0, 1+len(channels))
-		args = append(args, s.appPrefix(app))
+		keys = append(keys, s.contributionKeys(app, a.nodes, a.reaps)...)
 		for _, ch := range channels {
 			keys = append(keys, s.membersKey(app, ch))
-			args = append(args, ch)
 		}
 		v, err := auditScript.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
-			return Drift{}, err
+			return err
 		}
 		if len(v) == 3 && v[0] == int64(statusUndeclared) {
-			more, _ := v[2].([]any)
-			for _, ch := range more {
-				if ch, ok := ch.(string); ok {
-					channels = append(channels, ch)
-				}
+			if a.nodes, a.reaps, err = s.sources(ctx, app); err != nil {
+				return err
 			}
-			slices.Sort(channels)
-			channels = slices.Compact(channels)
 			continue
 		}
-		return parseAudit(app, v)
+		d, err := parseAudit(app, v)
+		if err != nil {
+			return err
+		}
+		a.d.Nodes = d.Nodes
+		for _, diff := range d.Diffs {
+			// An entry compared twice (a channel both the global and a
+			// contribution name, a field SCAN returned twice) is one
+			// difference.
+			k := Difference{Kind: diff.Kind, Channel: diff.Channel, User: diff.User, Node: diff.Node, Field: diff.Field}
+			if !a.seen[k] {
+				a.seen[k] = true
+				a.d.Diffs = append(a.d.Diffs, diff)
+			}
+		}
+		return nil
 	}
-	return Drift{}, errors.New("the registered nodes and members kept changing")
+	return errors.New("the registered nodes kept changing")
 }
 
 func parseAudit(app string, v []any) (Drift, error) {
@@ -191,11 +314,16 @@ func parseAudit(app string, v []any) (Drift, error) {
 		}
 		d.Diffs = append(d.Diffs, diff)
 	}
-	slices.SortFunc(d.Diffs, func(x, y Difference) int {
+	sortDiffs(d.Diffs)
+	return d, nil
+}
+
+// sortDiffs sorts differences by kind, channel, user, node and field.
+func sortDiffs(diffs []Difference) {
+	slices.SortFunc(diffs, func(x, y Difference) int {
 		return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Channel, y.Channel),
 			cmp.Compare(x.User, y.User), cmp.Compare(x.Node, y.Node), cmp.Compare(x.Field, y.Field))
 	})
-	return d, nil
 }
 
 // memberChannels lists the channels of app that have a presence member

@@ -101,6 +101,8 @@ func TestAuditCleanWhileRecordersChurn(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
+		// One entry a slice: flushes and reaps land between every two.
+		store.SliceSize = 1
 		cs := startChurn(t, rdb, "app", 3)
 		// Reaping live nodes makes them republish: more atomic units the
 		// audit must never see half-way.
@@ -189,6 +191,38 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 		orphans, err := store.UserCount(ctx, "app", "presence-orphan")
 		require.NoError(t, err)
 		require.Zero(t, orphans)
+	})
+}
+
+// Flushes, reaps and republishes land between the audit's slices while
+// one channel nobody writes is corrupted: the audit reports that drift,
+// and only that, every time.
+func TestAuditSlicedFindsOnlyRealDrift(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		store.SliceSize = 1
+		quiet := newRecorder(t, rdb, "quiet")
+		for i := range 30 {
+			quiet.Add("app", fmt.Sprintf("still%d", i), 1)
+		}
+		require.NoError(t, quiet.Flush(ctx))
+		cs := startChurn(t, rdb, "app", 3)
+		require.NoError(t, CorruptChannel(ctx, rdb, testKeys.ks, "app", "still7", 2))
+		require.NoError(t, CorruptChannel(ctx, rdb, testKeys.ks, "app", "nobody", 1))
+		for i := range 20 {
+			if i%5 == 2 {
+				_, _, err := store.ReapNode(ctx, "app", fmt.Sprintf("churn%d", i%3), 0)
+				require.NoError(t, err)
+			}
+			d, err := store.Audit(ctx, "app")
+			require.NoError(t, err)
+			require.Equal(t, []Difference{
+				{Kind: KindChannel, Channel: "nobody", Want: 0, Have: 1, Present: true},
+				{Kind: KindChannel, Channel: "still7", Want: 1, Have: 3, Present: true},
+			}, d.Diffs)
+		}
+		stopChurn(t, cs)
 	})
 }
 

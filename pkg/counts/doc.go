@@ -15,9 +15,19 @@
 //     write can never count twice.
 //   - Counts never go below zero, and a channel or node entry that reaches
 //     zero is removed in the same atomic unit.
-//   - Reaping a dead node subtracts its contribution and deletes it in one
-//     atomic unit that re-checks staleness by Redis's clock, so two cleaners
-//     reaping at once subtract once, and a node that came back is spared.
+//   - Reaping a dead node is a sequence of atomic units, none longer than
+//     Store.SliceSize fields whatever the node holds. The first re-checks
+//     staleness by Redis's clock (a node that came back is spared),
+//     unregisters the node (its further deltas are refused, so it
+//     republishes whole) and renames its contribution under a key of this
+//     reap alone, which no republish writes. Each later unit subtracts some
+//     of those fields from the globals and deletes exactly them, so a field
+//     is subtracted once however many cleaners drain the same reap, and
+//     logs its own edges (member leaves before channels' vacated). Until
+//     the last, the globals equal the sum of the registered contributions
+//     and of the reaps under way; a reap left half done (its cleaner died)
+//     is listed, and Store.FinishReaps, run by the cleaner's scan, drains
+//     it.
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
 //     single-slot and runs unchanged on Redis Cluster. Every key starts
 //     with the deployment's prefix (the Keyspace given to NewStore,
@@ -56,27 +66,25 @@
 //
 // Audit and repair (audit.go, scripts/audit.lua, scripts/repair.lua):
 //
-//   - Audit recomputes an app's channel counts, presence members and
-//     connections from the registered nodes' contributions and compares
-//     them with the globals in one read-only script, so concurrent writers
-//     never make it report drift that is not there. Member hashes of
-//     channels that nothing else names are listed first by SCAN on the
-//     app's shard (incremental, never blocking; the script then compares
-//     them atomically). Like every script here it reads only keys it was
-//     given: the registered nodes' contributions and those member hashes;
-//     one that finds a node or channel it was not given compares nothing,
-//     names it, and is run again with it.
-//   - Cost: the script is O(contribution fields + occupied channels +
-//     presence members) of the app and holds the app's shard that long:
-//     about 3 s for 250,000 occupied channels and 50,000 presence members
-//     on 2 nodes (600,000 contribution fields) on a 2-core machine, which
-//     is past go-redis's default 3 s read timeout. The SCAN is O(keys of
-//     the shard) spread over short commands (50 ms there). Fine for apps
-//     up to tens of thousands of entries; for larger ones the audit should
-//     walk channels in slices (one channel's sum needs only the node
-//     hashes, O(nodes)) instead of one script per app.
-//   - Repair fixes one entry per script: it sums the registered nodes'
-//     contributions to that entry and writes the global in the same unit,
+//   - Audit compares an app's channel counts, presence members and
+//     connections with the sum of the contributions (registered nodes' and
+//     reaps' under way) in slices, each one read-only script over a few
+//     entries that reads both sides of each in one unit: concurrent writers
+//     never make it report drift that is not there, however many flushes
+//     land between slices. It walks the global side (ZSCAN of the global
+//     counts, SCAN for member hashes and HSCAN of each, conns), then each
+//     contribution's fields (HSCAN) for entries no global holds. The
+//     SCANs are not atomic, only lists of names: an entry that exists
+//     throughout the audit is compared; drift born during it may wait for
+//     the next. Like every script here a slice reads only keys it was
+//     given; one that finds a contribution it was not given compares
+//     nothing and is run again with it.
+//   - Cost: a slice is O(contributions x entries in it), sized so it reads
+//     about 4 x SliceSize contribution entries; the whole audit is
+//     O(contributions x global entries + contribution fields) spread over
+//     that many short scripts (docs/SCALING.md has the measurements).
+//   - Repair fixes one entry per script: it sums the contributions
+//     (registered nodes' and reaps' under way) to that entry and writes the global in the same unit,
 //     deleting an entry that reaches 0. An apply or reap before it is in
 //     the sum, one after it moves contribution and global together, so
 //     concurrent updates are kept. It never writes a contribution, and

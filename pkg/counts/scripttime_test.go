@@ -1,0 +1,115 @@
+package counts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// TestScriptTimeLargeNode measures, with Redis's own SLOWLOG, the longest
+// single command of a republish, an audit and a reap of one node holding
+// HEADCOUNT_LARGE_NODE subscriptions (one per channel) in one app, beside
+// a small node. It is a measurement, not a check: skipped unless the
+// variable is set, e.g.
+//
+//	HEADCOUNT_LARGE_NODE=300000 go test -run TestScriptTimeLargeNode -v ./pkg/counts/
+func TestScriptTimeLargeNode(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("HEADCOUNT_LARGE_NODE"))
+	if n <= 0 {
+		t.Skip("set HEADCOUNT_LARGE_NODE to the node's subscriptions")
+	}
+	ctx := context.Background()
+	srv := redistest.New(t)
+	// The default 3 s read timeout is shorter than one-script reaps of
+	// large nodes.
+	opts := *srv.Client(t).Options()
+	opts.ReadTimeout = time.Minute
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := rdb
+	// 50 µs, not 0: commands a script calls are logged too, and logging
+	// each would slow the scripts measured.
+	require.NoError(t, admin.ConfigSet(ctx, "slowlog-log-slower-than", "50").Err())
+	require.NoError(t, admin.ConfigSet(ctx, "slowlog-max-len", "100000").Err())
+	for _, s := range []*redis.Script{applyScript, reapScript, reapSliceScript, auditScript} {
+		require.NoError(t, s.Load(ctx, rdb).Err())
+	}
+
+	// longest runs f and logs its longest script by SLOWLOG, and the
+	// calls and Redis time of all its scripts by INFO commandstats.
+	longest := func(what string, f func()) {
+		t.Helper()
+		require.NoError(t, admin.SlowLogReset(ctx).Err())
+		require.NoError(t, admin.ConfigResetStat(ctx).Err())
+		start := time.Now()
+		f()
+		wall := time.Since(start)
+		logs, err := admin.SlowLogGet(ctx, -1).Result()
+		require.NoError(t, err)
+		var max time.Duration
+		for _, l := range logs {
+			if name := strings.ToLower(fmt.Sprint(l.Args[0])); (name == "evalsha" || name == "eval") && l.Duration > max {
+				max = l.Duration
+			}
+		}
+		stats, err := admin.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		var calls, usec int64
+		for _, line := range strings.Split(stats, "\r\n") {
+			rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+			if !ok {
+				rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+			}
+			if !ok {
+				continue
+			}
+			for _, kv := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				x, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls += x
+				case "usec":
+					usec += x
+				}
+			}
+		}
+		t.Logf("%-24s longest script %10v   scripts %6d   their Redis time %10v   wall %v", what, max, calls, time.Duration(usec)*time.Microsecond, wall)
+	}
+
+	store := NewStore(rdb, testKeys.ks)
+	if v, _ := strconv.Atoi(os.Getenv("HEADCOUNT_SLICE")); v > 0 {
+		store.SliceSize = v
+	}
+	small := NewRecorder(rdb, "small", RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
+	for i := range 1000 {
+		small.Add("app", fmt.Sprintf("ch%d", i), 1)
+	}
+	require.NoError(t, small.Flush(ctx))
+	big := NewRecorder(rdb, "big", RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
+	for i := range n {
+		big.Add("app", fmt.Sprintf("ch%d", i), 1)
+	}
+	longest("republish (first flush)", func() { require.NoError(t, big.Flush(ctx)) })
+	longest("audit", func() {
+		d, err := store.Audit(ctx, "app")
+		require.NoError(t, err)
+		require.False(t, d.Found())
+	})
+	longest("reap", func() {
+		ok, reaped, err := store.ReapNode(ctx, "app", "big", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, n, reaped.Fields)
+	})
+}
