@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,11 +57,28 @@ func TestScriptTimeLargeNode(t *testing.T) {
 		wall := time.Since(start)
 		logs, err := admin.SlowLogGet(ctx, -1).Result()
 		require.NoError(t, err)
-		var max time.Duration
-		for _, l := range logs {
-			if name := strings.ToLower(fmt.Sprint(l.Args[0])); (name == "evalsha" || name == "eval") && l.Duration > max {
-				max = l.Duration
+		var ds []time.Duration
+		var top redis.SlowLog
+		var topAt int
+		for i, l := range logs {
+			if name := strings.ToLower(fmt.Sprint(l.Args[0])); name == "evalsha" || name == "eval" {
+				ds = append(ds, l.Duration)
+				if l.Duration > top.Duration {
+					top, topAt = l, len(logs)-i
+				}
 			}
+		}
+		nargs := len(top.Args)
+		if nargs > 14 {
+			top.Args = top.Args[:14]
+		}
+		t.Logf("longest: command %d of %d logged: %q (%d arguments)", topAt, len(logs), top.Args, nargs)
+		slices.Sort(ds)
+		at := func(q float64) time.Duration {
+			if len(ds) == 0 {
+				return 0
+			}
+			return ds[int(q*float64(len(ds)-1))]
 		}
 		stats, err := admin.Info(ctx, "commandstats").Result()
 		require.NoError(t, err)
@@ -84,7 +102,8 @@ func TestScriptTimeLargeNode(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%-24s longest script %10v   scripts %6d   their Redis time %10v   wall %v", what, max, calls, time.Duration(usec)*time.Microsecond, wall)
+		t.Logf("%-24s longest script %10v (p99 %v, p50 %v of those over 50 µs)   scripts %6d   their Redis time %10v   wall %v",
+			what, at(1), at(0.99), at(0.5), calls, time.Duration(usec)*time.Microsecond, wall)
 	}
 
 	store := NewStore(rdb, testKeys.ks)
@@ -102,6 +121,11 @@ func TestScriptTimeLargeNode(t *testing.T) {
 	}
 	longest("republish (first flush)", func() { require.NoError(t, big.Flush(ctx)) })
 	longest("audit", func() {
+		d, err := store.Audit(ctx, "app")
+		require.NoError(t, err)
+		require.False(t, d.Found())
+	})
+	longest("audit again", func() {
 		d, err := store.Audit(ctx, "app")
 		require.NoError(t, err)
 		require.False(t, d.Found())
