@@ -143,7 +143,7 @@ func (s *Store) RemoveNode(ctx context.Context, app, node string) (bool, Reaped,
 // DefaultSliceSize is how many contribution fields one unit of a reap
 // takes when Store.SliceSize is 0: about 1 ms of Redis time (see
 // docs/SCALING.md).
-const DefaultSliceSize = 256
+const DefaultSliceSize = 128
 
 // maxSliceSize bounds SliceSize: a slice's fields travel as one script's
 // arguments.
