@@ -368,6 +368,9 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 		if nodes.Reaping > 0 && held() {
 			// Reaps left half done by a cleaner (or a stopping node)
 			// that stopped: the globals still hold what is left of them.
+			// One still under way (this cleaner's liveness check, a
+			// node's graceful removal) is drained by both: each field
+			// once, each edge announced by whoever subtracted it.
 			if err := a.finishReaps(ctx, app); err != nil {
 				return err
 			}
@@ -419,12 +422,12 @@ func (a *App) reap(ctx context.Context, app, node, reason string) (spared bool, 
 	return false, err
 }
 
-// finishReaps drains app's reaps that were left half done, and announces
-// what that changed.
+// finishReaps drains app's reaps that were left half done (or are under
+// way elsewhere), and announces what its own slices changed.
 func (a *App) finishReaps(ctx context.Context, app string) error {
 	done, err := a.store.FinishReaps(ctx, app)
 	for node, reaped := range done {
-		a.log.Info("finished a reap left half done", "app", app, "node", node, "fields", reaped.Fields, "channels", len(reaped.Channels),
+		a.log.Info("drained a reap left half done or under way", "app", app, "node", node, "fields", reaped.Fields, "channels", len(reaped.Channels),
 			"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members))
 		a.ann.Announce(ctx, reaped.Edges)
 	}

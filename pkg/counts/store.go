@@ -214,7 +214,7 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 		_, node, _ := strings.Cut(id, ":")
 		reaped := out[node]
 		if reaped.App == "" {
-			reaped.Edges.App = app
+			reaped.App = app
 		}
 		err := s.drain(ctx, app, id, &reaped)
 		if reaped.Fields > 0 || !reaped.Empty() {
