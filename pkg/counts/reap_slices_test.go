@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/logging"
 )
 
 // loadNode gives node, through its recorder, chans channels, a presence
@@ -210,4 +214,43 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A reap in slices of one field logs each slice's events in its own unit,
+// and member leaves before any channel's vacated: the order one unit
+// would log them in, so a webhook consumer never hears of a member of a
+// vacated channel.
+func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		logs := func(app string) bool { return app == "app" }
+		r := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs})
+		for i := range 4 {
+			ch := fmt.Sprintf("presence-%d", i)
+			r.Add("app", ch, 2)
+			r.AddMember("app", ch, "u1", json.RawMessage(`{}`), 1)
+			r.AddMember("app", ch, "u2", json.RawMessage(`{}`), 1)
+		}
+		require.NoError(t, r.Flush(ctx))
+		before := len(eventLog(t, rdb, "app"))
+
+		s := NewStore(rdb, testKeys.ks)
+		s.LogEvents, s.SliceSize = logs, 1
+		ok, reaped, err := s.ReapNode(ctx, "app", "n", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, 12, reaped.Fields)
+		require.Len(t, reaped.Members, 8)
+		require.Len(t, reaped.Vacated(), 4)
+
+		events := eventLog(t, rdb, "app")[before:]
+		require.Len(t, events, 12)
+		for i, e := range events {
+			if i < 8 {
+				require.True(t, strings.HasPrefix(e, "member_removed "), "%d: %s", i, e)
+			} else {
+				require.True(t, strings.HasPrefix(e, "channel_vacated "), "%d: %s", i, e)
+			}
+		}
+	})
 }
