@@ -358,7 +358,8 @@ func propertyRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 	recs := make([]*Recorder, nodes)
 	crashed := make([]bool, nodes)
 	for i := range recs {
-		recs[i] = NewRecorder(rdb, fmt.Sprintf("node%d", i), RecorderOptions{Heartbeat: time.Hour})
+		// Republishes in units of two fields too.
+		recs[i] = NewRecorder(rdb, fmt.Sprintf("node%d", i), RecorderOptions{Heartbeat: time.Hour, SliceSize: 2})
 	}
 	var wg sync.WaitGroup
 	for i, r := range recs {

@@ -10,9 +10,16 @@
 //     always equals the sum of the registered contributions.
 //   - A node that was reaped while alive, or whose Redis lost its data, is
 //     told so by its next write or heartbeat and republishes its whole local
-//     state (an idempotent replace), never deltas on top of an unknown state.
-//     After any error whose outcome is unknown it also replaces, so a retried
-//     write can never count twice.
+//     state, never deltas on top of an unknown state. After any error whose
+//     outcome is unknown it also republishes, so a retried write can never
+//     count twice. A republish is bounded units, never one script the size
+//     of the node: one moves the contribution Redis holds aside as a reap
+//     under way (the node stays registered, empty), delta units of at most
+//     512 fields write the local truth, then reap slices subtract the old.
+//     The invariant below holds after each; counts read meanwhile include
+//     both (new added before old subtracted, so no member or channel both
+//     hold is announced as leaving); a republish that fails or meets a reap
+//     starts again from the top at the next flush.
 //   - Counts never go below zero, and a channel or node entry that reaches
 //     zero is removed in the same atomic unit.
 //   - Reaping a dead node is a sequence of atomic units, none longer than

@@ -140,7 +140,7 @@ func TestReapSlicedZombieRepublishes(t *testing.T) {
 		loadNode(t, rdb, "app", "other", 10, 3, 2)
 		zombie := loadNode(t, rdb, "app", "zombie", 30, 10, 4)
 
-		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0)
+		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, false)
 		require.NoError(t, err)
 		require.True(t, ok)
 		for range 3 {
@@ -178,7 +178,7 @@ func TestReapSlicedLeftHalfDone(t *testing.T) {
 		loadNode(t, rdb, "app", "other", 5, 2, 1)
 		loadNode(t, rdb, "app", "dead", 20, 4, 3)
 
-		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0)
+		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0, false)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 5), &reaped))
@@ -252,5 +252,72 @@ func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
 				require.True(t, strings.HasPrefix(e, "channel_vacated "), "%d: %s", i, e)
 			}
 		}
+	})
+}
+
+// A node republishes over a large contribution of its own (the same id
+// restarted with another truth) in units of three fields, while a reader
+// checks the invariants and a cleaner reaps it while alive: the invariants
+// hold at every read, the republish converges to the local truth, and a
+// member both contributions hold is never announced as leaving.
+func TestRepublishInSlices(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		loadNode(t, rdb, "app", "other", 5, 2, 1)
+		loadNode(t, rdb, "app", "n", 60, 20, 3)
+
+		var mu sync.Mutex
+		var edges []Edges
+		r := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), SliceSize: 3,
+			OnFlushed: func(e Edges) { mu.Lock(); edges = append(edges, e); mu.Unlock() }})
+		for i := range 40 { // ch0..ch39 stay, ch40..ch59 go, ch60..ch79 come
+			r.Add("app", fmt.Sprintf("ch%d", 20+i*3/2), 1)
+		}
+		for i := range 20 {
+			ch := fmt.Sprintf("presence-%d", i)
+			r.Add("app", ch, 1)
+			r.AddMember("app", ch, "u-n", json.RawMessage(`{}`), 1)
+		}
+
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				checkInvariants(t, takeSnapshot(t, rdb, "app"))
+			}
+		})
+		store := NewStore(rdb, testKeys.ks)
+		store.SliceSize = 2
+		for i := range 4 {
+			require.NoError(t, r.Flush(ctx))
+			if i == 1 {
+				_, _, err := store.ReapNode(ctx, "app", "n", 0)
+				require.NoError(t, err)
+			}
+			require.NoError(t, r.Heartbeat(ctx))
+		}
+		close(stop)
+		wg.Wait()
+
+		s := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, localFields(r, "app"), s.contrib["n"])
+		require.Equal(t, []string{"n", "other"}, mapKeys(s.contrib), "no reap is left under way")
+		mu.Lock()
+		defer mu.Unlock()
+		var firstLeaves []string
+		for _, e := range edges[:1] {
+			for _, m := range e.Members {
+				if !m.Added {
+					firstLeaves = append(firstLeaves, m.Channel)
+				}
+			}
+		}
+		require.Empty(t, firstLeaves, "the first republish keeps every member")
 	})
 }

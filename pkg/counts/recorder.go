@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +47,10 @@ type RecorderOptions struct {
 	// and so does each confirmation; Remove deletes it. The cleaner's
 	// liveness check looks only at nodes that record it.
 	Liveness *Liveness
+	// SliceSize bounds the fields one atomic unit of a republish subtracts
+	// (Store.SliceSize; 0 means DefaultSliceSize) and, when below 512, the
+	// fields one unit of it writes. Tests make it small.
+	SliceSize int
 }
 
 // Recorder is one wsnode's view of its own counts: it keeps the node's local
@@ -278,6 +284,10 @@ func (r *Recorder) Heartbeat(ctx context.Context) error { return r.flush(ctx, tr
 type op struct {
 	app     string
 	replace bool
+	// republish: one of the delta chunks that write the whole local truth
+	// into a contribution just retired (see republish); the app is
+	// registered once all of them succeed.
+	republish bool
 	// declare: more fields whose keys the call must declare (a replace
 	// removes old fields not in pairs).
 	declare []string
@@ -335,11 +345,14 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 	if len(ops) == 0 {
 		return false, nil
 	}
+	start := time.Now()
+	ops, retired, err := r.republish(ctx, ops)
 	for _, o := range ops {
 		r.m.batch.Observe(float64(len(o.pairs)))
 	}
-	start := time.Now()
-	err = r.exec(ctx, ops, newApps)
+	if err == nil {
+		err = r.exec(ctx, ops, newApps)
+	}
 	r.m.duration.Observe(time.Since(start).Seconds())
 	if isNoScript(err) {
 		// Redis restarted or failed over. Ops that failed this way wrote
@@ -354,6 +367,7 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 	if settleAgain {
 		again = true
 	}
+	flushed = r.drainRetired(ctx, retired, flushed)
 	if r.opts.OnFlushed != nil {
 		for _, f := range flushed {
 			r.opts.OnFlushed(f)
@@ -411,21 +425,120 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 	return ops, newApps
 }
 
+// republish turns each replace op into a republish in bounded units: one
+// that moves the contribution Redis holds aside, under a reap of its own
+// (reap.lua, retiring: O(1), the node stays registered with an empty
+// contribution), then the local truth as delta chunks of at most maxPairs
+// (in the flush's pipeline), then, after them, slices that subtract the
+// retired contribution (drainRetired). The globals equal the sum of the
+// registered contributions and of the reaps under way at every step, and a
+// member or channel both contributions hold never drops to zero on the
+// way (the new is added before the old is subtracted), so no leave or
+// vacated event is made up; counts read meanwhile include both, for the
+// length of the republish. A failure anywhere leaves the app unregistered:
+// the next flush retires what was written and starts again, and a retired
+// contribution left behind is drained by the cleaner. It returns the ops to
+// run and the retired reaps, by app.
+func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]string, error) {
+	var out []*op
+	var retired map[string]string
+	s := r.store()
+	for _, o := range ops {
+		if !o.replace {
+			out = append(out, o)
+			continue
+		}
+		id, _, _, err := s.startReap(ctx, o.app, r.node, -1, true)
+		if err != nil {
+			// Nothing of this flush is written: every op fails with it, so
+			// every app it took changes from replaces next time.
+			for _, o := range ops {
+				o.cmd = redis.NewCmd(ctx)
+				o.cmd.SetErr(err)
+			}
+			return ops, nil, fmt.Errorf("retire the contribution to republish: %w", err)
+		}
+		if id != "" {
+			if retired == nil {
+				retired = map[string]string{}
+			}
+			retired[o.app] = id
+		}
+		n := maxPairs
+		if r.opts.SliceSize > 0 {
+			n = min(n, r.opts.SliceSize)
+		}
+		for _, c := range chunkN(o.app, o.pairs, n) {
+			c.republish = true
+			for f := range c.pairs {
+				if info, ok := o.infos[f]; ok {
+					if c.infos == nil {
+						c.infos = map[string]json.RawMessage{}
+					}
+					c.infos[f] = info
+				}
+			}
+			out = append(out, c)
+		}
+	}
+	return out, retired, nil
+}
+
+// drainRetired subtracts the contributions republish retired, after the
+// new ones are written, and adds what that changed to flushed (the later
+// count of a channel wins; the leaves follow the joins). One that fails
+// half-way stays listed as a reap under way, for the cleaner to finish.
+func (r *Recorder) drainRetired(ctx context.Context, retired map[string]string, flushed []Edges) []Edges {
+	s := r.store()
+	for app, id := range retired {
+		reaped := Reaped{Edges: Edges{App: app}}
+		if err := s.drain(ctx, app, id, &reaped); err != nil && ctx.Err() == nil {
+			r.log.Warn("cannot subtract the contribution this node republished over; the cleaner finishes it", "app", app, "error", err)
+		}
+		if reaped.Empty() {
+			continue
+		}
+		i := slices.IndexFunc(flushed, func(e Edges) bool { return e.App == app })
+		if i < 0 {
+			flushed = append(flushed, reaped.Edges)
+			continue
+		}
+		e := &flushed[i]
+		if e.Channels == nil {
+			e.Channels = map[string]int64{}
+		}
+		maps.Copy(e.Channels, reaped.Channels)
+		e.Members = append(e.Members, reaped.Members...)
+	}
+	return flushed
+}
+
+// store is a Store writing as this recorder does.
+func (r *Recorder) store() *Store {
+	s := NewStore(r.rdb, r.ks)
+	s.LogEvents = r.opts.LogEvents
+	s.SliceSize = r.opts.SliceSize
+	return s
+}
+
 // maxPairs bounds the changes one script call applies, so a storm over many
 // channels becomes several short atomic units in one pipeline instead of one
 // long script that would stall Redis for every other client.
 const maxPairs = 512
 
-func chunk(app string, pending map[string]int64) []*op {
-	if len(pending) <= maxPairs {
+func chunk(app string, pending map[string]int64) []*op { return chunkN(app, pending, maxPairs) }
+
+// chunkN splits pending into ops of at most size pairs.
+func chunkN(app string, pending map[string]int64, size int) []*op {
+	if len(pending) <= size {
 		return []*op{{app: app, pairs: pending}}
 	}
 	var ops []*op
-	cur := make(map[string]int64, maxPairs)
+	cur := make(map[string]int64, size)
 	for ch, n := range pending {
-		if len(cur) == maxPairs {
+		if len(cur) == size {
 			ops = append(ops, &op{app: app, pairs: cur})
-			cur = make(map[string]int64, maxPairs)
+			cur = make(map[string]int64, size)
 		}
 		cur[ch] = n
 	}
@@ -522,9 +635,23 @@ func (r *Recorder) markLive(ctx context.Context) {
 func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	republished := map[string]bool{} // app -> every chunk of its republish succeeded
+	defer func() {
+		for app, ok := range republished {
+			if st := r.apps[app]; ok && !st.registered {
+				r.m.resyncs.WithLabelValues("published").Inc()
+				st.registered = true
+				st.declare = nil
+			}
+		}
+	}()
 	for _, o := range ops {
 		st := r.apps[o.app]
 		res, err := parseResult(o.cmd)
+		if o.republish {
+			ok, seen := republished[o.app]
+			republished[o.app] = (ok || !seen) && err == nil && res.status >= 0
+		}
 		switch {
 		case err == nil && res.status >= 0:
 			if o.replace {
@@ -581,8 +708,7 @@ func (r *Recorder) Remove(ctx context.Context) error {
 		apps = append(apps, app)
 	}
 	r.mu.Unlock()
-	s := NewStore(r.rdb, r.ks)
-	s.LogEvents = r.opts.LogEvents
+	s := r.store()
 	var errs []error
 	for _, app := range apps {
 		_, reaped, err := s.RemoveNode(ctx, app, r.node)

@@ -160,7 +160,7 @@ func (s *Store) sliceSize() int {
 }
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs)
+	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs, false)
 	if err != nil || !ok {
 		return false, Reaped{}, err
 	}
@@ -173,15 +173,20 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 }
 
 // startReap runs a reap's first unit (reap.lua). It returns the reap's id,
-// "" when the node had no contribution to drain.
-func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64) (id string, ok bool, reaped Reaped, err error) {
+// "" when the node had no contribution to drain. retire: the node's own
+// recorder moves its contribution aside to republish (see reap.lua).
+func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, retire bool) (id string, ok bool, reaped Reaped, err error) {
 	seq, err := s.rdb.Incr(ctx, s.reapSeqKey(app)).Result()
 	if err != nil {
 		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 	}
 	id = strconv.FormatInt(seq, 10) + ":" + node
 	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
-	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id).Int64Slice()
+	retireArg := "0"
+	if retire {
+		retireArg = "1"
+	}
+	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg).Int64Slice()
 	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] >= 0) {
 		err = errors.New("short script result")
 	}

@@ -15,17 +15,21 @@
 --         the cleaner looked is spared); -1 reaps unconditionally (a node
 --         removing itself on a graceful stop).
 -- ARGV[3] the reaping key's suffix, recorded in KEYS[4]
+-- ARGV[4] '1': the node itself retires its contribution to republish it
+--         (Recorder): no check, and the node stays registered, with an
+--         empty contribution its deltas then fill; else '0'.
 -- Returns {-1} if nothing was reaped, else {fields moved, ms from the
--- node's last-seen to this reap by this shard's clock}.
+-- node's last-seen to this reap by this shard's clock (0 when retiring)}.
 local nodes, node, reaping, reaps = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id, dead_after = ARGV[1], tonumber(ARGV[2])
+local id, dead_after, retire = ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1'
 
-local seen = redis.call('ZSCORE', nodes, id)
-if not seen then
-  return {-1}
-end
 local now = now_ms()
-if dead_after >= 0 and tonumber(seen) > now - dead_after then
+local seen = redis.call('ZSCORE', nodes, id)
+if retire then
+  seen = now
+elseif not seen then
+  return {-1}
+elseif dead_after >= 0 and tonumber(seen) > now - dead_after then
   return {-1}
 end
 if redis.call('EXISTS', reaping) == 1 then
@@ -36,5 +40,9 @@ if n > 0 then
   redis.call('RENAME', node, reaping)
   redis.call('SADD', reaps, ARGV[3])
 end
-redis.call('ZREM', nodes, id)
+if retire then
+  redis.call('ZADD', nodes, now, id)
+else
+  redis.call('ZREM', nodes, id)
+end
 return {n, now - tonumber(seen)}
