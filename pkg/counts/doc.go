@@ -15,7 +15,8 @@
 //     count twice. A republish is bounded units, never one script the size
 //     of the node: one moves the contribution Redis holds aside as a reap
 //     under way (the node stays registered, empty), delta units of at most
-//     512 fields write the local truth, then reap slices subtract the old.
+//     SliceSize fields write the local truth, then reap slices subtract the
+//     old.
 //     The invariant below holds after each; counts read meanwhile include
 //     both (new added before old subtracted, so no member or channel both
 //     hold is announced as leaving); a republish that fails or meets a reap

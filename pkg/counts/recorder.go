@@ -47,9 +47,9 @@ type RecorderOptions struct {
 	// and so does each confirmation; Remove deletes it. The cleaner's
 	// liveness check looks only at nodes that record it.
 	Liveness *Liveness
-	// SliceSize bounds the fields one atomic unit of a republish subtracts
-	// (Store.SliceSize; 0 means DefaultSliceSize) and, when below 512, the
-	// fields one unit of it writes. Tests make it small.
+	// SliceSize bounds the fields one atomic unit of a republish writes or
+	// subtracts (as Store.SliceSize; 0 means DefaultSliceSize). Tests make
+	// it small.
 	SliceSize int
 }
 
@@ -428,8 +428,8 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 // republish turns each replace op into a republish in bounded units: one
 // that moves the contribution Redis holds aside, under a reap of its own
 // (reap.lua, retiring: O(1), the node stays registered with an empty
-// contribution), then the local truth as delta chunks of at most maxPairs
-// (in the flush's pipeline), then, after them, slices that subtract the
+// contribution), then the local truth as delta chunks of at most the
+// slice size (in the flush's pipeline), then, after them, slices that subtract the
 // retired contribution (drainRetired). The globals equal the sum of the
 // registered contributions and of the reaps under way at every step, and a
 // member or channel both contributions hold never drops to zero on the
@@ -464,11 +464,7 @@ func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]
 			}
 			retired[o.app] = id
 		}
-		n := maxPairs
-		if r.opts.SliceSize > 0 {
-			n = min(n, r.opts.SliceSize)
-		}
-		for _, c := range chunkN(o.app, o.pairs, n) {
+		for _, c := range chunkN(o.app, o.pairs, s.sliceSize()) {
 			c.republish = true
 			for f := range c.pairs {
 				if info, ok := o.infos[f]; ok {
