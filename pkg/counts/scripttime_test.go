@@ -20,7 +20,7 @@ import (
 // TestScriptTimeLargeNode measures, with Redis's own SLOWLOG, the longest
 // single command of a republish, an audit and a reap of one node holding
 // HEADCOUNT_LARGE_NODE subscriptions (one per channel) in one app, beside
-// a small node. It is a measurement, not a check: skipped unless the
+// a small node, and how long another node's heartbeats wait meanwhile. It is a measurement, not a check: skipped unless the
 // variable is set, e.g.
 //
 //	HEADCOUNT_LARGE_NODE=300000 go test -run TestScriptTimeLargeNode -v ./pkg/counts/
@@ -46,15 +46,43 @@ func TestScriptTimeLargeNode(t *testing.T) {
 		require.NoError(t, s.Load(ctx, rdb).Err())
 	}
 
+	var hb *Recorder // another node, heartbeating while each f runs
 	// longest runs f and logs its longest script by SLOWLOG, and the
 	// calls and Redis time of all its scripts by INFO commandstats.
 	longest := func(what string, f func()) {
 		t.Helper()
 		require.NoError(t, admin.SlowLogReset(ctx).Err())
 		require.NoError(t, admin.ConfigResetStat(ctx).Err())
+		// Meanwhile another node heartbeats every 10 ms on a connection of
+		// its own: how long its heartbeats wait behind the scripts.
+		stop, beats := make(chan struct{}), make(chan []time.Duration)
+		go func() {
+			var lat []time.Duration
+			for {
+				select {
+				case <-stop:
+					beats <- lat
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				t0 := time.Now()
+				if err := hb.Heartbeat(ctx); err == nil {
+					lat = append(lat, time.Since(t0))
+				}
+			}
+		}()
 		start := time.Now()
 		f()
 		wall := time.Since(start)
+		close(stop)
+		lat := <-beats
+		slices.Sort(lat)
+		hbAt := func(q float64) time.Duration {
+			if len(lat) == 0 {
+				return 0
+			}
+			return lat[int(q*float64(len(lat)-1))]
+		}
 		logs, err := admin.SlowLogGet(ctx, -1).Result()
 		require.NoError(t, err)
 		var ds []time.Duration
@@ -102,8 +130,8 @@ func TestScriptTimeLargeNode(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%-24s longest script %10v (p99 %v, p50 %v of those over 50 µs)   scripts %6d   their Redis time %10v   wall %v",
-			what, at(1), at(0.99), at(0.5), calls, time.Duration(usec)*time.Microsecond, wall)
+		t.Logf("%-24s longest script %10v (p99 %v, p50 %v of those over 50 µs)   scripts %6d   their Redis time %10v   wall %v   heartbeats %d: p99 %v, max %v",
+			what, at(1), at(0.99), at(0.5), calls, time.Duration(usec)*time.Microsecond, wall, len(lat), hbAt(0.99), hbAt(1))
 	}
 
 	store := NewStore(rdb, testKeys.ks)
@@ -115,6 +143,11 @@ func TestScriptTimeLargeNode(t *testing.T) {
 		small.Add("app", fmt.Sprintf("ch%d", i), 1)
 	}
 	require.NoError(t, small.Flush(ctx))
+	hbClient := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = hbClient.Close() })
+	hb = NewRecorder(hbClient, "heartbeat", RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
+	hb.Add("app", "hb", 1)
+	require.NoError(t, hb.Flush(ctx))
 	big := NewRecorder(rdb, "big", RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
 	for i := range n {
 		big.Add("app", fmt.Sprintf("ch%d", i), 1)
