@@ -351,7 +351,7 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 		r.m.batch.Observe(float64(len(o.pairs)))
 	}
 	if err == nil {
-		err = r.exec(ctx, ops, newApps)
+		err = r.execGroups(ctx, ops, newApps)
 	}
 	r.m.duration.Observe(time.Since(start).Seconds())
 	if isNoScript(err) {
@@ -539,6 +539,30 @@ func chunkN(app string, pending map[string]int64, size int) []*op {
 		cur[ch] = n
 	}
 	return append(ops, &op{app: app, pairs: cur})
+}
+
+// execGroups runs ops in pipelines of at most about four slices' worth of
+// changes each (any number of small ops, such as heartbeats, share one):
+// Redis runs a pipeline's scripts back to back as it reads them, so a
+// republish of thousands of units in one pipeline would keep every other
+// client of the shard waiting for tens of milliseconds. Every group is
+// sent whatever an earlier one returned; the first error is returned.
+func (r *Recorder) execGroups(ctx context.Context, ops []*op, newApps []string) error {
+	budget := 4 * r.store().sliceSize()
+	var first error
+	for start := 0; start < len(ops); {
+		end, pairs := start, 0
+		for end < len(ops) && (end == start || pairs+len(ops[end].pairs) <= budget) {
+			pairs += len(ops[end].pairs)
+			end++
+		}
+		if err := r.exec(ctx, ops[start:end], newApps); err != nil && first == nil {
+			first = err
+		}
+		newApps = nil
+		start = end
+	}
+	return first
 }
 
 func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error {
