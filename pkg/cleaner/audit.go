@@ -108,6 +108,7 @@ func Audit(ctx context.Context, cfg config.Cleaner, out io.Writer, repair bool) 
 	}
 	defer rdb.Close()
 	store := counts.NewStore(rdb, keyspace.New(cfg.RedisPrefix))
+	store.SliceSize = cfg.SliceSize
 	apps, err := store.Apps(ctx)
 	if err != nil {
 		return false, fmt.Errorf("audit: %w", err)

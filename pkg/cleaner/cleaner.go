@@ -45,9 +45,6 @@ type Options struct {
 	// (apps take turns); 0 means DefaultAuditInterval, negative turns the
 	// continuous audit off.
 	AuditInterval time.Duration
-	// SliceSize bounds the work of one atomic unit of a reap or an audit
-	// (counts.Store.SliceSize); 0 means counts.DefaultSliceSize.
-	SliceSize int
 }
 
 // App is a running cleaner.
@@ -186,7 +183,7 @@ func New(opts Options) (_ *App, err error) {
 
 		auditEvery: opts.AuditInterval,
 	}
-	a.store.SliceSize = opts.SliceSize
+	a.store.SliceSize = opts.Config.SliceSize
 	a.life.Defer(func() { _ = rdb.Close() })
 	defer func() {
 		if err != nil {

@@ -71,6 +71,11 @@ type Common struct {
 	// be the same in every binary of one deployment; keyspace.DefaultPrefix
 	// unless set (empty is refused).
 	RedisPrefix string
+	// SliceSize bounds the contribution fields one Redis script of a reap,
+	// an audit or a republish handles (counts.Store.SliceSize), so no
+	// script's time grows with an app's size; 0 means counts'
+	// default. Tests make it tiny so every operation takes many slices.
+	SliceSize int
 
 	// Apps is filled in by validation from AppsFile or the environment.
 	Apps *apps.Registry
@@ -497,6 +502,7 @@ func (s *set) common(c *Common) {
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
 	s.str(&c.LogFormat, "log-format", "text or json")
 	s.str(&c.RedisPrefix, "redis-prefix", "prefix of every Redis key and channel; deployments sharing a Redis need different ones")
+	s.integer(&c.SliceSize, "slice-size", "contribution fields one Redis script of a reap, an audit or a republish handles at most (0: the built-in default)")
 }
 
 func (s *set) parse(args []string) error {
@@ -531,6 +537,9 @@ func validateCommon(c *Common, env Env) []error {
 	}
 	if err := keyspace.Check(c.RedisPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--redis-prefix: %w", err))
+	}
+	if c.SliceSize < 0 {
+		errs = append(errs, fmt.Errorf("--slice-size: %d is negative (0 means the default)", c.SliceSize))
 	}
 	var err error
 	if c.AppsFile != "" {

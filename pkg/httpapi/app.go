@@ -124,6 +124,7 @@ func New(opts Options) (_ *App, err error) {
 	a.life.Defer(func() { _ = a.rdb.Close() })
 	a.ks = keyspace.New(opts.Config.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, a.ks)
+	a.store.SliceSize = opts.Config.SliceSize
 	a.listings = counts.NewListings(a.rdb, counts.ListingOptions{
 		Keyspace:   a.ks,
 		StaleAfter: opts.Config.StaleAfter,

@@ -171,6 +171,7 @@ func New(opts Options) (_ *App, err error) {
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
 	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
+	a.store.SliceSize = cfg.SliceSize
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
@@ -244,6 +245,7 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		OnFlushed:  a.ann.flushed,
 		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(a.cfg.Apps.ByID(app)) },
 		Liveness:   a.live,
+		SliceSize:  a.cfg.SliceSize,
 	})
 }
 

@@ -41,6 +41,9 @@ const (
 	chaosShortPerNode  = 40
 	chaosLongDuration  = 2 * time.Minute
 	chaosLongPerNode   = 100
+	// chaosSliceSize is every process's --slice-size: small enough that
+	// every reap, audit and republish takes many atomic units.
+	chaosSliceSize = 2
 )
 
 var (
@@ -136,6 +139,10 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 		c.common = []string{"--redis", c.srv.URL()}
 		c.store = counts.NewStore(c.srv.Client(t), keyspace.Space{})
 	}
+	// Reaps, audits and republishes in slices of 2 fields: every one of
+	// them takes many atomic units, so the faults land between slices.
+	c.common = append(c.common, "--slice-size", strconv.Itoa(chaosSliceSize))
+	c.store.SliceSize = chaosSliceSize
 	common := c.common
 
 	for i := range chaosNodes {
