@@ -572,10 +572,8 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			p.SAdd(ctx, r.appsKey(), toAny(newApps)...)
 		}
 		for _, o := range ops {
-			mode := "delta"
-			if o.replace {
-				mode = "replace"
-			}
+			// A replace never gets here: republish turned it into deltas.
+			const mode = "delta"
 			logs := r.logs(o.app)
 			args := make([]any, 0, 5+2*len(o.pairs)+2*len(o.infos))
 			args = append(args, r.node, mode, r.appPrefix(o.app), logArgs(logs), len(o.pairs))
@@ -674,13 +672,6 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 		}
 		switch {
 		case err == nil && res.status >= 0:
-			if o.replace {
-				if !st.registered {
-					r.m.resyncs.WithLabelValues("published").Inc()
-				}
-				st.registered = true
-				st.declare = nil
-			}
 			if len(res.channels) > 0 || len(res.members) > 0 {
 				flushed = append(flushed, Edges{App: o.app, Channels: res.channels, Members: res.members})
 			}

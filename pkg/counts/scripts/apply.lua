@@ -5,12 +5,11 @@
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
 -- KEYS[4] the app's event log, if ARGV[4] > 0
 -- then every other key the unit touches: conns, the members and info hash
--- of each presence channel in the pairs (and, for a replace, in the old
--- contribution).
+-- of each presence channel in the pairs.
 -- ARGV[1] node id
 -- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
---         to be registered; "replace" makes the contribution exactly the
---         pairs (registering the node), which is idempotent.
+--         to be registered (a republish retires the old contribution with
+--         reap.lua and then writes deltas, so there is no other mode).
 -- ARGV[3] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[4] the event log's entry cap (eventlog.MaxEntries) if KEYS[4] is
 --         the app's event log, to which the unit appends its edges; else 0
@@ -60,23 +59,6 @@ if mode == 'delta' then
       redis.call('HDEL', node, f)
     end
     apply_field(f, n, infos[f])
-  end
-elseif mode == 'replace' then
-  local old = redis.call('HGETALL', node)
-  missing = missing_keys(old)
-  if #missing > 0 then
-    return {-3, missing}
-  end
-  for i = 1, #old, 2 do
-    apply_field(old[i], -tonumber(old[i + 1]), nil)
-  end
-  redis.call('DEL', node)
-  for i = first, last, 2 do
-    local f, n = ARGV[i], tonumber(ARGV[i + 1])
-    if n > 0 then
-      redis.call('HSET', node, f, n)
-      apply_field(f, n, infos[f])
-    end
   end
 else
   return redis.error_reply('unknown mode ' .. tostring(mode))
