@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -178,11 +179,7 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 // "" when the node had no contribution to drain. retire: the node's own
 // recorder moves its contribution aside to republish (see reap.lua).
 func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, retire bool) (id string, ok bool, reaped Reaped, err error) {
-	seq, err := s.rdb.Incr(ctx, s.reapSeqKey(app)).Result()
-	if err != nil {
-		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
-	}
-	id = strconv.FormatInt(seq, 10) + ":" + node
+	id = newReapID(node)
 	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
 	retireArg := "0"
 	if retire {
@@ -203,6 +200,12 @@ func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int
 		id = ""
 	}
 	return id, true, reaped, nil
+}
+
+// newReapID names one reap of node: 64 random bits, then the node, which
+// FinishReaps reads back after the first ":".
+func newReapID(node string) string {
+	return fmt.Sprintf("%016x:%s", rand.Uint64(), node)
 }
 
 // FinishReaps drains every reap of app under way: those whose cleaner (or
