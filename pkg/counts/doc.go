@@ -103,10 +103,15 @@
 //   - Top and Channel's rank read the global sorted set (ZREVRANGE,
 //     ZREVRANK) in O(log n + N) and O(log n); a rank is read in the same
 //     script as its count.
-//   - Page walks a snapshot of the occupied names (ZUNIONSTORE WEIGHTS 0,
-//     so every score is 0 and ZRANGE BYLEX orders by name), with a TTL: no
-//     channel twice, none that stayed occupied missed, whatever the counts
-//     do meanwhile.
+//   - Page walks a snapshot of the occupied names (every score 0, so
+//     ZRANGE BYLEX orders by name), with a TTL: no channel twice, none that
+//     stayed occupied missed, whatever the counts do meanwhile. The
+//     snapshot is copied ScanCount names per command (ZSCAN, ZADD into a
+//     building key renamed into place when complete), so no command grows
+//     with the app.
+//   - ReadListing reads ScanCount channels per command too: each count is
+//     exact when its slice was read, and a channel occupied throughout is
+//     listed once.
 //   - SharedListing computes a full listing once across every process on
 //     the same Redis: a SET NX PX lock decides who computes, the others poll
 //     for the cached result, and the lock (LockTTL) expires before the cache

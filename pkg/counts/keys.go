@@ -30,13 +30,13 @@ func (k keys) connsKey(app string) string       { return k.appPrefix(app) + "con
 
 // A node's contribution being reaped lives under reapingKey(app, id) from
 // the reap's first unit until its last slice (see reap.lua): id is
-// "<seq>:<node>", seq taken from reapSeqKey, so each reap has a key of its
-// own that no republish of the node writes. reapsKey is the set of those
+// "<nonce>:<node>", nonce random (see newReapID), so each reap has a key of
+// its own that no republish of the node writes, and no counter key outlives
+// the app. reapsKey is the set of those
 // ids: reaps under way, which audits count as contributions and a cleaner
 // finishes if the one that started them stopped.
 func (k keys) reapingKey(app, id string) string { return k.appPrefix(app) + "reaping:" + id }
 func (k keys) reapsKey(app string) string       { return k.appPrefix(app) + "reaps" }
-func (k keys) reapSeqKey(app string) string     { return k.appPrefix(app) + "reap-seq" }
 
 // Fields of a node's contribution hash. A channel name cannot hold "\n",
 // so the first one separates it from the user id.
@@ -217,9 +217,17 @@ func (k keys) listingLockKey(app, variant string) string {
 // snapshotKey holds one paging walk's frozen, lexicographically ordered
 // channel names (every score 0); snapshotCurrentKey names the snapshot new
 // walks of the app reuse while it is young.
-func (k keys) snapshotKey(app, id string) string    { return k.snapshotKeyPrefix(app) + id }
-func (k keys) snapshotKeyPrefix(app string) string  { return k.appPrefix(app) + "snap:" }
+func (k keys) snapshotKey(app, id string) string    { return k.appPrefix(app) + "snap:" + id }
 func (k keys) snapshotCurrentKey(app string) string { return k.appPrefix(app) + "snap-current" }
+
+// snapshotBuildKey holds a snapshot while it is copied, so no walk reads a
+// partial one (see Listings.snapshot).
+func (k keys) snapshotBuildKey(app, id string) string {
+	return k.appPrefix(app) + "snap-building:" + id
+}
+
+// snapshotLockKey is held by the one caller copying a snapshot of app.
+func (k keys) snapshotLockKey(app string) string { return k.appPrefix(app) + "snap-lock" }
 
 // MembersKey names, in ks, the hash of a presence channel's members (user
 // id -> their sockets cluster-wide). It is exported for the scripts of

@@ -40,17 +40,14 @@ var (
 	flightDoneSrc string
 	//go:embed scripts/flight_renew.lua
 	flightRenewSrc string
-	//go:embed scripts/snapshot.lua
-	snapshotSrc string
 	//go:embed scripts/page.lua
 	pageSrc string
 
-	freshSrc           = freshLibSrc + freshBody
-	channelScript      = redis.NewScript(freshLibSrc + channelSrc)
-	flightScript       = redis.NewScript(flightSrc)
-	flightDoneScript   = redis.NewScript(flightDoneSrc)
-	flightRenewScript  = redis.NewScript(flightRenewSrc)
-	walkSnapshotScript = redis.NewScript(snapshotSrc)
+	freshSrc          = freshLibSrc + freshBody
+	channelScript     = redis.NewScript(freshLibSrc + channelSrc)
+	flightScript      = redis.NewScript(flightSrc)
+	flightDoneScript  = redis.NewScript(flightDoneSrc)
+	flightRenewScript = redis.NewScript(flightRenewSrc)
 )
 
 // Defaults of ListingOptions.
@@ -60,6 +57,7 @@ const (
 	DefaultListingLockTTL    = 500 * time.Millisecond
 	DefaultSnapshotIdleTTL   = 15 * time.Second
 	DefaultSnapshotReuse     = 2 * time.Second
+	DefaultListingScanCount  = 500
 	defaultMaxListingBackoff = 20 * time.Millisecond
 )
 
@@ -83,10 +81,15 @@ type ListingOptions struct {
 	// SnapshotIdleTTL is how long a paging walk's snapshot outlives its last
 	// page read; a cursor older than that is ErrCursorExpired. Default 15s.
 	SnapshotIdleTTL time.Duration
-	// SnapshotReuse is how long a new snapshot is shared by the walks that
-	// start after it, so a client starting walks in a loop costs one O(n)
-	// copy per window. Default 2s.
+	// SnapshotReuse is how long at least a new snapshot is shared by the
+	// walks that start after it (ten times its copy's length if longer), so
+	// a client starting walks in a loop costs one O(n) copy (in bounded
+	// slices) per window. Default 2s.
 	SnapshotReuse time.Duration
+	// ScanCount is how many channels one command of a full listing or a
+	// snapshot copy reads (ZSCAN COUNT): the bound on how long one read
+	// holds Redis. Default 500.
+	ScanCount int
 }
 
 func (o ListingOptions) withDefaults() ListingOptions {
@@ -109,6 +112,9 @@ func (o ListingOptions) withDefaults() ListingOptions {
 	}
 	if o.SnapshotReuse <= 0 {
 		o.SnapshotReuse = DefaultSnapshotReuse
+	}
+	if o.ScanCount <= 0 {
+		o.ScanCount = DefaultListingScanCount
 	}
 	return o
 }
@@ -362,7 +368,7 @@ func ValidCursor(c string) bool {
 // snapshot is not listed. A page may hold fewer than limit channels (some
 // were vacated) while more remain: only an empty Next ends the walk.
 // Each page is O(log n + limit); starting a walk copies the names once,
-// O(n), unless a young snapshot is reused.
+// ScanCount at a time, unless a young snapshot is reused.
 func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit int) (Page, Freshness, error) {
 	if limit <= 0 {
 		return Page{}, Freshness{}, fmt.Errorf("page: limit %d is not positive", limit)
@@ -451,17 +457,146 @@ func lexRange(prefix, last string) (lo, hi string) {
 
 // snapshot returns the id of a young snapshot of app's channel names, taking
 // one if none is young enough; "" when nothing is occupied.
+//
+// A snapshot is copied ScanCount names at a time (ZSCAN, then ZADD with
+// score 0 into a building key), so no command's run time grows with the
+// app, and renamed into place when complete: a walk never reads a partial
+// one. ZSCAN returns every name occupied throughout the copy, so a walk
+// still lists each channel occupied from its start to its page exactly
+// once; a name occupied or vacated during the copy may or may not be in it.
+//
+// One caller at a time copies (a lock, renewed while it copies, as a
+// shared listing's); the others wait for its snapshot. New walks share a
+// snapshot for SnapshotReuse or ten times as long as it took to copy,
+// whichever is longer, so walks started in a loop spend at most about a
+// tenth of the app's primary on copies.
 func (l *Listings) snapshot(ctx context.Context, app string) (string, error) {
-	b := make([]byte, snapshotIDLen/2)
-	_, _ = crand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	id := hex.EncodeToString(b)
-	got, err := walkSnapshotScript.Run(ctx, l.rdb,
-		[]string{l.globalKey(app), l.snapshotCurrentKey(app), l.snapshotKey(app, id)},
-		id, l.opts.SnapshotIdleTTL.Milliseconds(), l.opts.SnapshotReuse.Milliseconds(), l.snapshotKeyPrefix(app)).Text()
+	lock := l.snapshotLockKey(app)
+	for attempt := 0; ; attempt++ {
+		if id, err := l.youngSnapshot(ctx, app); id != "" || err != nil {
+			return id, err
+		}
+		b := make([]byte, snapshotIDLen/2)
+		_, _ = crand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+		id := hex.EncodeToString(b)
+		took, err := l.rdb.SetNX(ctx, lock, id, l.opts.LockTTL).Result()
+		if err != nil {
+			return "", fmt.Errorf("snapshot channels: %w", err)
+		}
+		if took {
+			// A copy may have finished between the look above and the lock.
+			young, err := l.youngSnapshot(ctx, app)
+			if young != "" || err != nil {
+				_ = flightDoneScript.Run(ctx, l.rdb, []string{l.snapshotCurrentKey(app), lock}, id, "", 0).Err()
+				return young, err
+			}
+			return l.copySnapshot(ctx, app, id)
+		}
+		if err := listingBackoff(ctx, attempt, 0); err != nil {
+			return "", fmt.Errorf("snapshot channels: waiting for another copy: %w", err)
+		}
+	}
+}
+
+// copySnapshot copies app's occupied names into snapshot id, holding the
+// snapshot lock (token id), and makes it the one new walks share.
+func (l *Listings) copySnapshot(ctx context.Context, app, id string) (string, error) {
+	lock := l.snapshotLockKey(app)
+	stopRenew := l.renewLock(ctx, lock, id)
+	began := time.Now()
+	building, snap := l.snapshotBuildKey(app, id), l.snapshotKey(app, id)
+	copied := 0
+	err := l.scanChannels(ctx, app, "", func(page []redis.Z) error {
+		for i := range page {
+			page[i].Score = 0 // every score 0: ZRANGE BYLEX orders by name
+		}
+		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZAdd(ctx, building, page...)
+			p.PExpire(ctx, building, l.opts.SnapshotIdleTTL)
+			return nil
+		})
+		copied += len(page)
+		return err
+	})
+	stopRenew()
+	if err == nil && copied > 0 {
+		_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Rename(ctx, building, snap)
+			p.PExpire(ctx, snap, l.opts.SnapshotIdleTTL)
+			return nil
+		})
+	}
+	// Share it (or, after a failure or with nothing occupied, only release
+	// the lock) even if our caller went away: the waiters still want it.
+	share := ""
+	if err == nil && copied > 0 {
+		share = id
+	}
+	reuse := max(l.opts.SnapshotReuse, 10*time.Since(began))
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if derr := flightDoneScript.Run(dctx, l.rdb, []string{l.snapshotCurrentKey(app), lock}, id, share, reuse.Milliseconds()).Err(); err == nil {
+		err = derr
+	}
 	if err != nil {
 		return "", fmt.Errorf("snapshot channels: %w", err)
 	}
-	return got, nil
+	return share, nil
+}
+
+// youngSnapshot returns the snapshot new walks of app share while it is
+// young (SnapshotReuse), extending its idle TTL; "" if there is none.
+func (l *Listings) youngSnapshot(ctx context.Context, app string) (string, error) {
+	id, err := l.rdb.Get(ctx, l.snapshotCurrentKey(app)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("snapshot channels: %w", err)
+	}
+	if _, _, err := decodeCursor(encodeCursor(id, "")); err != nil {
+		return "", nil // not one of ours: take a new one
+	}
+	alive, err := l.rdb.PExpire(ctx, l.snapshotKey(app, id), l.opts.SnapshotIdleTTL).Result()
+	if err != nil {
+		return "", fmt.Errorf("snapshot channels: %w", err)
+	}
+	if !alive {
+		return "", nil
+	}
+	return id, nil
+}
+
+// scanChannels hands each occupied channel of app whose name matches the
+// glob match ("" for all) to each, ScanCount at a time, with its count
+// when that slice was read (ZSCAN: each command bounded, whatever the
+// app's size). A channel occupied throughout is handed over at least once
+// (ZSCAN may repeat one); one occupied or vacated meanwhile may be missed.
+func (l *Listings) scanChannels(ctx context.Context, app, match string, each func([]redis.Z) error) error {
+	var cursor uint64
+	for {
+		kv, next, err := l.rdb.ZScan(ctx, l.globalKey(app), cursor, match, int64(l.opts.ScanCount)).Result()
+		if err != nil {
+			return fmt.Errorf("scan channels: %w", err)
+		}
+		page := make([]redis.Z, 0, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			n, err := strconv.ParseFloat(kv[i+1], 64)
+			if err != nil || n <= 0 || math.IsNaN(n) {
+				continue
+			}
+			page = append(page, redis.Z{Member: kv[i], Score: n})
+		}
+		if len(page) > 0 {
+			if err := each(page); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
 }
 
 // ListingQuery names one variant of an app's full listing.
@@ -493,27 +628,40 @@ type Listing struct {
 }
 
 // ReadListing reads app's occupied channels with q's prefix, with their
-// counts (and users if asked), directly from Redis. O(n).
+// counts (and users if asked), directly from Redis, ScanCount channels per
+// command (see scanChannels): each count is exact when its slice was read,
+// and a channel occupied throughout the read is listed once. O(n) in
+// round trips of bounded size.
 func (l *Listings) ReadListing(ctx context.Context, app string, q ListingQuery) (Listing, error) {
-	var zs *redis.ZSliceCmd
+	var occupied *redis.IntCmd
 	f, err := l.execTx(ctx, app, "list channels", func(p redis.Pipeliner) {
-		zs = p.ZRangeWithScores(ctx, l.globalKey(app), 0, -1)
+		occupied = p.ZCard(ctx, l.globalKey(app))
 	})
 	if err != nil {
 		return Listing{}, err
 	}
-	out := Listing{Channels: map[string]int64{}, Fresh: f, occupied: int64(len(zs.Val()))}
-	names := []string{}
-	for _, z := range zs.Val() {
-		name, _ := z.Member.(string)
-		if strings.HasPrefix(name, q.Prefix) && z.Score > 0 {
-			out.Channels[name] = int64(z.Score)
+	out := Listing{Channels: map[string]int64{}, Fresh: f, occupied: occupied.Val()}
+	match := ""
+	if q.Prefix != "" {
+		match = keyspace.GlobEscape(q.Prefix) + "*"
+	}
+	if err := l.scanChannels(ctx, app, match, func(page []redis.Z) error {
+		for _, z := range page {
+			if name, _ := z.Member.(string); strings.HasPrefix(name, q.Prefix) {
+				out.Channels[name] = int64(z.Score)
+			}
+		}
+		return nil
+	}); err != nil {
+		return Listing{}, fmt.Errorf("list channels: %w", err)
+	}
+	if q.Users && len(out.Channels) > 0 {
+		// Presence members live in one hash per channel. The users may be
+		// a moment newer than the channel counts.
+		names := make([]string, 0, len(out.Channels))
+		for name := range out.Channels {
 			names = append(names, name)
 		}
-	}
-	if q.Users && len(names) > 0 {
-		// A second round trip: presence members live in one hash per
-		// channel. The users may be a moment newer than the channel counts.
 		s := Store{rdb: l.rdb}
 		if out.Users, err = s.UserCounts(ctx, app, names); err != nil {
 			return Listing{}, err
@@ -641,20 +789,29 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 			ms, _ := toInt(v[2])
 			pttl = time.Duration(ms) * time.Millisecond
 		}
-		// Bounded exponential backoff with jitter: 1, 2, 4 ... 20 ms, never
-		// past the lock's expiry (then we try to take it ourselves).
-		d := min(time.Millisecond<<min(attempt, 5), defaultMaxListingBackoff)
-		d = d/2 + rand.N(d/2+1)
-		if pttl > 0 && pttl < d {
-			d = pttl + time.Millisecond
+		if err := listingBackoff(ctx, attempt, pttl); err != nil {
+			return SharedResult{}, fmt.Errorf("shared listing: waiting for another computation: %w", err)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return SharedResult{}, fmt.Errorf("shared listing: waiting for another computation: %w", ctx.Err())
-		case <-t.C:
-		}
+	}
+}
+
+// listingBackoff waits before a waiter's next look at another caller's
+// computation: bounded exponential backoff with jitter, 1, 2, 4 ... 20 ms,
+// never past the lock's expiry pttl when known (then the waiter tries to
+// take it itself).
+func listingBackoff(ctx context.Context, attempt int, pttl time.Duration) error {
+	d := min(time.Millisecond<<min(attempt, 5), defaultMaxListingBackoff)
+	d = d/2 + rand.N(d/2+1)
+	if pttl > 0 && pttl < d {
+		d = pttl + time.Millisecond
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -469,3 +469,97 @@ func TestFreshness(t *testing.T) {
 		require.GreaterOrEqual(t, f2.OldestHeartbeat, f.OldestHeartbeat)
 	})
 }
+
+// TestSlicedReadsWhileCountsChange reads full listings and starts walks
+// two channels per command while another node occupies and vacates other
+// channels as fast as it can: every channel occupied throughout is listed
+// once with its exact count, and nothing is listed that was never
+// occupied.
+func TestSlicedReadsWhileCountsChange(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		stable := map[string]int64{}
+		for i := range 300 {
+			stable[fmt.Sprintf("s%03d", i)] = int64(i%5 + 1)
+		}
+		seedChannels(t, rdb, "n1", "app", stable)
+		churn := newRecorder(t, rdb, "n2")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Occupy x000..x199 in turn, then vacate them in turn.
+				delta := int64(1)
+				if (i/200)%2 == 1 {
+					delta = -1
+				}
+				churn.Add("app", fmt.Sprintf("x%03d", i%200), delta)
+				_ = churn.Flush(ctx)
+			}
+		})
+		defer func() { close(stop); wg.Wait() }()
+		l := NewListings(rdb, ListingOptions{ScanCount: 2, CacheTTL: -1, SnapshotReuse: time.Millisecond})
+		check := func(what string, got map[string]int64) {
+			t.Helper()
+			for ch, n := range stable {
+				require.Equal(t, n, got[ch], "%s: %s", what, ch)
+			}
+			for ch := range got {
+				if _, ok := stable[ch]; !ok {
+					require.Regexp(t, `^x\d{3}$`, ch, what)
+				}
+			}
+		}
+		for range 3 {
+			ls, err := l.ReadListing(ctx, "app", ListingQuery{})
+			require.NoError(t, err)
+			check("listing", ls.Channels)
+			got := map[string]int64{}
+			for _, c := range walk(t, l, "app", "", 97, nil) {
+				got[c.Name] = c.Count
+			}
+			check("walk", got)
+			sub, err := l.ReadListing(ctx, "app", ListingQuery{Prefix: "s1"})
+			require.NoError(t, err)
+			require.Len(t, sub.Channels, 100)
+		}
+	})
+}
+
+// TestWalksStartedTogetherShareOneCopy starts walks at once on several
+// clients while the first copy is still going (two names per command):
+// one caller copies, the others wait for its snapshot.
+func TestWalksStartedTogetherShareOneCopy(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		seed := map[string]int64{}
+		for i := range 2000 {
+			seed[fmt.Sprintf("c%04d", i)] = 1
+		}
+		seedChannels(t, rdb, "n1", "app", seed)
+		ids := make(chan string, 8)
+		var wg sync.WaitGroup
+		for range cap(ids) {
+			l := NewListings(rdb, ListingOptions{ScanCount: 2})
+			wg.Go(func() {
+				pg, _, err := l.Page(ctx, "app", "", "", 10)
+				require.NoError(t, err)
+				id, _, err := decodeCursor(pg.Next)
+				require.NoError(t, err)
+				ids <- id
+			})
+		}
+		wg.Wait()
+		close(ids)
+		var got []string
+		for id := range ids {
+			got = append(got, id)
+		}
+		require.Len(t, slices.Compact(slices.Sorted(slices.Values(got))), 1, "snapshots: %v", got)
+	})
+}
