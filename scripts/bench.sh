@@ -12,7 +12,8 @@
 # <!-- peer-begin --> and <!-- peer-end -->.
 #
 # Environment: BENCHTIME (2s), BENCH (regexp, default .), BENCH_PKG
-# (./pkg/counts/), BENCHFLAGS (extra go test flags), GO (go), OUT (BENCHMARKS.md).
+# (./pkg/counts/), BENCHFLAGS (extra go test flags), GO (go), OUT (BENCHMARKS.md),
+# HC_BENCH_LARGE_APP (1000000: the connections of BenchmarkLargeApp's app).
 # PEER_ONLY=1 runs only the side-by-side benchmark and replaces only its
 # section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3),
 # HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it.
@@ -57,6 +58,7 @@ shq() {
 # 10,000 subscribers).
 runs=(
 	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
+	"./pkg/counts/ LargeApp 1x"
 	"./pkg/fanout/ $BENCH $BENCHTIME"
 	"./pkg/httpapi/ $BENCH $BENCHTIME"
 	"./pkg/admission/ $BENCH $BENCHTIME"
@@ -69,6 +71,9 @@ runs=(
 if [ "${PEER_ONLY:-}" = 1 ]; then
 	runs=("./test/e2e/ Peer 1x")
 fi
+# BenchmarkLargeApp writes an app of this many connections; it skips
+# without the variable, which only its own run below is given.
+large_app=${HC_BENCH_LARGE_APP:-1000000}
 # The process-level benchmarks draw their plots here (BENCHMARKS.md links them).
 export HC_BENCH_PLOTS="$PWD/docs/bench"
 mkdir -p "$HC_BENCH_PLOTS"
@@ -83,8 +88,13 @@ for run in "${runs[@]}"; do
 	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 -timeout 40m "${extra[@]}" "$pkg")
 	cmd_text=go
 	for a in "${cmd[@]:1}"; do cmd_text+=" $(shq "$a")"; done
+	envs=()
+	if [ "$bench" = LargeApp ]; then
+		envs=("HC_BENCH_LARGE_APP=$large_app")
+		cmd_text="${envs[0]} $cmd_text"
+	fi
 	echo "bench: $cmd_text"
-	if ! "${cmd[@]}" 2>&1 | tee "$raw.$i"; then
+	if ! env "${envs[@]}" "${cmd[@]}" 2>&1 | tee "$raw.$i"; then
 		echo "bench: the benchmark run failed; $OUT left unchanged" >&2
 		exit 1
 	fi

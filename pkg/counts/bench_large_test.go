@@ -1,0 +1,259 @@
+package counts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// BenchmarkLargeApp writes one app of HC_BENCH_LARGE_APP connections
+// (make bench: 1,000,000) through the real scripts, as wsnodes of 50,000
+// sockets each would, then runs what grows with an app's size, once each:
+// every node's first flush (a whole app republished, as after Redis lost
+// its data), a full audit, a full listing, the start of a paging walk, the
+// reap of one 50,000-socket node and that node's republish. Each reports
+// Redis's own view (SLOWLOG at 50 µs, INFO commandstats): the longest
+// command, the p99 of the scripts logged, how many scripts ran and the
+// Redis server's CPU time (INFO cpu); and how long a heartbeat of another node of the app, sent
+// every 10 ms on a connection of its own, waited meanwhile (p99, max).
+// Skipped without the variable: it needs about 1 GB of Redis memory and
+// several minutes.
+//
+// The mix per connection is docs/SCALING.md's: a private channel of its
+// own, one of 10,000 public channels of 100 subscribers each, and for one
+// connection in ten a presence room of 20 members (5,000 rooms), every
+// channel's subscribers spread over every node.
+func BenchmarkLargeApp(b *testing.B) {
+	conns, _ := strconv.Atoi(os.Getenv("HC_BENCH_LARGE_APP"))
+	if conns <= 0 {
+		b.Skip("set HC_BENCH_LARGE_APP to the app's connections (make bench: 1000000)")
+	}
+	const perNode = 50000
+	nodes := max(conns/perNode, 1)
+	ctx := context.Background()
+	srv := redistest.New(b)
+	// redis-server gets its own half of the CPUs: what is measured is its
+	// time, not its wait for a core this process (the wsnodes) holds.
+	if redisCPUs, ours, ok := proctest.SplitCPUs(); ok {
+		proctest.Pin(b, srv.PID(), redisCPUs)
+		proctest.Pin(b, os.Getpid(), ours)
+		defer proctest.Pin(b, os.Getpid(), append(slices.Clone(redisCPUs), ours...))
+	}
+	opts := *srv.Client(b).Options()
+	opts.ReadTimeout = time.Minute
+	rdb := redis.NewClient(&opts)
+	b.Cleanup(func() { _ = rdb.Close() })
+	m := newScriptMeter(b, rdb, &opts)
+
+	fill := func(r *Recorder, node int) {
+		for i := range min(perNode, conns) {
+			g := node*perNode + i
+			r.AddConnections("app", 1)
+			r.Add("app", fmt.Sprintf("private-user-%07d", g), 1)
+			r.Add("app", fmt.Sprintf("public-%05d", g%10000), 1)
+			if g%10 == 0 {
+				room := fmt.Sprintf("presence-room-%04d", (g/10)%5000)
+				r.Add("app", room, 1)
+				r.AddMember("app", room, strconv.Itoa(g), memberInfo, 1)
+			}
+		}
+	}
+	newNode := func(node int) *Recorder {
+		r := NewRecorder(rdb, fmt.Sprintf("node-%02d", node), RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
+		fill(r, node)
+		return r
+	}
+	recs := make([]*Recorder, nodes)
+	for i := range recs {
+		recs[i] = newNode(i)
+	}
+	store := NewStore(rdb, testKeys.ks)
+	listings := NewListings(rdb, ListingOptions{CacheTTL: -1})
+
+	m.run(b, "republish-app", func() {
+		var wg sync.WaitGroup
+		for _, r := range recs {
+			wg.Go(func() { require.NoError(b, r.Flush(ctx)) })
+		}
+		wg.Wait()
+	})
+	m.run(b, "audit", func() {
+		d, err := store.Audit(ctx, "app")
+		require.NoError(b, err)
+		require.False(b, d.Found(), "drift in a freshly written app")
+	})
+	m.run(b, "listing", func() {
+		ls, err := listings.ReadListing(ctx, "app", ListingQuery{})
+		require.NoError(b, err)
+		require.Greater(b, len(ls.Channels), conns)
+	})
+	m.run(b, "walk-start", func() {
+		pg, _, err := listings.Page(ctx, "app", "", "", 100)
+		require.NoError(b, err)
+		require.NotEmpty(b, pg.Next)
+	})
+	m.run(b, "reap-50k-node", func() {
+		ok, reaped, err := store.ReapNode(ctx, "app", "node-00", 0)
+		require.NoError(b, err)
+		require.True(b, ok)
+		require.Positive(b, reaped.Fields)
+	})
+	back := newNode(0)
+	m.run(b, "republish-50k-node", func() { require.NoError(b, back.Flush(ctx)) })
+}
+
+// memberInfo is a presence member's user_info of a typical size.
+var memberInfo = []byte(`{"name":"User 1234567"}`)
+
+// scriptMeter measures one operation with Redis's own accounting while
+// another node of the app heartbeats.
+type scriptMeter struct {
+	rdb *redis.Client
+	hb  *Recorder
+}
+
+func newScriptMeter(tb testing.TB, rdb *redis.Client, opts *redis.Options) *scriptMeter {
+	ctx := context.Background()
+	// 50 µs, not 0: logging every command would slow what is measured.
+	require.NoError(tb, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "50").Err())
+	require.NoError(tb, rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err())
+	hbClient := redis.NewClient(opts)
+	tb.Cleanup(func() { _ = hbClient.Close() })
+	hb := NewRecorder(hbClient, "heartbeat", RecorderOptions{Heartbeat: time.Hour, Logger: hclog.NewNullLogger()})
+	hb.Add("app", "hb", 1)
+	require.NoError(tb, hb.Flush(ctx))
+	return &scriptMeter{rdb: rdb, hb: hb}
+}
+
+// measurement is one operation seen from Redis.
+type measurement struct {
+	longest, scriptP99, redisTime, wall, hbP99, hbMax time.Duration
+	longestCmd                                        string
+	units                                             int64
+}
+
+func (m *scriptMeter) measure(tb testing.TB, f func()) measurement {
+	ctx := context.Background()
+	require.NoError(tb, m.rdb.SlowLogReset(ctx).Err())
+	require.NoError(tb, m.rdb.ConfigResetStat(ctx).Err())
+	cpu0 := m.cpu(tb)
+	stop, beats := make(chan struct{}), make(chan []time.Duration)
+	go func() {
+		var lat []time.Duration
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				beats <- lat
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			if err := m.hb.Heartbeat(ctx); err == nil {
+				lat = append(lat, time.Since(t0))
+			}
+		}
+	}()
+	start := time.Now()
+	f()
+	out := measurement{wall: time.Since(start)}
+	close(stop)
+	lat := <-beats
+	out.hbP99, out.hbMax = quantile(lat, 0.99), quantile(lat, 1)
+
+	logs, err := m.rdb.SlowLogGet(ctx, -1).Result()
+	require.NoError(tb, err)
+	var scripts []time.Duration
+	for _, l := range logs {
+		name := strings.ToLower(fmt.Sprint(l.Args[0]))
+		if name == "slowlog" || name == "config" {
+			continue
+		}
+		if l.Duration > out.longest {
+			args := l.Args[:min(len(l.Args), 8)]
+			out.longest, out.longestCmd = l.Duration, fmt.Sprintf("%q of %d arguments", args, len(l.Args))
+		}
+		if name == "evalsha" || name == "eval" {
+			scripts = append(scripts, l.Duration)
+		}
+	}
+	out.scriptP99 = quantile(scripts, 0.99)
+
+	// Scripts run by EVALSHA or EVAL; commands they call are counted
+	// under their own names, so only these two are the units.
+	stats, err := m.rdb.Info(ctx, "commandstats").Result()
+	require.NoError(tb, err)
+	for _, line := range strings.Split(stats, "\r\n") {
+		if !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, ":")
+		for _, kv := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "calls" {
+				x, _ := strconv.ParseInt(v, 10, 64)
+				out.units += x
+			}
+		}
+	}
+	out.redisTime = m.cpu(tb) - cpu0
+	return out
+}
+
+// run measures f as sub-benchmark name and reports what measure saw.
+func (m *scriptMeter) run(b *testing.B, name string, f func()) {
+	b.Run(name, func(b *testing.B) {
+		var r measurement
+		for range b.N {
+			r = m.measure(b, f)
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(ms(r.longest), "longest-cmd-ms")
+		b.ReportMetric(ms(r.scriptP99), "script-p99-ms")
+		b.ReportMetric(float64(r.units), "scripts")
+		b.ReportMetric(r.redisTime.Seconds(), "redis-cpu-s")
+		b.ReportMetric(r.wall.Seconds(), "wall-s")
+		b.ReportMetric(ms(r.hbP99), "heartbeat-p99-ms")
+		b.ReportMetric(ms(r.hbMax), "heartbeat-max-ms")
+		b.Logf("%s: longest command %v (%s), scripts p99 %v, %d scripts, %v of Redis CPU, wall %v; heartbeats p99 %v, max %v",
+			name, r.longest, r.longestCmd, r.scriptP99, r.units, r.redisTime, r.wall, r.hbP99, r.hbMax)
+	})
+}
+
+// cpu is the Redis server's CPU time so far (INFO cpu, user + system).
+func (m *scriptMeter) cpu(tb testing.TB) time.Duration {
+	info, err := m.rdb.Info(context.Background(), "cpu").Result()
+	require.NoError(tb, err)
+	var sec float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			x, _ := strconv.ParseFloat(v, 64)
+			sec += x
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[int(q*float64(len(ds)-1))]
+}
