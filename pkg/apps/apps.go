@@ -43,12 +43,6 @@ type App struct {
 	Admission  Admission
 }
 
-// Webhook is one occupancy webhook target.
-type Webhook struct {
-	URL        string   `json:"url"`
-	EventTypes []string `json:"event_types"`
-}
-
 // Capacity limits admission to channels whose name starts with Prefix.
 type Capacity struct {
 	Prefix   string `json:"prefix"`
@@ -158,6 +152,9 @@ func (a *App) validate() error {
 		if c.Capacity < 1 {
 			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be at least 1, not %d", a.ID, i, c.Prefix, c.Capacity))
 		}
+	}
+	if err := validateWebhooks(a.Webhooks); err != nil {
+		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
 	if a.MaxWebhookLogSizeInMb < 0 {
 		errs = append(errs, fmt.Errorf("app %q: maxWebhookLogSizeInMb must not be negative, not %g", a.ID, a.MaxWebhookLogSizeInMb))
