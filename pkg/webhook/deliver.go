@@ -131,13 +131,18 @@ func (d *Deliverer) Run(ctx context.Context) error {
 
 // target is one webhook URL of one app.
 type target struct {
-	d     *Deliverer
-	app   *apps.App
-	url   string
-	types []string
-	group string
-	key   string
-	log   hclog.Logger
+	d   *Deliverer
+	app *apps.App
+	url string
+	// hooks are the app's webhooks with this URL: an event is sent if one
+	// of them wants its type and channel. They share headers and batch
+	// (apps checks it).
+	hooks   []apps.Webhook
+	headers map[string]string
+	batch   *apps.WebhookBatch // nil: one event per request
+	group   string
+	key     string
+	log     hclog.Logger
 	// trims: this target trims the app's log (the first URL by group name).
 	trims bool
 	// lastRedirectLog rate-limits the warning about a redirecting receiver
@@ -149,9 +154,10 @@ func (d *Deliverer) target(app *apps.App, url string) *target {
 	t := &target{d: d, app: app, url: url, group: groupName(url), key: eventlog.Key(d.opts.Keyspace, app.ID)}
 	for _, w := range app.Webhooks {
 		if w.URL == url {
-			t.types = append(t.types, w.EventTypes...)
+			t.hooks = append(t.hooks, w)
 		}
 	}
+	t.headers, t.batch = t.hooks[0].Headers, t.hooks[0].Batch
 	groups := make([]string, 0, len(app.Webhooks))
 	for _, w := range app.Webhooks {
 		groups = append(groups, groupName(w.URL))
@@ -170,9 +176,11 @@ func groupName(url string) string {
 
 func (t *target) leaseKey() string { return leaseKey(t.d.opts.Keyspace, t.app.ID, t.group) }
 
-func (t *target) wants(name string) bool {
-	for _, ty := range t.types {
-		if ty == name {
+// wants reports whether one of the target's webhooks asks for ev: its
+// type, and its channel through the webhook's filter.
+func (t *target) wants(ev Event) bool {
+	for _, w := range t.hooks {
+		if wantsType(w, ev.Name) && w.Filter.Matches(ev.Channel) {
 			return true
 		}
 	}
@@ -186,13 +194,13 @@ type entry struct {
 	ev       Event
 	attempts int
 	next     time.Time // no attempt before
+	seen     time.Time // read into the queue (a batch's wait counts from it)
 	inFlight bool
 	done     bool // delivered, given up or debounced: ack and forget
 }
 
-// attempt is one POST of a batch of entries and its outcome. Today every
-// batch holds one entry (dispatch); batching several events into one POST
-// is a change to dispatch alone.
+// attempt is one POST of a batch of entries and its outcome: one entry,
+// or up to the webhook's batch size (dispatch).
 type attempt struct {
 	batch []*entry
 	err   error
@@ -218,8 +226,9 @@ func (t *target) deliver(ctx context.Context) {
 		s.ack(ctx)
 		s.t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(s.queue)))
 		s.trim(ctx)
-		due, wake := s.due(time.Now())
-		s.dispatch(ctx, due)
+		now := time.Now()
+		due, wake := s.due(now)
+		wake = s.dispatch(ctx, due, now, wake)
 		if len(s.acks) > 0 {
 			continue // debounced pairs: acknowledge them before anything else
 		}
@@ -310,8 +319,9 @@ func (s *session) trim(ctx context.Context) {
 }
 
 // due returns the entries that may be posted now, in log order: per
-// channel only the first unfinished one (ordering), and only once its
-// debounce and its retry backoff are over. A debounced event whose
+// channel only the first unfinished one (ordering) or, for a batching
+// webhook, the unbroken run of them from the first (one request keeps
+// their order), and only once its debounce and its retry backoff are over. A debounced event whose
 // opposite came back within the debounce is finished with it (both to be
 // acknowledged). wake is when the next held entry is due, at most a
 // second away.
@@ -342,25 +352,72 @@ func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 			wake = earliest(wake, e.next)
 			continue
 		}
-		blocked[e.ev.Channel] = true
+		if t.batch == nil {
+			blocked[e.ev.Channel] = true
+		}
 		due = append(due, e)
 	}
 	return due, wake
 }
 
 // dispatch starts attempts for due entries, in order, while fewer than
-// maxInFlight are under way; the rest wait for a later turn. Each attempt
-// posts one entry.
-func (s *session) dispatch(ctx context.Context, due []*entry) {
-	for _, e := range due {
-		if s.inFlight >= maxInFlight {
-			return
+// maxInFlight are under way; the rest wait for a later turn. Without
+// batching each attempt posts one entry. With it, due entries fill
+// requests of up to the batch size in log order; a channel's entries go in
+// one request, and those that do not fit wait until it is finished (a later
+// request of the channel must not overtake a failing one). A request not
+// full is held until its oldest entry was read MaxWait ago, for more to
+// join it; wake is moved to then.
+func (s *session) dispatch(ctx context.Context, due []*entry, now, wake time.Time) time.Time {
+	b := s.t.batch
+	if b == nil {
+		for _, e := range due {
+			if s.inFlight >= maxInFlight {
+				break
+			}
+			s.start(ctx, []*entry{e})
 		}
-		batch := []*entry{e}
-		e.inFlight = true
-		s.inFlight++
-		go func() { s.results <- attempt{batch, s.t.post(ctx, batch)} }()
+		return wake
 	}
+	var batches [][]*entry
+	placed := map[string]int{} // channel -> index of the batch holding its entries
+	for _, e := range due {
+		if n := len(batches); n == 0 || len(batches[n-1]) == b.Size {
+			batches = append(batches, nil)
+		}
+		cur := len(batches) - 1
+		if i, ok := placed[e.ev.Channel]; ok && i != cur {
+			continue // its channel is in a full request: after that one
+		}
+		placed[e.ev.Channel] = cur
+		batches[cur] = append(batches[cur], e)
+	}
+	for _, batch := range batches {
+		if len(batch) == 0 || s.inFlight >= maxInFlight {
+			break
+		}
+		if len(batch) < b.Size {
+			oldest := batch[0].seen
+			for _, e := range batch[1:] {
+				oldest = earliest(oldest, e.seen)
+			}
+			if until := oldest.Add(b.MaxWait); now.Before(until) {
+				return earliest(wake, until)
+			}
+		}
+		s.start(ctx, batch)
+	}
+	return wake
+}
+
+// start posts batch in an attempt of its own; finish settles it.
+func (s *session) start(ctx context.Context, batch []*entry) {
+	for _, e := range batch {
+		e.inFlight = true
+	}
+	s.inFlight++
+	s.t.d.m.requestEvents.WithLabelValues(s.t.app.ID, s.t.group).Observe(float64(len(batch)))
+	go func() { s.results <- attempt{batch, s.t.post(ctx, batch)} }()
 }
 
 // read reads new events into the queue; it waits for them (until wake, at
@@ -409,10 +466,8 @@ func (s *session) finish(r attempt) {
 	s.inFlight--
 	for _, e := range r.batch {
 		e.inFlight = false
-		if id := s.t.settle(e, r.err); id != "" {
-			s.acks = append(s.acks, id)
-		}
 	}
+	s.acks = append(s.acks, s.t.settle(r.batch, r.err)...)
 }
 
 // abandon waits for the attempts under way (ctx is done, so they end soon).
@@ -442,8 +497,9 @@ func sleep(ctx context.Context, d time.Duration) {
 // for, and unreadable ones, are acknowledged at once.
 func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage) []*entry {
 	var skip []string
+	now := time.Now()
 	for _, m := range msgs {
-		e := &entry{id: m.ID}
+		e := &entry{id: m.ID, seen: now}
 		raw, _ := m.Values["ev"].(string)
 		ts, _ := m.Values["t"].(string)
 		var err error
@@ -455,7 +511,7 @@ func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage)
 			t.log.Error("unreadable event in the webhook log; skipped", "id", m.ID, "error", err)
 			t.d.m.dropped.WithLabelValues(t.app.ID, t.group, "unreadable").Inc()
 			skip = append(skip, m.ID)
-		case !t.wants(e.ev.Name):
+		case !t.wants(e.ev):
 			skip = append(skip, m.ID)
 		default:
 			queue = append(queue, e)
@@ -510,6 +566,11 @@ func (t *target) post(ctx context.Context, batch []*entry) error {
 	if err != nil {
 		return err
 	}
+	// The webhook's own headers first: apps refuses the ones set below, and
+	// these would win anyway.
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
 	// Exactly application/json: the Node SDK refuses anything else.
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Pusher-Key", t.app.Key)
@@ -544,15 +605,21 @@ func (e *redirectError) Error() string {
 // one per webhook per period; every attempt still counts as failed.
 const redirectLogEvery = time.Minute
 
-// settle records an attempt's outcome; it returns the id to acknowledge
-// when the entry is finished.
-func (t *target) settle(e *entry, err error) string {
+// settle records an attempt's outcome and returns the ids to acknowledge:
+// the whole batch once delivered; on failure, those past the retry window
+// (given up). The others are retried together after one backoff, so a
+// failed request's events go out again as one, none acknowledged before.
+// Failed and retried count requests; sent and dropped count events.
+func (t *target) settle(batch []*entry, err error) (ids []string) {
 	app, group := t.app.ID, t.group
 	if err == nil {
-		e.done = true
-		t.d.m.sent.WithLabelValues(app, group).Inc()
-		t.d.m.latency.WithLabelValues(app, group).Observe(time.Since(time.UnixMilli(e.t)).Seconds())
-		return e.id
+		for _, e := range batch {
+			e.done = true
+			t.d.m.sent.WithLabelValues(app, group).Inc()
+			t.d.m.latency.WithLabelValues(app, group).Observe(time.Since(time.UnixMilli(e.t)).Seconds())
+			ids = append(ids, e.id)
+		}
+		return ids
 	}
 	t.d.m.failed.WithLabelValues(app, group).Inc()
 	if redirect := (*redirectError)(nil); errors.As(err, &redirect) && time.Since(t.lastRedirectLog) >= redirectLogEvery {
@@ -562,21 +629,35 @@ func (t *target) settle(e *entry, err error) string {
 		t.lastRedirectLog = time.Now()
 		t.log.Warn("webhook receiver redirects; not followed, the delivery failed", "status", redirect.status, "location", redirect.location)
 	}
-	e.attempts++
-	age := time.Since(time.UnixMilli(e.t))
-	if age >= t.d.opts.RetryWindow {
-		e.done = true
-		t.d.m.dropped.WithLabelValues(app, group, "expired").Inc()
-		t.log.Error("webhook event given up after the retry window", "event", e.ev.Name, "channel", e.ev.Channel,
-			"user_id", e.ev.UserID, "id", e.id, "age", age.Round(time.Millisecond), "attempts", e.attempts, "error", err)
-		return e.id
+	attempts := 0
+	var retry []*entry
+	for _, e := range batch {
+		e.attempts++
+		age := time.Since(time.UnixMilli(e.t))
+		if age >= t.d.opts.RetryWindow {
+			e.done = true
+			t.d.m.dropped.WithLabelValues(app, group, "expired").Inc()
+			t.log.Error("webhook event given up after the retry window", "event", e.ev.Name, "channel", e.ev.Channel,
+				"user_id", e.ev.UserID, "id", e.id, "age", age.Round(time.Millisecond), "attempts", e.attempts, "error", err)
+			ids = append(ids, e.id)
+			continue
+		}
+		attempts = max(attempts, e.attempts)
+		retry = append(retry, e)
 	}
-	backoff := min(minBackoff<<min(e.attempts-1, 10), maxBackoff)
+	if len(retry) == 0 {
+		return ids
+	}
+	backoff := min(minBackoff<<min(attempts-1, 10), maxBackoff)
 	backoff = backoff/2 + rand.N(backoff/2+1)
-	e.next = time.Now().Add(backoff)
+	next := time.Now().Add(backoff)
+	for _, e := range retry {
+		e.next = next
+	}
 	t.d.m.retried.WithLabelValues(app, group).Inc()
-	t.log.Debug("webhook delivery failed; will retry", "event", e.ev.Name, "channel", e.ev.Channel, "attempt", e.attempts, "in", backoff, "error", err)
-	return ""
+	t.log.Debug("webhook delivery failed; will retry", "event", retry[0].ev.Name, "channel", retry[0].ev.Channel, "events", len(retry),
+		"attempt", attempts, "in", backoff, "error", err)
+	return ids
 }
 
 // trim removes the log entries every webhook of the app has finished: those

@@ -17,8 +17,21 @@
 //     over within a lease TTL, with the events it had read and not
 //     acknowledged (XAUTOCLAIM). An event is acknowledged only once
 //     delivered or given up, so nothing is lost; one may be sent twice.
-//   - Events of one channel are posted in log order, one at a time; other
-//     channels' go on meanwhile (up to 16 requests in flight per webhook).
+//   - Events of one channel are posted in log order, one request at a
+//     time; other channels' go on meanwhile (up to 16 requests in flight
+//     per webhook).
+//   - Without a batch setting a request carries one event. With one
+//     (apps.WebhookBatch), a request carries up to Size events in log
+//     order, several of one channel included; a request not full waits
+//     until its oldest event was read MaxWait ago. A failed request's events
+//     are retried together after one backoff; none is acknowledged before a
+//     request carrying it succeeded, so batching changes neither the order
+//     within a channel nor at-least-once delivery.
+//   - A webhook gets only the event types it lists and, with a filter,
+//     only events whose channel starts and ends as the filter says
+//     (soketi's channel_name_starts_with / _ends_with); the others are
+//     acknowledged for it at once. Its headers are sent with each request;
+//     apps refuses those the signature or framing depends on.
 //   - channel_vacated and member_removed wait the debounce (3 s) and are
 //     dropped together with the channel_occupied / member_added that
 //     undid them within it (a page reload sends nothing).
@@ -33,7 +46,8 @@
 //     reach, internal ones included.
 //   - Requests are signed as Pusher signs them: Content-Type exactly
 //     application/json, X-Pusher-Key, X-Pusher-Signature = hex
-//     HMAC-SHA256(secret, body), body {"time_ms": creation, "events": [one]}.
+//     HMAC-SHA256(secret, body), body {"time_ms": creation of the first
+//     event, "events": [...]}.
 //   - The log is trimmed below what every webhook of the app has finished,
 //     and capped at about a million entries in case nothing delivers.
 //   - It is also bounded by bytes (LogBudget: the app's

@@ -11,6 +11,7 @@ type metrics struct {
 	sent, failed, retried, debounced *prometheus.CounterVec
 	dropped                          *prometheus.CounterVec
 	latency                          *prometheus.HistogramVec
+	requestEvents                    *prometheus.HistogramVec
 	depth                            *prometheus.GaugeVec
 	active                           *prometheus.GaugeVec
 	logBytes                         *prometheus.GaugeVec
@@ -39,6 +40,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "headcount_webhook_delivery_seconds",
 			Help:    "From an event's creation to its delivery (debounce and retries included).",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, labels),
+		requestEvents: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "headcount_webhook_request_events",
+			Help:    "Events in each webhook request (attempts, retries included): 1 without batching, up to the webhook's batch size with it.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 		}, labels),
 		depth: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_queue_depth", Help: "Events read and not yet delivered or given up, for webhooks this replica delivers.",
