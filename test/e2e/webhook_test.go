@@ -192,3 +192,187 @@ func TestWebhooks(t *testing.T) {
 	}
 	t.Logf("%d requests valid for pusher-http-go and the Node SDK; events: %v", len(raw), got)
 }
+
+// batchHookReceiver is a batching webhook's endpoint: it validates every
+// request with pusher-http-go v5.1.1 whatever its number of events, fails
+// the second one, and keeps every request for the Node SDK's check.
+type batchHookReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests [][]string // events of each request answered 2xx, in arrival order
+	failed   int
+	invalid  []string
+	raw      []map[string]any
+	token    []string // X-Hook-Token of each request
+}
+
+func newBatchHookReceiver(t *testing.T) *batchHookReceiver {
+	r := &batchHookReceiver{}
+	client := &pusher.Client{AppID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.raw = append(r.raw, map[string]any{"body": string(body), "headers": map[string]string{
+			"content-type": req.Header.Get("Content-Type"), "x-pusher-key": req.Header.Get("X-Pusher-Key"),
+			"x-pusher-signature": req.Header.Get("X-Pusher-Signature")}})
+		r.token = append(r.token, req.Header.Get("X-Hook-Token"))
+		hook, err := client.Webhook(req.Header, body)
+		if err != nil || len(hook.Events) == 0 {
+			r.invalid = append(r.invalid, fmt.Sprintf("%s: %v", body, err))
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if len(r.raw) == 2 {
+			r.failed++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		var events []string
+		for _, e := range hook.Events {
+			events = append(events, strings.TrimSpace(strings.Join([]string{e.Name, e.Channel, e.UserID, e.Event, e.Data}, " ")))
+		}
+		r.requests = append(r.requests, events)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// events returns every delivered event in arrival order once all of want
+// are among them.
+func (r *batchHookReceiver) waitFor(t *testing.T, timeout time.Duration, want ...string) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		var got []string
+		for _, rq := range r.requests {
+			got = append(got, rq...)
+		}
+		invalid := slices.Clone(r.invalid)
+		r.mu.Unlock()
+		if len(invalid) > 0 {
+			t.Fatalf("invalid webhook requests: %v", invalid)
+		}
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
+		if len(missing) == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("webhooks missing after %v: %v; received: %v", timeout, missing, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWebhooksBatched drives a batching webhook with headers and a filter
+// on real processes (2 wsnodes, a cleaner, the httpapi): requests carry
+// several events, at most the batch size; a socket's client events arrive
+// in order across requests, one of which failed and was retried; the
+// events of a SIGKILLed node's reap arrive in order too; only presence-
+// channels' events come (the filter); every request carries the header
+// and passes pusher-http-go's and the Node SDK's validation.
+func TestWebhooksBatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	const batchSize = 4
+	rcv := newBatchHookReceiver(t)
+	appsJSON, _ := json.Marshal([]map[string]any{{
+		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret, "enableClientMessages": true,
+		"webhooks": []map[string]any{{"url": rcv.URL + "/pusher/webhooks",
+			"event_types": []string{"channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event"},
+			"headers":     map[string]string{"X-Hook-Token": "t0ken"},
+			"filter":      map[string]string{"channel_name_starts_with": "presence-"},
+			"batch":       map[string]int{"size": batchSize, "maxWaitMs": 300}}},
+	}})
+	appsFile := filepath.Join(t.TempDir(), "apps.json")
+	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.New(t)
+	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
+	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	cl := startCleaner(t, "cleaner", common...)
+	startHTTPAPIs(t, 1, common...)
+	for _, n := range []node{a, b, cl} {
+		waitReady(t, n.p, n.admin)
+	}
+
+	ca, ida := wsConnect(t, a.addr)
+	wsSubscribe(t, ca, "", "news", "") // filtered out
+	wsSubscribe(t, ca, ida, "presence-batch", `{"user_id":"u1"}`)
+	cb, idb := wsConnect(t, b.addr)
+	wsSubscribe(t, cb, idb, "presence-batch", `{"user_id":"u2"}`)
+	wsSubscribe(t, cb, idb, "presence-bonly", `{"user_id":"u2"}`)
+	var want []string
+	for i := range 8 {
+		wsSend(t, ca, fmt.Sprintf(`{"event":"client-n","channel":"presence-batch","data":{"n":%d}}`, i))
+		want = append(want, fmt.Sprintf(`client_event presence-batch u1 client-n {"n":%d}`, i))
+	}
+	rcv.waitFor(t, 30*time.Second, append([]string{"channel_occupied presence-batch", "member_added presence-batch u1",
+		"member_added presence-batch u2", "channel_occupied presence-bonly", "member_added presence-bonly u2"}, want...)...)
+
+	b.p.kill(t)
+	got := rcv.waitFor(t, 60*time.Second, "member_removed presence-batch u2", "member_removed presence-bonly u2", "channel_vacated presence-bonly")
+
+	inOrder := func(seq ...string) {
+		t.Helper()
+		idx := make([]int, len(seq))
+		for i, s := range seq {
+			if idx[i] = slices.Index(got, s); idx[i] < 0 || slices.Index(got[idx[i]+1:], s) >= 0 {
+				t.Fatalf("%q arrived %d times: %v", s, len(slices.DeleteFunc(slices.Clone(got), func(g string) bool { return g != s })), got)
+			}
+		}
+		if !slices.IsSorted(idx) {
+			t.Fatalf("out of order: want %v, received %v", seq, got)
+		}
+	}
+	inOrder(want...)
+	inOrder("channel_occupied presence-bonly", "member_added presence-bonly u2", "member_removed presence-bonly u2", "channel_vacated presence-bonly")
+	inOrder("member_added presence-batch u2", "member_removed presence-batch u2")
+	for _, g := range got {
+		if strings.Contains(g, " news") {
+			t.Fatalf("the filter let %q through", g)
+		}
+	}
+
+	rcv.mu.Lock()
+	requests, raw, tokens, failed := slices.Clone(rcv.requests), slices.Clone(rcv.raw), slices.Clone(rcv.token), rcv.failed
+	rcv.mu.Unlock()
+	several := 0
+	for _, rq := range requests {
+		if len(rq) > batchSize {
+			t.Fatalf("a request of %d events, over the batch size %d: %v", len(rq), batchSize, rq)
+		}
+		if len(rq) > 1 {
+			several++
+		}
+	}
+	if several == 0 || failed != 1 {
+		t.Fatalf("want requests of several events and one failed request; got %d failed, requests %v", failed, requests)
+	}
+	for i, tok := range tokens {
+		if tok != "t0ken" {
+			t.Fatalf("request %d carried X-Hook-Token %q", i, tok)
+		}
+	}
+
+	// Every request, the failed one included, as the Node SDK sees it.
+	var in bytes.Buffer
+	for _, r := range raw {
+		line, _ := json.Marshal(r)
+		in.Write(append(line, '\n'))
+	}
+	cmd := exec.Command("node", "webhook-check.js", e2eAppID, e2eAppKey, e2eAppSecret)
+	cmd.Dir = filepath.Join(repoRoot(t), "test", "compat")
+	cmd.Stdin = &in
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Node SDK refused webhook requests: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ok client_event,client_event") {
+		t.Fatalf("the Node SDK saw no request of several events:\n%s", out)
+	}
+	t.Logf("%d requests (%d of several events) valid for pusher-http-go and the Node SDK:\n%s\ndelivered: %q", len(raw), several, out, requests)
+}
