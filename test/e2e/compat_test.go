@@ -57,6 +57,7 @@ func TestPusherJSCompat(t *testing.T) {
 		EnableUserAuth          bool             `json:"enableUserAuthentication,omitempty"`
 		Capacities              []map[string]any `json:"capacities,omitempty"`
 		Admission               map[string]int   `json:"admission,omitempty"`
+		Webhooks                []map[string]any `json:"webhooks,omitempty"`
 	}
 	apps := []appEntry{
 		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
@@ -66,6 +67,18 @@ func TestPusherJSCompat(t *testing.T) {
 		{ID: "app3-id", Key: "app3-key", Secret: "app3-secret", EnableSubscriptionCount: true},
 		{ID: "app4-id", Key: "app4-key", Secret: "app4-secret", EnableUserAuth: true},
 	}
+	// The webhook app batches its webhooks to a receiver the suite runs on
+	// hooksAddr (suite/webhooks.js), with a header and a filter
+	// (14-webhook-batch.test.js, 99-sigkill.test.js).
+	hooksAddr := freeAddr(t)
+	const hooksBatch, hooksToken, hooksPrefix = 5, "compat-t0ken", "presence-hook-"
+	hooks := appEntry{ID: "hooks-id", Key: "hooks-key", Secret: "hooks-secret", EnableClientMessages: true,
+		Webhooks: []map[string]any{{"url": "http://" + hooksAddr + "/hooks",
+			"event_types": []string{"channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event"},
+			"headers":     map[string]string{"X-Hook-Token": hooksToken},
+			"filter":      map[string]string{"channel_name_starts_with": hooksPrefix},
+			"batch":       map[string]int{"size": hooksBatch, "maxWaitMs": 200}}}}
+	apps = append(apps, hooks)
 	appsJSON, err := json.Marshal(apps)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +114,8 @@ func TestPusherJSCompat(t *testing.T) {
 		"HC_APP2_ID="+apps[1].ID, "HC_APP2_KEY="+apps[1].Key, "HC_APP2_SECRET="+apps[1].Secret,
 		"HC_APP3_ID="+apps[2].ID, "HC_APP3_KEY="+apps[2].Key, "HC_APP3_SECRET="+apps[2].Secret,
 		"HC_APP4_ID="+apps[3].ID, "HC_APP4_KEY="+apps[3].Key, "HC_APP4_SECRET="+apps[3].Secret,
+		"HC_HOOKS_APP_ID="+hooks.ID, "HC_HOOKS_APP_KEY="+hooks.Key, "HC_HOOKS_APP_SECRET="+hooks.Secret,
+		"HC_HOOKS_ADDR="+hooksAddr, "HC_HOOKS_BATCH_SIZE="+strconv.Itoa(hooksBatch), "HC_HOOKS_TOKEN="+hooksToken, "HC_HOOKS_PREFIX="+hooksPrefix,
 		"HC_USER_AUTH_TIMEOUT_MS="+strconv.FormatInt(userAuthTimeout.Milliseconds(), 10),
 		"HC_API="+api.addr,
 		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),

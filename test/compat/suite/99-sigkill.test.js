@@ -15,6 +15,24 @@ const MA = 'pusher_internal:member_added';
 const MR = 'pusher_internal:member_removed';
 const user = (id) => (f) => f.data && f.data.user_id === id;
 
+// Webhooks: a member of the webhook app held only by node B. Its setup runs
+// before the crash below and its check after it: the reap's member_removed
+// and channel_vacated reach the batching webhook, in order, valid for the
+// Node SDK.
+const hooks = require('./webhooks');
+const hookRcv = new hooks.Receiver();
+const hookChannel = `${hooks.prefix}crash-${uid()}`;
+
+describe('webhooks before the crash', { timeout: 30000 }, () => {
+  test('members of the webhook app on node B', async () => {
+    await hookRcv.listen();
+    for (const user of ['k1', 'k2']) {
+      await new Client(`hook-${user}`, B, { app: hooks.hooksApp, presence: { user_id: user } }).subscribe(hookChannel);
+    }
+    await hookRcv.waitFor([`channel_occupied ${hookChannel}`, `member_added ${hookChannel} k1`, `member_added ${hookChannel} k2`], 15000);
+  });
+});
+
 describe('node crash', { timeout: 30000 }, () => {
   after(closeAll);
 
@@ -63,6 +81,30 @@ describe('node crash', { timeout: 30000 }, () => {
       assert.equal(obs.state, 'connected', 'node A\'s client is unaffected');
     } finally {
       closeAll();
+    }
+  });
+});
+
+describe('webhooks after the crash', { timeout: 30000 }, () => {
+  after(() => hookRcv.close());
+
+  test('SIGKILL of node B: its members\' webhooks arrive through the batching webhook', async () => {
+    const pid = Number(process.env.HC_KILL_PID_B);
+    assert.throws(() => process.kill(pid, 0), /ESRCH/, 'node B is still alive: this check runs after the crash test');
+    // The reap, then the 3 s debounce of member_removed and channel_vacated.
+    const got = await hookRcv.waitFor([`member_removed ${hookChannel} k1`, `member_removed ${hookChannel} k2`, `channel_vacated ${hookChannel}`],
+      deadAfterMs + scanIntervalMs + 3000 + 8000);
+    const mine = got.filter((e) => e.split(' ')[1] === hookChannel);
+    assert.deepEqual(mine.slice(0, 3).map((e) => e.split(' ')[0]), ['channel_occupied', 'member_added', 'member_added']);
+    assert.deepEqual(mine.slice(3, 5).map((e) => e.split(' ')[0]).sort(), ['member_removed', 'member_removed']);
+    assert.equal(mine[5], `channel_vacated ${hookChannel}`, `channel_vacated after the members: ${JSON.stringify(mine)}`);
+    assert.equal(mine.length, 6, `each event once: ${JSON.stringify(mine)}`);
+    // One reap unit logs both leaves at once, so they share a request.
+    assert.ok(hookRcv.requests.some((r) => r.events.includes(`member_removed ${hookChannel} k1`) && r.events.includes(`member_removed ${hookChannel} k2`)),
+      `the reap's member_removed events came in separate requests: ${JSON.stringify(hookRcv.requests.map((r) => r.events))}`);
+    for (const r of hookRcv.requests) {
+      assert.ok(r.events.length <= hooks.batchSize);
+      assert.equal(r.token, hooks.token);
     }
   });
 });
