@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	pusher "github.com/pusher/pusher-http-go/v5"
@@ -330,4 +331,34 @@ func TestFilter(t *testing.T) {
 	require.Equal(t, []string{"channel_occupied private-a-orders", "channel_occupied private-c-orders", "channel_occupied private-marker-orders"}, got(rcv[0]))
 	require.Len(t, got(rcv[1]), len(all)+4, "the webhook without a filter gets everything")
 	require.Equal(t, []string{"member_added presence-d-orders u", "member_added presence-marker-orders m"}, got(rcv[2]))
+}
+
+// TestFilterProducer: client events no webhook's filter lets through are
+// not logged at all, so they take none of the log's byte budget.
+func TestFilterProducer(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true, Webhooks: []apps.Webhook{
+		{URL: "http://127.0.0.1:9/a", EventTypes: []string{ClientEvent}, Filter: apps.WebhookFilter{ChannelNameStartsWith: "private-"}},
+		{URL: "http://127.0.0.1:9/b", EventTypes: []string{ChannelOccupied}},
+	}}
+	p := NewProducer(rdb, keyspace.Space{}, hclog.NewNullLogger(), prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, c := range []string{"public-x", "private-y", "presence-z"} {
+		p.Enqueue(app, Event{Name: ClientEvent, Channel: c, Event: "client-a", Data: "{}", SocketID: "1.1"})
+	}
+	p.Enqueue(app, Event{Name: ChannelOccupied, Channel: "public-x"}) // the other webhook wants it
+	key := eventlog.Key(keyspace.Space{}, app.ID)
+	require.Eventually(t, func() bool { n, err := rdb.XLen(context.Background(), key).Result(); return err == nil && n >= 2 }, 5*time.Second, 10*time.Millisecond)
+	entries, err := rdb.XRange(context.Background(), key, "-", "+").Result()
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Values["ev"].(string))
+	}
+	require.Len(t, got, 2, "%v", got)
+	require.Contains(t, got[0], `"channel":"private-y"`)
+	require.Contains(t, got[1], `"name":"channel_occupied"`)
 }

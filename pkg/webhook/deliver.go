@@ -179,12 +179,7 @@ func (t *target) leaseKey() string { return leaseKey(t.d.opts.Keyspace, t.app.ID
 // wants reports whether one of the target's webhooks asks for ev: its
 // type, and its channel through the webhook's filter.
 func (t *target) wants(ev Event) bool {
-	for _, w := range t.hooks {
-		if wantsType(w, ev.Name) && w.Filter.Matches(ev.Channel) {
-			return true
-		}
-	}
-	return false
+	return wantsEvent(&apps.App{Webhooks: t.hooks}, ev)
 }
 
 // entry is one event of the log on its way to this target.

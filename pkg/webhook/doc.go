@@ -30,7 +30,8 @@
 //   - A webhook gets only the event types it lists and, with a filter,
 //     only events whose channel starts and ends as the filter says
 //     (soketi's channel_name_starts_with / _ends_with); the others are
-//     acknowledged for it at once. Its headers are sent with each request;
+//     acknowledged for it at once, and a client event no webhook of its
+//     app wants is not logged at all (Producer.Enqueue). Its headers are sent with each request;
 //     apps refuses those the signature or framing depends on.
 //   - channel_vacated and member_removed wait the debounce (3 s) and are
 //     dropped together with the channel_occupied / member_added that

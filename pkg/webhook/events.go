@@ -52,6 +52,17 @@ func Wants(app *apps.App, name string) bool {
 	return false
 }
 
+// wantsEvent reports whether any of app's webhooks asks for ev: its type,
+// and its channel through the webhook's filter.
+func wantsEvent(app *apps.App, ev Event) bool {
+	for _, w := range app.Webhooks {
+		if wantsType(w, ev.Name) && w.Filter.Matches(ev.Channel) {
+			return true
+		}
+	}
+	return false
+}
+
 func wantsType(w apps.Webhook, name string) bool {
 	for _, t := range w.EventTypes {
 		if t == name {

@@ -61,8 +61,13 @@ func NewProducer(rdb redis.UniversalClient, ks keyspace.Space, log hclog.Logger,
 	}
 }
 
-// Enqueue queues ev for app's log without blocking.
+// Enqueue queues ev for app's log without blocking. An event no webhook
+// of app wants, by type or by its filter, is not logged: client events
+// outside every filter would only take the log's byte budget.
 func (p *Producer) Enqueue(app *apps.App, ev Event) {
+	if !wantsEvent(app, ev) {
+		return
+	}
 	select {
 	case p.q <- queued{app, ev}:
 	default:
