@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -67,9 +68,12 @@ const (
 // not replace them.
 var reservedHeaders = []string{"Content-Type", "Content-Length", "Host", "Transfer-Encoding", "X-Pusher-Key", "X-Pusher-Signature"}
 
-// UnmarshalJSON reads a webhook object. Unknown fields of the webhook are
-// ignored, as soketi does; unknown fields of its filter and batch objects
-// are errors, so that a misspelt limit is not silently ignored.
+// webhookFields are the fields a webhook object may have, canonical.
+var webhookFields = []string{"url", "eventtypes", "headers", "filter", "batch", "batching"}
+
+// UnmarshalJSON reads a webhook object. Unknown fields are errors, so that
+// neither a misspelt setting nor soketi's AWS Lambda webhooks, which
+// headcount does not send, are silently ignored.
 func (w *Webhook) UnmarshalJSON(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -77,6 +81,15 @@ func (w *Webhook) UnmarshalJSON(b []byte) error {
 	}
 	f := canonicalFields(raw)
 	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		switch {
+		case slices.Contains(webhookFields, k):
+		case k == "lambdafunction" || k == "lambda":
+			errs = append(errs, fmt.Errorf("%s: AWS Lambda webhooks are not supported; give a url", originalName(raw, k)))
+		default:
+			errs = append(errs, fmt.Errorf("unknown field %q (known: url, event_types, headers, filter, batch)", originalName(raw, k)))
+		}
+	}
 	get := func(name string, dst any) bool {
 		v, ok := f[canonical(name)]
 		if !ok || isNull(v) {
@@ -192,6 +205,9 @@ func decodeBatch(raw map[string]json.RawMessage) (*WebhookBatch, error) {
 // break the request's signature or framing.
 func (w *Webhook) validate() error {
 	var errs []error
+	if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("url %q must be an absolute http:// or https:// URL", w.URL))
+	}
 	for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
 		switch {
 		case !validHeaderName(name):

@@ -26,7 +26,7 @@ func TestWebhookFields(t *testing.T) {
 	   "batch": {"size": 20, "maxWaitMs": 250}},
 	  {"url": "http://r/2", "eventTypes": ["channel_occupied"], "batching": {"enabled": true, "duration": 100}},
 	  {"url": "http://r/3", "event_types": ["channel_occupied"], "batch": {}},
-	  {"url": "http://r/4", "event_types": ["channel_occupied"], "batch": {"enabled": false, "duration": 100}, "lambda_function": "ignored"}
+	  {"url": "http://r/4", "event_types": ["channel_occupied"], "batch": {"enabled": false, "duration": 100}}
 	]`)
 	require.NoError(t, err)
 	w := a.Webhooks
@@ -65,25 +65,30 @@ func TestWebhookFilterMatches(t *testing.T) {
 
 func TestWebhookRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ webhooks, want string }{
-		"signature header":    {`[{"url":"u","headers":{"x-pusher-signature":"forged"}}]`, `"x-pusher-signature" is set by headcount`},
-		"key header":          {`[{"url":"u","headers":{"X-Pusher-Key":"k"}}]`, `"X-Pusher-Key" is set by headcount`},
-		"content type":        {`[{"url":"u","headers":{"Content-Type":"text/plain"}}]`, `"Content-Type" is set by headcount`},
-		"content length":      {`[{"url":"u","headers":{"content-length":"1"}}]`, `"content-length" is set by headcount`},
-		"host":                {`[{"url":"u","headers":{"HOST":"evil"}}]`, `"HOST" is set by headcount`},
-		"bad header name":     {`[{"url":"u","headers":{"X Bad":"v"}}]`, `"X Bad" is not a valid HTTP header name`},
-		"header injection":    {`[{"url":"u","headers":{"X-A":"v\r\nX-Pusher-Signature: f"}}]`, `value of "X-A" holds a control character`},
-		"header not a string": {`[{"url":"u","headers":{"X-A":1}}]`, `field webhooks: headers`},
-		"filter typo":         {`[{"url":"u","filter":{"channel_starts_with":"a"}}]`, `filter: unknown field "channel_starts_with"`},
-		"filter not a string": {`[{"url":"u","filter":{"channel_name_starts_with":1}}]`, `filter.channel_name_starts_with`},
-		"batch size 0":        {`[{"url":"u","batch":{"size":0}}]`, `batch.size must be 1..1000, not 0`},
-		"batch size too big":  {`[{"url":"u","batch":{"size":1001}}]`, `batch.size must be 1..1000, not 1001`},
-		"batch wait negative": {`[{"url":"u","batch":{"maxWaitMs":-1}}]`, `batch.maxWaitMs must be 0..60000, not -1`},
-		"batch wait too long": {`[{"url":"u","batch":{"maxWaitMs":60001}}]`, `batch.maxWaitMs must be 0..60000, not 60001`},
-		"batch typo":          {`[{"url":"u","batch":{"maxWait":10}}]`, `batch.maxWait: unknown field`},
-		"batch two waits":     {`[{"url":"u","batch":{"maxWaitMs":10,"duration":20}}]`, `not both`},
-		"batch and batching":  {`[{"url":"u","batch":{},"batching":{}}]`, `give "batch" or "batching", not both`},
-		"batch not an object": {`[{"url":"u","batch":50}]`, `batch:`},
-		"same url differs":    {`[{"url":"u","event_types":["a"]},{"url":"u","event_types":["b"],"batch":{}}]`, `webhooks[1]: same url as webhooks[0]`},
+		"signature header":    {`[{"url":"http://u","headers":{"x-pusher-signature":"forged"}}]`, `"x-pusher-signature" is set by headcount`},
+		"key header":          {`[{"url":"http://u","headers":{"X-Pusher-Key":"k"}}]`, `"X-Pusher-Key" is set by headcount`},
+		"content type":        {`[{"url":"http://u","headers":{"Content-Type":"text/plain"}}]`, `"Content-Type" is set by headcount`},
+		"content length":      {`[{"url":"http://u","headers":{"content-length":"1"}}]`, `"content-length" is set by headcount`},
+		"host":                {`[{"url":"http://u","headers":{"HOST":"evil"}}]`, `"HOST" is set by headcount`},
+		"bad header name":     {`[{"url":"http://u","headers":{"X Bad":"v"}}]`, `"X Bad" is not a valid HTTP header name`},
+		"header injection":    {`[{"url":"http://u","headers":{"X-A":"v\r\nX-Pusher-Signature: f"}}]`, `value of "X-A" holds a control character`},
+		"header not a string": {`[{"url":"http://u","headers":{"X-A":1}}]`, `field webhooks: headers`},
+		"filter typo":         {`[{"url":"http://u","filter":{"channel_starts_with":"a"}}]`, `filter: unknown field "channel_starts_with"`},
+		"filter not a string": {`[{"url":"http://u","filter":{"channel_name_starts_with":1}}]`, `filter.channel_name_starts_with`},
+		"batch size 0":        {`[{"url":"http://u","batch":{"size":0}}]`, `batch.size must be 1..1000, not 0`},
+		"batch size too big":  {`[{"url":"http://u","batch":{"size":1001}}]`, `batch.size must be 1..1000, not 1001`},
+		"batch wait negative": {`[{"url":"http://u","batch":{"maxWaitMs":-1}}]`, `batch.maxWaitMs must be 0..60000, not -1`},
+		"batch wait too long": {`[{"url":"http://u","batch":{"maxWaitMs":60001}}]`, `batch.maxWaitMs must be 0..60000, not 60001`},
+		"batch typo":          {`[{"url":"http://u","batch":{"maxWait":10}}]`, `batch.maxWait: unknown field`},
+		"batch two waits":     {`[{"url":"http://u","batch":{"maxWaitMs":10,"duration":20}}]`, `not both`},
+		"batch and batching":  {`[{"url":"http://u","batch":{},"batching":{}}]`, `give "batch" or "batching", not both`},
+		"batch not an object": {`[{"url":"http://u","batch":50}]`, `batch:`},
+		"same url differs":    {`[{"url":"http://u","event_types":["a"]},{"url":"http://u","event_types":["b"],"batch":{}}]`, `webhooks[1]: same url as webhooks[0]`},
+		"no url":              {`[{"event_types":["a"]}]`, `url "" must be an absolute http:// or https:// URL`},
+		"relative url":        {`[{"url":"/hooks"}]`, `url "/hooks" must be an absolute`},
+		"other scheme":        {`[{"url":"ftp://h/x"}]`, `url "ftp://h/x" must be an absolute`},
+		"lambda":              {`[{"lambda_function":"f","lambda":{"region":"eu-west-1"}}]`, `lambda_function: AWS Lambda webhooks are not supported`},
+		"unknown field":       {`[{"url":"http://u","event_type":["a"]}]`, `unknown field "event_type"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseOne(t, tc.webhooks)
@@ -92,7 +97,7 @@ func TestWebhookRejects(t *testing.T) {
 		})
 	}
 	// Entries sharing a URL with the same headers and batch are fine.
-	_, err := parseOne(t, `[{"url":"u","event_types":["a"],"headers":{"X":"1"},"filter":{"channel_name_starts_with":"p"}},{"url":"u","event_types":["b"],"headers":{"X":"1"}}]`)
+	_, err := parseOne(t, `[{"url":"https://u/h","event_types":["a"],"headers":{"X":"1"},"filter":{"channel_name_starts_with":"p"}},{"url":"https://u/h","event_types":["b"],"headers":{"X":"1"}}]`)
 	require.NoError(t, err)
 }
 
