@@ -168,7 +168,7 @@ func TestBatchSize(t *testing.T) {
 // TestBatchMaxWait: a batch that does not fill is sent once its oldest
 // event has waited maxWait, with every event that arrived meanwhile.
 func TestBatchMaxWait(t *testing.T) {
-	const maxWait = 400 * time.Millisecond
+	const maxWait = time.Second
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 50, MaxWait: maxWait}})
 	f.start(t, "r1", Options{})
 	// The deliverer holds its lease and reads before the clock starts.
