@@ -179,7 +179,7 @@ func (t *target) leaseKey() string { return leaseKey(t.d.opts.Keyspace, t.app.ID
 // wants reports whether one of the target's webhooks asks for ev: its
 // type, and its channel through the webhook's filter.
 func (t *target) wants(ev Event) bool {
-	return wantsEvent(&apps.App{Webhooks: t.hooks}, ev)
+	return wantsEvent(t.hooks, ev)
 }
 
 // entry is one event of the log on its way to this target.
@@ -316,9 +316,9 @@ func (s *session) trim(ctx context.Context) {
 // due returns the entries that may be posted now, in log order: per
 // channel only the first unfinished one (ordering) or, for a batching
 // webhook, the unbroken run of them from the first (one request keeps
-// their order), and only once its debounce and its retry backoff are over. A debounced event whose
-// opposite came back within the debounce is finished with it (both to be
-// acknowledged). wake is when the next held entry is due, at most a
+// their order), and only once its debounce and its retry backoff are
+// over. A debounced event whose opposite came back within the debounce is
+// finished with it (both to be acknowledged). wake is when the next held entry is due, at most a
 // second away.
 func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 	t := s.t

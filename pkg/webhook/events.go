@@ -52,10 +52,10 @@ func Wants(app *apps.App, name string) bool {
 	return false
 }
 
-// wantsEvent reports whether any of app's webhooks asks for ev: its type,
-// and its channel through the webhook's filter.
-func wantsEvent(app *apps.App, ev Event) bool {
-	for _, w := range app.Webhooks {
+// wantsEvent reports whether any of hooks asks for ev: its type, and its
+// channel through the webhook's filter.
+func wantsEvent(hooks []apps.Webhook, ev Event) bool {
+	for _, w := range hooks {
 		if wantsType(w, ev.Name) && w.Filter.Matches(ev.Channel) {
 			return true
 		}

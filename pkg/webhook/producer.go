@@ -65,7 +65,7 @@ func NewProducer(rdb redis.UniversalClient, ks keyspace.Space, log hclog.Logger,
 // of app wants, by type or by its filter, is not logged: client events
 // outside every filter would only take the log's byte budget.
 func (p *Producer) Enqueue(app *apps.App, ev Event) {
-	if !wantsEvent(app, ev) {
+	if !wantsEvent(app.Webhooks, ev) {
 		return
 	}
 	select {
