@@ -25,6 +25,7 @@ const (
 	KindEncrypted      // private-encrypted-
 	KindPresence       // presence-
 	KindUser           // #server-to-user-{id}
+	KindInternal       // #headcount- (InternalPrefix): the server's own
 )
 
 // Name prefixes of the kinds. A cache channel is any kind whose name goes
@@ -49,6 +50,8 @@ func ChannelKind(name string) Kind {
 		return KindPresence
 	case strings.HasPrefix(name, UserChannelPrefix):
 		return KindUser
+	case strings.HasPrefix(name, InternalPrefix):
+		return KindInternal
 	}
 	return KindPublic
 }
@@ -64,14 +67,24 @@ func (k Kind) String() string {
 		return "presence"
 	case KindUser:
 		return "user"
+	case KindInternal:
+		return "internal"
 	}
 	return "public"
 }
 
 // Counted reports whether the channel's subscriptions are counted in
 // Redis. A user channel is not: it is not a channel an application
-// subscribes to but where the server reaches a signed-in user.
-func (k Kind) Counted() bool { return k != KindUser }
+// subscribes to but where the server reaches a signed-in user. Nor is an
+// internal one: SignedInChannel has members only, so it never appears in
+// listings, counts or occupancy webhooks.
+func (k Kind) Counted() bool { return k != KindUser && k != KindInternal }
+
+// Logged reports whether the channel's occupancy and member changes go to
+// the app's webhooks. An internal channel's never do: its member edges
+// are announced on WatchUserChannel instead. The count scripts cannot call
+// this, so they are given InternalPrefix (the kind's only prefix) to skip.
+func (k Kind) Logged() bool { return k != KindInternal }
 
 // AnnouncesCounts reports whether a change of the channel's count is
 // announced as subscription_count (the pusher_internal event and the

@@ -226,3 +226,29 @@ func compactInfo(raw json.RawMessage) json.RawMessage {
 	}
 	return b.Bytes()
 }
+
+// ParseWatchlist returns the distinct user ids of signin user_data's
+// "watchlist" array, in their first order (nil when absent or null). Each
+// id is a string or a number, as a presence user_id is. It checks no
+// limit: the caller does (MaxWatchlist). Errors are *Error.
+func ParseWatchlist(s string) ([]string, error) {
+	var d struct {
+		Watchlist []json.RawMessage `json:"watchlist"`
+	}
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return nil, &Error{Message: "Invalid user_data: watchlist must be an array of user ids: " + err.Error()}
+	}
+	var ids []string
+	seen := make(map[string]bool, len(d.Watchlist))
+	for i, raw := range d.Watchlist {
+		id, err := userID(raw)
+		if err != nil {
+			return nil, &Error{Message: "Invalid user_data: watchlist entry " + strconv.Itoa(i) + " " + err.Error()}
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

@@ -209,3 +209,37 @@ func appendRaw(dst []byte, raw json.RawMessage) []byte {
 	}
 	return append(dst, raw...)
 }
+
+// AppendWatchlistEvents appends pusher_internal:watchlist_events (no
+// channel) whose data is {"events":[{"name":"online","user_ids":[..]},
+// {"name":"offline","user_ids":[..]}]}, as pusher-js's watchlist
+// dispatches it: one event per non-empty list, online first.
+func AppendWatchlistEvents(dst []byte, online, offline []string) []byte {
+	inner := make([]byte, 0, 64+24*(len(online)+len(offline)))
+	inner = append(inner, `{"events":[`...)
+	first := true
+	for _, ev := range []struct {
+		name string
+		ids  []string
+	}{{WatchlistOnline, online}, {WatchlistOffline, offline}} {
+		if len(ev.ids) == 0 {
+			continue
+		}
+		if !first {
+			inner = append(inner, ',')
+		}
+		first = false
+		inner = append(inner, `{"name":`...)
+		inner = appendString(inner, ev.name)
+		inner = append(inner, `,"user_ids":[`...)
+		for i, id := range ev.ids {
+			if i > 0 {
+				inner = append(inner, ',')
+			}
+			inner = appendString(inner, id)
+		}
+		inner = append(inner, "]}"...)
+	}
+	inner = append(inner, "]}"...)
+	return appendFrame(dst, EventWatchlistEvents, "", inner, "")
+}

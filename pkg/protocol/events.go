@@ -17,10 +17,24 @@ const (
 	EventSubscriptionCount     = "pusher_internal:subscription_count"
 	EventMemberAdded           = "pusher_internal:member_added"
 	EventMemberRemoved         = "pusher_internal:member_removed"
+	// EventWatchlistEvents tells a signed-in socket that users of its
+	// watchlist came online or went offline (AppendWatchlistEvents).
+	EventWatchlistEvents = "pusher_internal:watchlist_events"
 
 	// ClientEventPrefix starts the name of every client event.
 	ClientEventPrefix = "client-"
 )
+
+// Names of the events inside pusher_internal:watchlist_events, which
+// pusher-js emits on pusher.user.watchlist.
+const (
+	WatchlistOnline  = "online"
+	WatchlistOffline = "offline"
+)
+
+// MaxWatchlist is the most user ids a signin's watchlist may hold
+// (Pusher's limit); the excess is refused with CodeWatchlistLimit.
+const MaxWatchlist = 100
 
 // ActivityTimeout is the activity_timeout sent in connection_established, in
 // seconds: Pusher's own value. pusher-js pings after this much silence.

@@ -108,7 +108,7 @@ func FuzzEncodeString(f *testing.F) {
 // whatever the page sent).
 func FuzzParseMember(f *testing.F) {
 	for _, s := range []string{`{"user_id":10,"user_info":{"name":"Mr. Channels"}}`, `{"user_id":"7"}`, `{"user_id":-1.5e3}`,
-		`{"user_id":true}`, `{"user_id":""}`, `{"id":"12345"}`, `{"id":"7","user_info":{"a":[1,2]},"watchlist":["1"]}`, `{"id":7}`, `[]`, `null`, `{"user_id":"\u0000"}`} {
+		`{"user_id":true}`, `{"user_id":""}`, `{"id":"12345"}`, `{"id":"7","user_info":{"a":[1,2]},"watchlist":["1"]}`, `{"id":"7","watchlist":["1",2,"1"]}`, `{"watchlist":[null]}`, `{"id":7}`, `[]`, `null`, `{"user_id":"\u0000"}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -137,6 +137,26 @@ func FuzzParseMember(f *testing.F) {
 					t.Fatalf("%q: invalid frame %q", s, b)
 				}
 			}
+		}
+		// The watchlist of signin user_data: distinct non-empty ids whose
+		// frame is valid JSON, or a *protocol.Error.
+		ids, err := protocol.ParseWatchlist(s)
+		if err != nil {
+			var perr *protocol.Error
+			if !errors.As(err, &perr) {
+				t.Fatalf("error %T is not *protocol.Error", err)
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if id == "" || seen[id] {
+				t.Fatalf("%q: watchlist %q has an empty or repeated id", s, ids)
+			}
+			seen[id] = true
+		}
+		if b := protocol.AppendWatchlistEvents(nil, ids, ids); !json.Valid(b) {
+			t.Fatalf("%q: invalid frame %q", s, b)
 		}
 	})
 }
