@@ -9,6 +9,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/protocol"
 )
 
 // Every key of one app carries {app} as its hash tag, so each script's keys
@@ -95,13 +96,15 @@ func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []s
 	return append(keys, k.fieldKeys(app, fields...)...)
 }
 
-// logArgs is the ARGV of apply.lua and reap_slice.lua that says whether KEYS[4]
-// is the event log: its entry cap, or 0 for no log.
-func logArgs(logEvents bool) int {
+// logArgs are the ARGVs of apply.lua and reap_slice.lua that say whether
+// KEYS[4] is the event log (its entry cap, or 0 for no log) and which
+// channels' edges are never logged: the server's internal ones
+// (protocol.Kind.Logged), by the prefix that makes them internal.
+func logArgs(logEvents bool) []any {
 	if logEvents {
-		return eventlog.MaxEntries
+		return []any{eventlog.MaxEntries, protocol.InternalPrefix}
 	}
-	return 0
+	return []any{0, ""}
 }
 
 // fieldKeys are the keys contribution fields touch beside the global

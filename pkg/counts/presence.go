@@ -235,3 +235,21 @@ func (s *Store) UserCounts(ctx context.Context, app string, channels []string) (
 	}
 	return out, nil
 }
+
+// AreMembers reports, for each of users, whether they are a member of
+// channel cluster-wide right now (one HMGET): a watchlist's first status
+// reads SignedInChannel this way.
+func (s *Store) AreMembers(ctx context.Context, app, channel string, users []string) ([]bool, error) {
+	out := make([]bool, len(users))
+	if len(users) == 0 {
+		return out, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, s.membersKey(app, channel), users...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read members of %s: %w", channel, err)
+	}
+	for i, v := range vals {
+		out[i] = v != nil
+	}
+	return out, nil
+}

@@ -154,8 +154,10 @@ func (r *Recorder) Add(app, channel string, delta int64) {
 
 // AddMember records that the node's sockets of user userID subscribed to
 // presence channel changed by delta. userInfo is kept for the member list
-// (the latest one given wins). It never blocks on Redis. Call it alongside
-// Add(app, channel, delta), which counts the sockets.
+// (the latest one given wins). It never blocks on Redis. For a presence
+// channel, call it alongside Add(app, channel, delta), which counts the
+// sockets; a channel with members but no count (protocol.SignedInChannel)
+// takes AddMember alone.
 func (r *Recorder) AddMember(app, channel, userID string, userInfo json.RawMessage, delta int64) {
 	r.change(app, memberField(channel, userID), delta, userInfo)
 }
@@ -575,8 +577,10 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			// A replace never gets here: republish turned it into deltas.
 			const mode = "delta"
 			logs := r.logs(o.app)
-			args := make([]any, 0, 5+2*len(o.pairs)+2*len(o.infos))
-			args = append(args, r.node, mode, r.appPrefix(o.app), logArgs(logs), len(o.pairs))
+			args := make([]any, 0, 6+2*len(o.pairs)+2*len(o.infos))
+			args = append(args, r.node, mode, r.appPrefix(o.app))
+			args = append(args, logArgs(logs)...)
+			args = append(args, len(o.pairs))
 			for f, n := range o.pairs {
 				args = append(args, f, strconv.FormatInt(n, 10))
 			}

@@ -283,8 +283,9 @@ func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, 
 		keys = append(keys, eventlog.Key(s.ks, app))
 	}
 	keys = append(keys, s.fieldKeys(app, fields...)...)
-	args := make([]any, 0, 3+len(fields))
-	args = append(args, id, s.appPrefix(app), logArgs(logEvents))
+	args := make([]any, 0, 4+len(fields))
+	args = append(args, id, s.appPrefix(app))
+	args = append(args, logArgs(logEvents)...)
 	for _, f := range fields {
 		args = append(args, f)
 	}

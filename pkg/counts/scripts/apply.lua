@@ -13,7 +13,9 @@
 -- ARGV[3] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[4] the event log's entry cap (eventlog.MaxEntries) if KEYS[4] is
 --         the app's event log, to which the unit appends its edges; else 0
--- ARGV[5] number of field, count pairs that follow
+-- ARGV[5] name prefix of channels whose edges are never logged (see
+--         open_log in lib.lua), or ''
+-- ARGV[6] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
 -- Returns {1, changed channels, member edges} when applied (see changes()),
 -- {-1} when the node is not registered (reaped, or Redis lost it: the caller
@@ -23,9 +25,9 @@
 local nodes, node = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
 P = ARGV[3]
-open_log(ARGV[4])
-local npairs = tonumber(ARGV[5])
-local first, last = 6, 5 + 2 * npairs
+open_log(ARGV[4], ARGV[5])
+local npairs = tonumber(ARGV[6])
+local first, last = 7, 6 + 2 * npairs
 
 local infos = {}
 for i = last + 1, #ARGV, 2 do

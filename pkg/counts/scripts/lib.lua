@@ -128,12 +128,20 @@ local function changes()
   return chans, edges
 end
 
--- open_log takes the caller's ARGV that says whether KEYS[4] is the app's
--- event log: its entry cap (eventlog.MaxEntries), or 0 for no log.
-local function open_log(max_entries)
+-- open_log takes the caller's ARGVs that say whether KEYS[4] is the app's
+-- event log: its entry cap (eventlog.MaxEntries), or 0 for no log; and the
+-- name prefix of the channels whose edges are never logged (the server's
+-- internal channels, protocol.InternalPrefix), or '' for none.
+local log_skip = ''
+local function open_log(max_entries, unlogged)
   if tonumber(max_entries) > 0 then
     log_key, log_max = KEYS[4], max_entries
   end
+  log_skip = unlogged or ''
+end
+
+local function logged(ch)
+  return log_skip == '' or string.sub(ch, 1, #log_skip) ~= log_skip
 end
 
 -- log_events appends this unit's occupancy events to the app's event log
@@ -155,7 +163,9 @@ local function log_events(edges)
   local vacated = {}
   for _, ch in ipairs(touched_ch) do
     local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
-    if was == 0 and now > 0 then
+    if not logged(ch) then
+      -- never: an internal channel has no webhooks
+    elseif was == 0 and now > 0 then
       add({name = 'channel_occupied', channel = ch})
     elseif was > 0 and now == 0 then
       table.insert(vacated, ch)
@@ -164,7 +174,9 @@ local function log_events(edges)
   for i = 1, #edges, 4 do
     local name = 'member_removed'
     if edges[i] == 1 then name = 'member_added' end
-    add({name = name, channel = edges[i + 1], user_id = edges[i + 2]})
+    if logged(edges[i + 1]) then
+      add({name = name, channel = edges[i + 1], user_id = edges[i + 2]})
+    end
   end
   for _, ch in ipairs(vacated) do
     add({name = 'channel_vacated', channel = ch})

@@ -10,19 +10,21 @@
 -- ARGV[1] the reaping key's suffix (its entry in KEYS[1])
 -- ARGV[2] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[3] the event log's entry cap, or 0 for no log (as in apply.lua)
--- ARGV[4..] the fields to take (the caller read their names by HSCAN)
+-- ARGV[4] name prefix of channels whose edges are never logged (as in
+--         apply.lua)
+-- ARGV[5..] the fields to take (the caller read their names by HSCAN)
 -- Returns {-3, fields} if present fields touch keys not declared (nothing
 -- written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
 -- takes the last field also drops the reap from KEYS[1].
 local reaps, reaping = KEYS[1], KEYS[2]
 P = ARGV[2]
-open_log(ARGV[3])
+open_log(ARGV[3], ARGV[4])
 
 local list = {}
-if #ARGV >= 4 then
+if #ARGV >= 5 then
   local fields = {}
-  for i = 4, #ARGV do table.insert(fields, ARGV[i]) end
+  for i = 5, #ARGV do table.insert(fields, ARGV[i]) end
   local vals = redis.call('HMGET', reaping, unpack(fields))
   for i, f in ipairs(fields) do
     if vals[i] then
