@@ -149,6 +149,10 @@ func (a *Announcer) Announce(ctx context.Context, batch ...counts.Edges) {
 // member publishes one member edge; a leaver's seat goes into its grace
 // first, so a waiter admitted on the notice finds it counted.
 func (a *Announcer) member(ctx context.Context, ap *apps.App, app string, m counts.MemberEdge) {
+	if m.Channel == protocol.SignedInChannel {
+		a.online(ctx, app, m)
+		return
+	}
 	msg := fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID)}
 	if m.Added {
 		// The user's own sockets are not told they joined.
@@ -158,6 +162,17 @@ func (a *Announcer) member(ctx context.Context, ap *apps.App, app string, m coun
 		a.left(ctx, ap, m.Channel, m.UserID)
 	}
 	a.publish(ctx, app, msg)
+}
+
+// online tells the nodes whose sockets watch m's user that the user came
+// online (their first signed-in socket in the cluster) or went offline
+// (their last one gone, or reaped with its node).
+func (a *Announcer) online(ctx context.Context, app string, m counts.MemberEdge) {
+	ev := protocol.WatchlistOffline
+	if m.Added {
+		ev = protocol.WatchlistOnline
+	}
+	a.publish(ctx, app, fanout.Message{Channel: protocol.WatchUserChannel(m.UserID), Event: ev})
 }
 
 // left starts the grace of a member whose last socket left ch anywhere in

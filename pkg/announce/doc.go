@@ -8,6 +8,10 @@
 //   - member_added for a presence member's first socket in the cluster, to
 //     everyone but the member's own sockets, and member_removed for their
 //     last;
+//   - for protocol.SignedInChannel, whose members are the users signed in
+//     anywhere, neither of those but the user's online or offline edge on
+//     protocol.WatchUserChannel, which reaches the nodes holding sockets
+//     that watch the user (a signin's watchlist);
 //   - the admission gate's Left for each member who left, so a
 //     capacity-limited channel keeps their seat for the grace;
 //   - the new count of each channel whose kind announces counts
