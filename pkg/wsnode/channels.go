@@ -146,19 +146,39 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 	if err != nil {
 		return fail(err.Error())
 	}
+	watch, err := protocol.ParseWatchlist(si.UserData)
+	if err != nil {
+		return fail(err.Error())
+	}
 	if n := utf8.RuneCountInString(m.UserID); n > maxUserIDLength {
 		return fail("user id is " + strconv.Itoa(n) + " characters long, over the limit of " + strconv.Itoa(maxUserIDLength))
 	}
 	if s.user != nil && s.user.UserID != m.UserID {
 		return fail("this connection is already signed in as user " + clip(s.user.UserID))
 	}
-	if s.user == nil {
+	first := s.user == nil
+	if first {
 		a.watchTerminate(s, m.UserID)
+		// Online, for the watchlists of others: a member of the app's
+		// signed-in channel while any socket of the user is signed in.
+		a.rec.AddMember(s.app.ID, protocol.SignedInChannel, m.UserID, nil, 1)
 	}
 	s.user = &m
 	s.authBy.Store(0)
 	sc.out = protocol.AppendSigninSuccess(sc.out[:0], si.UserData)
-	return a.reply(s, sc.out)
+	if err := a.reply(s, sc.out); err != nil || !first || len(watch) == 0 {
+		// A repeated signin (same user) keeps the first one's watchlist.
+		return err
+	}
+	if len(watch) > protocol.MaxWatchlist {
+		a.m.errors[reasonWatchlistLimit].Inc()
+		if err := a.sendError(s, sc, watchlistTooLong(len(watch))); err != nil {
+			return err
+		}
+		watch = watch[:protocol.MaxWatchlist]
+	}
+	a.watchUsers(s, watch)
+	return nil
 }
 
 // clientEvent relays a client-* event to the channel's other subscribers
@@ -241,6 +261,10 @@ func (a *App) deliver(app string, m fanout.Message) {
 	a.m.busIn.Inc()
 	if strings.HasPrefix(m.Channel, protocol.TerminateUserPrefix) {
 		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { a.terminate(s) })
+		return
+	}
+	if user, ok := strings.CutPrefix(m.Channel, protocol.WatchUserPrefix); ok {
+		a.watchEdge(app, m.Channel, user, m.Event == protocol.WatchlistOnline)
 		return
 	}
 	if ch, ok := strings.CutPrefix(m.Channel, protocol.AdmissionPrefix); ok {

@@ -29,6 +29,8 @@ type socket struct {
 	subs []sub
 	// user is the signed-in user (pusher:signin), or nil.
 	user *protocol.Member
+	// watch is the signed-in user's watchlist (watchlist.go), or nil.
+	watch *watchlist
 	// waiting lists the capacity-limited channels this socket waits for
 	// (admission.go); nearly always nil.
 	waiting []string

@@ -70,6 +70,7 @@ const (
 	reasonHandshake
 	reasonNotAuthorized
 	reasonSocketCap
+	reasonWatchlistLimit
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -98,6 +99,7 @@ var reasonLabels = [reasonCount]string{
 	reasonHandshake:         "handshake_refused",
 	reasonNotAuthorized:     "user_auth_timeout",
 	reasonSocketCap:         "socket_cap",
+	reasonWatchlistLimit:    "watchlist_limit",
 }
 
 func (r reason) String() string { return reasonLabels[r] }
@@ -130,6 +132,9 @@ type metrics struct {
 	slow prometheus.Counter
 	// terminated counts sockets closed by terminate_connections.
 	terminated prometheus.Counter
+	// watchlist counts pusher_internal:watchlist_events frames queued, by
+	// why: a signin's first status, or an online or offline edge.
+	watchlistFirst, watchlistEdge prometheus.Counter
 	// batch is how many queued frames a writer wrote in one turn: how
 	// much sends coalesce under load.
 	batch prometheus.Histogram
@@ -148,6 +153,10 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 		Name: "headcount_wsnode_port_connections",
 		Help: "Connections open on the WebSocket port, handshaking or upgraded: what --max-sockets caps.",
 	}, portConns)
+	watchlistEvents := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "headcount_wsnode_watchlist_events_total",
+		Help: "pusher_internal:watchlist_events frames queued to signed-in sockets, by why: a signin's first status (signin) or a watched user's online or offline edge (edge).",
+	}, []string{"why"})
 	m := &metrics{
 		maxSockets: f.NewGauge(prometheus.GaugeOpts{
 			Name: "headcount_wsnode_max_sockets",
@@ -185,6 +194,8 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 			Name: "headcount_wsnode_terminated_total",
 			Help: "Sockets closed (4009) by the HTTP API's terminate_connections for their signed-in user.",
 		}),
+		watchlistFirst: watchlistEvents.WithLabelValues("signin"),
+		watchlistEdge:  watchlistEvents.WithLabelValues("edge"),
 		batch: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "headcount_wsnode_write_batch_frames",
 			Help:    "Frames a writer wrote to one socket in one turn.",

@@ -440,6 +440,10 @@ func (a *App) closed(s *socket, err error) {
 	}
 	if s.user != nil {
 		a.unwatchTerminate(s)
+		a.rec.AddMember(s.app.ID, protocol.SignedInChannel, s.user.UserID, nil, -1)
+	}
+	if s.watch != nil {
+		a.unwatchUsers(s)
 	}
 	for len(s.waiting) > 0 {
 		a.unwait(s, s.waiting[0])
