@@ -326,3 +326,21 @@ func TestAdmission(t *testing.T) {
 	a.Admission(ctx, registry(t).ByID("quiet"), ch, admission.State{}, admission.Changes{Promoted: []string{"x"}}, "", false)
 	require.Empty(t, hooks(t, rdb, "quiet"))
 }
+
+// TestSignedInEdges: an edge of the signed-in channel, from a flush or a
+// reap, is the user's online or offline on their watch channel, for any
+// app, and never a member event on the channel itself nor a gate call.
+func TestSignedInEdges(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	ctx := context.Background()
+	ch := protocol.SignedInChannel
+	l := listen(t, rdb, "quiet", ch, protocol.WatchUserChannel("u1"), protocol.WatchUserChannel("u2"))
+	a := newAnnouncer(t, rdb, Options{OnLeft: func(_, ch, _ string, _ admission.Rule, _ bool) {
+		t.Errorf("gate called for %s", ch)
+	}})
+	e := counts.Edges{App: "quiet", Members: []counts.MemberEdge{{Channel: ch, UserID: "u1", Added: true}, {Channel: ch, UserID: "u2"}}}
+	require.True(t, a.Wants(e))
+	a.Announce(ctx, e)
+	l.waitFor(t, "online #headcount-watch-user-u1 ", "offline #headcount-watch-user-u2 ")
+	require.Empty(t, hooks(t, rdb, "quiet"))
+}
