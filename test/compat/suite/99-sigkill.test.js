@@ -9,7 +9,7 @@
 
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, Client, closeAll, uid, deadAfterMs, scanIntervalMs, memberIds } = require('./lib');
+const { A, B, Client, closeAll, uid, deadAfterMs, scanIntervalMs, memberIds, waitUntil } = require('./lib');
 
 const MA = 'pusher_internal:member_added';
 const MR = 'pusher_internal:member_removed';
@@ -30,6 +30,41 @@ describe('webhooks before the crash', { timeout: 30000 }, () => {
       await new Client(`hook-${user}`, B, { app: hooks.hooksApp, presence: { user_id: user } }).subscribe(hookChannel);
     }
     await hookRcv.waitFor([`channel_occupied ${hookChannel}`, `member_added ${hookChannel} k1`, `member_added ${hookChannel} k2`], 15000);
+  });
+});
+
+// The watchlist across the crash: a user signed in only on node B goes
+// offline, for a watcher on node A, when the cleaner reaps B. The node can
+// be killed once, by whichever test runs first, so this is two blocks
+// around the crash: one before it that sets up the watcher and the
+// watched user, one after it that kills B if it still runs and checks the
+// offline came within the reap bound of the kill.
+const watchCrash = {};
+
+describe('node crash: watchlist, before the kill', { timeout: 30000 }, () => {
+  test('a watcher on node A sees a user signed in only on node B online', async () => {
+    const id = uid();
+    const x = new Client('x', B, { user: { id: `x-${id}` } });
+    const w = new Client('w', A, { user: { id: `w-${id}`, watchlist: [`x-${id}`] } });
+    const got = [];
+    for (const name of ['online', 'offline']) {
+      // pusher-js runs this before the frame's tick (lib.js), which re-checks waits.
+      w.pusher.user.watchlist.bind(name, (ev) => got.push({ name: ev.name, user_ids: ev.user_ids, at: Date.now() }));
+    }
+    // When x's connection to node B is lost: the kill, whoever killed.
+    x.pusher.connection.bind('state_change', ({ previous, current }) => {
+      if (previous === 'connected' && current !== 'connected' && watchCrash.lostAt === undefined) watchCrash.lostAt = Date.now();
+    });
+    await x.connected();
+    x.signin();
+    await x.waitFrame('pusher:signin_success');
+    await w.connected();
+    w.signin();
+    await waitUntil(() => got.some((ev) => ev.name === 'online' && ev.user_ids.includes(`x-${id}`)), 5000,
+      () => `w to hear x online (got ${JSON.stringify(got)}) ${w.dump()}`);
+    // The first status may say offline before x's signin reached Redis:
+    // what counts comes after the online.
+    Object.assign(watchCrash, { user: `x-${id}`, w, got, since: got.length });
   });
 });
 
@@ -106,5 +141,31 @@ describe('webhooks after the crash', { timeout: 30000 }, () => {
       assert.ok(r.events.length <= hooks.batchSize);
       assert.equal(r.token, hooks.token);
     }
+  });
+});
+
+describe('node crash: watchlist, after the kill', { timeout: 30000 }, () => {
+  after(closeAll);
+
+  test('SIGKILL of node B: a user signed in only there goes offline for a watcher on node A', async () => {
+    const { user, w, got, since } = watchCrash;
+    assert.ok(w, 'the watcher was set up before the kill');
+    const pid = Number(process.env.HC_KILL_PID_B);
+    let alive = true;
+    try {
+      process.kill(pid, 0);
+    } catch (_) {
+      alive = false;
+    }
+    if (alive) {
+      process.kill(pid, 'SIGKILL');
+    }
+    const budget = deadAfterMs + scanIntervalMs + 2000;
+    const offline = () => got.slice(since).find((ev) => ev.name === 'offline' && ev.user_ids.includes(user));
+    await waitUntil(() => watchCrash.lostAt !== undefined && offline(), budget + 1000,
+      () => `w to hear ${user} offline (got ${JSON.stringify(got)}) ${w.dump()}`);
+    const took = offline().at - watchCrash.lostAt;
+    assert.ok(took <= budget, `offline for ${user} ${took} ms after node B was lost, budget ${budget} ms`);
+    assert.deepEqual(got.slice(since).map((ev) => ev.name), ['offline'], `one offline, nothing else ${JSON.stringify(got)}`);
   });
 });
