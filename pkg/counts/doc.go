@@ -68,7 +68,10 @@
 // The event log (package eventlog, which owns its key, entry cap and
 // Lua): the count scripts append an app's occupancy and member events in
 // the same unit as the count change, declaring the log among their keys
-// and getting its cap as an argument. Those events are never refused for
+// and getting its cap as an argument, and the name prefix of the server's
+// internal channels (protocol.InternalPrefix), whose edges they never log:
+// protocol.SignedInChannel's members (the signed-in users) are counted like
+// presence members but are nobody's webhook. Those events are never refused for
 // the log's byte budget: their count change is made, so refusing them
 // would lose their webhook; they count toward the budget.
 //

@@ -75,6 +75,17 @@
 // pusher:error 4009 and close code 4009, on a short goroutine bounded like
 // the node's other closes. No goroutine or timer per socket is added.
 //
+// Watchlist events (watchlist.go): a signed-in socket is a member of the
+// app's protocol.SignedInChannel (recorded like a presence member, without
+// a channel count) until it closes, so a user's first signed-in socket in
+// the cluster and their last are member edges, announced on
+// protocol.WatchUserChannel(user). A socket whose signin carried a
+// watchlist joins those channels for its users (index and bus, as above),
+// waits (bounded) for Redis to confirm the joins, reads who is online, and
+// queues that status before any edge; edges that came meanwhile win over
+// the read, since they may be newer. Frames of one socket's watchlist are
+// queued in order under its watchlist's lock.
+//
 // Delivery is at most once, as with Pusher: an event published before a
 // node's bus subscription to the channel reached Redis, or during a Redis
 // outage, is lost for that node's sockets; counts are never lost.
