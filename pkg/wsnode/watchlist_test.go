@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -88,14 +89,18 @@ func TestWatchlistAcrossNodes(t *testing.T) {
 	// still online.
 	b2, b2ID := a.connect(t)
 	require.Equal(t, "pusher:signin_success", signinAs(t, b2, b2ID, "b", nil).Event)
-	a.requireUsers(t, appID, protocol.SignedInChannel, 3) // w, b, c
-	require.NoError(t, b1.Close(websocket.StatusNormalClosure, ""))
 	rdb := a.redis.Client(t)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n, err := rdb.HGet(context.Background(), counts.MembersKey(keyspace.Space{}, appID, protocol.SignedInChannel), "b").Result()
-		require.NoError(c, err)
-		assert.Equal(c, "1", n, "b's sockets cluster-wide")
-	}, wait, tick)
+	requireSockets := func(want string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			n, err := rdb.HGet(context.Background(), counts.MembersKey(keyspace.Space{}, appID, protocol.SignedInChannel), "b").Result()
+			require.NoError(c, err)
+			assert.Equal(c, want, n, "b's signed-in sockets cluster-wide")
+		}, wait, tick)
+	}
+	requireSockets("2")
+	require.NoError(t, b1.Close(websocket.StatusNormalClosure, ""))
+	requireSockets("1")
 	// d comes: the next frame is d's online, so b's first socket's end sent nothing.
 	d, dID := b.connect(t)
 	require.Equal(t, "pusher:signin_success", signinAs(t, d, dID, "d", nil).Event)
@@ -137,4 +142,28 @@ func TestWatchlistLimit(t *testing.T) {
 	}
 	require.Equal(t, []watchlistEvent{{"online", []string{ids[0]}}}, readWatchlist(t, w))
 	pingPong(t, w)
+	require.Equal(t, 1.0, counterValue(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "signin"))
+	require.Equal(t, 1.0, counterValue(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "edge"))
+	require.Equal(t, 1.0, counterValue(t, a.reg, "headcount_wsnode_errors_total", "reason", "watchlist_limit"))
+}
+
+// counterValue is the value of metric's series whose label is value.
+func counterValue(t *testing.T, reg *prometheus.Registry, metric, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s=%q}", metric, label, value)
+	return 0
 }
