@@ -6,7 +6,7 @@
 
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, Client, closeAll, uid, waitUntil } = require('./lib');
+const { A, B, Client, closeAll, uid, waitUntil, server } = require('./lib');
 
 // watch records the events pusher-js's watchlist emits on c.
 function watch(c) {
@@ -68,6 +68,25 @@ describe('watchlist events', { timeout: 30000 }, () => {
       assert.equal(w.count('pusher:error'), 0, `no pusher:error ${w.dump()}`);
     } finally {
       for (const x of [c, w, b, probe]) x.close();
+    }
+  });
+
+  test('the signed-in users stay internal: not listed, not publishable', async () => {
+    const id = uid();
+    const c = new Client('c', A, { user: { id: `c-${id}` } });
+    const probe = new Client('probe', B, { user: { id: `p-${id}`, watchlist: [`c-${id}`] } });
+    try {
+      await signedIn(c);
+      const heard = watch(probe);
+      await signedIn(probe);
+      await waitEvent(probe, heard, 'online', [`c-${id}`]);
+      const listed = await (await server.get({ path: '/channels' })).json();
+      assert.ok(!Object.keys(listed.channels).some((ch) => ch.startsWith('#')), `no internal channel listed ${JSON.stringify(listed)}`);
+      await assert.rejects(server.post({ path: '/events', body: { name: 'x', channels: ['#headcount-signed-in'], data: '{}' } }),
+        (err) => err.status === 400);
+    } finally {
+      c.close();
+      probe.close();
     }
   });
 
