@@ -43,6 +43,9 @@ type Common struct {
 	// RedisSentinelPassword authenticates to the sentinels themselves;
 	// empty means they need none.
 	RedisSentinelPassword string
+	// RedisSentinelUsername is the sentinels' own ACL user, with
+	// RedisSentinelPassword; empty for none.
+	RedisSentinelUsername string
 	// RedisUsername and RedisPassword authenticate to the Redis servers (the
 	// master in Sentinel mode, every node in Cluster mode), instead of the
 	// URL's user and password. Empty means the URL's, or none.
@@ -491,6 +494,7 @@ func (s *set) common(c *Common) {
 	s.str(&c.RedisSentinel, "redis-sentinel", "Redis Sentinel (Sentinel mode when set): comma-separated sentinel addresses host:port")
 	s.str(&c.RedisSentinelMaster, "redis-sentinel-master", "with --redis-sentinel: the master name the sentinels monitor")
 	s.secret(&c.RedisSentinelPassword, "redis-sentinel-password", true, "with --redis-sentinel: the sentinels' own `password` (empty: none)")
+	s.str(&c.RedisSentinelUsername, "redis-sentinel-username", "with --redis-sentinel: the sentinels' own ACL user (empty: none)")
 	s.str(&c.RedisUsername, "redis-username", "Redis ACL user (the master in Sentinel mode, every node in Cluster mode), instead of the URL's")
 	s.secret(&c.RedisPassword, "redis-password", true, "Redis `password` (the master in Sentinel mode, every node in Cluster mode), instead of the URL's; prefer the environment to the flag")
 	s.boolean(&c.RedisTLS, "redis-tls", "TLS to Redis in every mode (a rediss:// URL implies it)")

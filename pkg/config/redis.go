@@ -110,6 +110,7 @@ func (c Common) FailoverOptions() (*redis.FailoverOptions, error) {
 		MasterName:       strings.TrimSpace(c.RedisSentinelMaster),
 		SentinelAddrs:    splitList(c.RedisSentinel),
 		SentinelPassword: c.RedisSentinelPassword,
+		SentinelUsername: c.RedisSentinelUsername,
 		Username:         c.RedisUsername,
 		Password:         c.RedisPassword,
 	}

@@ -41,7 +41,8 @@ func TestRedisModes(t *testing.T) {
 	}
 	c, err := ParseHTTPAPI(nil, env(map[string]string{
 		"HEADCOUNT_REDIS_SENTINEL": "s1:26379", "HEADCOUNT_REDIS_SENTINEL_MASTER": "m",
-		"HEADCOUNT_REDIS_SENTINEL_PASSWORD": "sp", "HEADCOUNT_REDIS_USERNAME": "u", "HEADCOUNT_REDIS_PASSWORD": "mp",
+		"HEADCOUNT_REDIS_SENTINEL_PASSWORD": "sp", "HEADCOUNT_REDIS_SENTINEL_USERNAME": "su",
+		"HEADCOUNT_REDIS_USERNAME": "u", "HEADCOUNT_REDIS_PASSWORD": "mp",
 	}), io.Discard)
 	require.NoError(t, err)
 	o, err := c.FailoverOptions()
@@ -49,6 +50,7 @@ func TestRedisModes(t *testing.T) {
 	require.Equal(t, "m", o.MasterName)
 	require.Equal(t, []string{"s1:26379"}, o.SentinelAddrs)
 	require.Equal(t, "sp", o.SentinelPassword, "the sentinels' own password")
+	require.Equal(t, "su", o.SentinelUsername, "the sentinels' own user")
 	require.Equal(t, "u", o.Username, "the master's user")
 	require.Equal(t, "mp", o.Password, "the master's password")
 	require.Nil(t, o.TLSConfig)
