@@ -5,7 +5,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,18 +54,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal("node is not installed (Node 20+ is needed for playwright-core): run `make deps` or install nodejs")
 	}
 
-	appsJSON, err := json.Marshal([]map[string]any{{
+	appsFile := writeAppsFile(t, []map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
 		"capacities": []map[string]any{{"prefix": "presence-room-demo", "capacity": 1}},
 		"admission":  map[string]int{"graceSeconds": 1, "ticketSeconds": 30, "dropoutSeconds": 30},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appsFile := filepath.Join(t.TempDir(), "apps.json")
-	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}

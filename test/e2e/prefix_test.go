@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -31,14 +28,11 @@ type deployment struct {
 func startDeployment(t *testing.T, srv *redistest.Server, prefix string) *deployment {
 	t.Helper()
 	d := &deployment{ks: keyspace.New(prefix), hooks: newHookReceiver(t, 0)}
-	appsJSON, err := json.Marshal([]map[string]any{{
+	appsFile := writeAppsFile(t, []map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
 		"webhooks": []map[string]any{{"url": d.hooks.URL + "/pusher/webhooks",
 			"event_types": []string{"channel_occupied", "channel_vacated"}}},
 	}})
-	require.NoError(t, err)
-	appsFile := filepath.Join(t.TempDir(), prefix+"-apps.json")
-	require.NoError(t, os.WriteFile(appsFile, appsJSON, 0o600))
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile, "--redis-prefix", prefix}
 	d.ws = startWSNode(t, prefix+"-ws", common...)
 	d.cl = startCleaner(t, prefix+"-cleaner", common...)

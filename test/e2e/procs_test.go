@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -275,4 +276,19 @@ func startCleaner(t testing.TB, name string, extra ...string) node {
 	n.p = start(t, name, "cleaner", append(slices.Clone(extra), "--admin-addr", n.admin,
 		"--dead-after", deadAfter.String(), "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
 	return n
+}
+
+// writeAppsFile writes apps, JSON-encoded, as an apps file in the test's
+// temporary directory and returns its path.
+func writeAppsFile(t testing.TB, apps any) string {
+	t.Helper()
+	b, err := json.Marshal(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "apps.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

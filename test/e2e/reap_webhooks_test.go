@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,15 +135,11 @@ func TestReapSendsTheWebhooksOfALeave(t *testing.T) {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	rcv := newEventRecorder(t)
-	appsJSON, _ := json.Marshal([]map[string]any{{
+	appsFile := writeAppsFile(t, []map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
 		"webhooks": []map[string]any{{"url": rcv.URL + "/pusher/webhooks",
 			"event_types": []string{"channel_vacated", "member_removed", "subscription_count"}}},
 	}})
-	appsFile := filepath.Join(t.TempDir(), "apps.json")
-	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)

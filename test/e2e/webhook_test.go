@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -68,17 +67,26 @@ func newHookReceiver(t *testing.T, failFirst int) *hookReceiver {
 // waitFor waits until every line in want was received (each once at least).
 func (r *hookReceiver) waitFor(t *testing.T, timeout time.Duration, want ...string) {
 	t.Helper()
+	waitForLines(t, timeout, want, func() ([]string, []string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Clone(r.got), slices.Clone(r.invalid)
+	})
+}
+
+// waitForLines polls read until every line in want is among those it
+// returns, failing at once on an invalid request, and returns the lines.
+func waitForLines(t *testing.T, timeout time.Duration, want []string, read func() (got, invalid []string)) []string {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		r.mu.Lock()
-		got, invalid := slices.Clone(r.got), slices.Clone(r.invalid)
-		r.mu.Unlock()
+		got, invalid := read()
 		if len(invalid) > 0 {
 			t.Fatalf("invalid webhook requests: %v", invalid)
 		}
 		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
 		if len(missing) == 0 {
-			return
+			return got
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("webhooks missing after %v: %v; received: %v", timeout, missing, got)
@@ -100,15 +108,11 @@ func TestWebhooks(t *testing.T) {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	rcv := newHookReceiver(t, 3)
-	appsJSON, _ := json.Marshal([]map[string]any{{
+	appsFile := writeAppsFile(t, []map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret, "enableClientMessages": true,
 		"webhooks": []map[string]any{{"url": rcv.URL + "/pusher/webhooks",
 			"event_types": []string{"channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event"}}},
 	}})
-	appsFile := filepath.Join(t.TempDir(), "apps.json")
-	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
@@ -242,27 +246,15 @@ func newBatchHookReceiver(t *testing.T) *batchHookReceiver {
 // are among them.
 func (r *batchHookReceiver) waitFor(t *testing.T, timeout time.Duration, want ...string) []string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	return waitForLines(t, timeout, want, func() ([]string, []string) {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		var got []string
 		for _, rq := range r.requests {
 			got = append(got, rq...)
 		}
-		invalid := slices.Clone(r.invalid)
-		r.mu.Unlock()
-		if len(invalid) > 0 {
-			t.Fatalf("invalid webhook requests: %v", invalid)
-		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
-		if len(missing) == 0 {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhooks missing after %v: %v; received: %v", timeout, missing, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got, slices.Clone(r.invalid)
+	})
 }
 
 // TestWebhooksBatched drives a batching webhook with headers and a filter
@@ -278,7 +270,7 @@ func TestWebhooksBatched(t *testing.T) {
 	}
 	const batchSize = 4
 	rcv := newBatchHookReceiver(t)
-	appsJSON, _ := json.Marshal([]map[string]any{{
+	appsFile := writeAppsFile(t, []map[string]any{{
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret, "enableClientMessages": true,
 		"webhooks": []map[string]any{{"url": rcv.URL + "/pusher/webhooks",
 			"event_types": []string{"channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event"},
@@ -286,10 +278,6 @@ func TestWebhooksBatched(t *testing.T) {
 			"filter":      map[string]string{"channel_name_starts_with": "presence-"},
 			"batch":       map[string]int{"size": batchSize, "maxWaitMs": 300}}},
 	}})
-	appsFile := filepath.Join(t.TempDir(), "apps.json")
-	if err := os.WriteFile(appsFile, appsJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
