@@ -555,3 +555,47 @@ func TestPublishAfterWaitJoinedArrives(t *testing.T) {
 		}
 	})
 }
+
+// orderHook records the names of the commands of every pipeline sent.
+type orderHook struct {
+	mu    sync.Mutex
+	names [][]string
+}
+
+func (h *orderHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *orderHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *orderHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var names []string
+		for _, c := range cmds {
+			names = append(names, c.Name()+" "+fmt.Sprint(c.Args()[1]))
+		}
+		h.mu.Lock()
+		h.names = append(h.names, names)
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// TestPublishBatchQueuesAlsoFirst: what a caller queues for a message goes
+// to Redis before the message's publish, so a write it depends on (a cache
+// channel's last event) is there before any node can receive the message.
+func TestPublishBatchQueuesAlsoFirst(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	h := &orderHook{}
+	rdb.AddHook(h)
+	b := New(rdb, Options{})
+	msgs := []Message{{Channel: "a", Event: "e"}, {Channel: "b", Event: "e"}}
+	require.NoError(t, b.PublishBatch(context.Background(), "app", msgs, func(p redis.Pipeliner, i int) {
+		p.Set(context.Background(), "k-"+msgs[i].Channel, "v", 0)
+	}))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var sent [][]string // the connection's handshake is a pipeline too
+	for _, names := range h.names {
+		if names[0] != "client setinfo" {
+			sent = append(sent, names)
+		}
+	}
+	require.Equal(t, [][]string{{"set k-a", "publish " + b.topic("app", "a"), "set k-b", "publish " + b.topic("app", "b")}}, sent)
+}

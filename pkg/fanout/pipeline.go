@@ -10,11 +10,13 @@ import (
 
 // PublishBatch publishes msgs, each on its own channel of app, in one round
 // trip: one pipeline to Redis (on Redis Cluster to the one master of the
-// app's slot, since every topic of an app shares it). After queueing the
+// app's slot, since every topic of an app shares it). Before queueing the
 // publish of msgs[i] it calls also(p, i), if not nil, so the caller can queue
 // commands on the same pipeline, e.g. reads of the app's counts, which share
-// the slot too. Those commands' results are the caller's to check; redis.Nil
-// and other per-command errors do not fail the batch.
+// the slot too, or the write of a cache channel's last event, which must be
+// in Redis before any node can receive the event. Those commands' results
+// are the caller's to check; redis.Nil and other per-command errors do not
+// fail the batch.
 //
 // PublishBatch returns an error if any publish failed; the messages may then
 // have been delivered or not, but none is ever sent twice: a pipeline holding
@@ -56,12 +58,12 @@ func (b *Bus) publishPipeline(ctx context.Context, app string, msgs []Message, p
 	p := b.rdb.Pipeline()
 	pubs := make([]redis.Cmder, len(msgs))
 	for i := range msgs {
-		pubs[i] = b.publishCmd(ctx, b.topic(app, msgs[i].Channel), payloads[i])
-		// Queueing on a pipeline only appends; it cannot fail.
-		_ = p.Process(ctx, pubs[i])
 		if also != nil {
 			also(p, i)
 		}
+		pubs[i] = b.publishCmd(ctx, b.topic(app, msgs[i].Channel), payloads[i])
+		// Queueing on a pipeline only appends; it cannot fail.
+		_ = p.Process(ctx, pubs[i])
 	}
 	// Exec's error is the first failed command's, which may be one of the
 	// caller's reads (redis.Nil for a missing member): judge the publishes
