@@ -204,7 +204,7 @@ func TestRequestErrors(t *testing.T) {
 		{name: "user_count on a private channel", path: one("private-a"), query: info("user_count"), code: 400, want: `info=user_count is only available for presence channels, and "private-a" is not one`},
 		{name: "unknown attribute", path: one("private-a"), query: info("subscription_count,bogus"), code: 400, want: `Unsupported info attribute "bogus"`},
 		{name: "cache on a non-cache channel", path: one("private-a"), query: info("cache"), code: 400, want: "info=cache is only available for cache channels"},
-		{name: "cache on a cache channel", path: one("cache-a"), query: info("cache"), code: 501, want: "info=cache is not implemented"},
+		{name: "cache on a cache channel, nothing cached", path: one("cache-a"), query: info("cache"), code: 200, want: `{"occupied":false}`},
 		{name: "user_count on presence", path: one("presence-room-1"), query: info("user_count"), code: 200, want: `{"occupied":true,"user_count":2}`},
 		{name: "client error before 501", path: one("presence-room-1"), query: info("user_count,bogus"), code: 400, want: `"bogus"`},
 		{name: "listing user_count without prefix", path: list, query: info("user_count"), code: 400, want: "set filter_by_prefix to presence-"},

@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -62,6 +63,9 @@ type App struct {
 	metrics  *metrics
 	// bus publishes events to the nodes; publish-only, so it needs no Run.
 	bus *fanout.Bus
+	// cache keeps the last event of each cache channel, written with its
+	// publish; no metrics here (hits and misses are the wsnodes').
+	cache *cache.Store
 	// gate is the admission gate of capacity-limited channels.
 	gate *admission.Gate
 	// announce reports gate calls: metrics, admission webhooks, and a
@@ -132,6 +136,7 @@ func New(opts Options) (_ *App, err error) {
 		LockTTL:    opts.Config.ListingLockTTL,
 	})
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: a.ks, Logger: a.log, Registerer: reg})
+	a.cache = cache.New(a.rdb, cache.Options{Keyspace: a.ks})
 	a.gate = admission.New(a.rdb, a.ks)
 	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Keyspace: a.ks, Metrics: admission.NewMetrics(reg), Logger: a.log})
 	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})

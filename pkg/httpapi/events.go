@@ -248,12 +248,20 @@ func (a *App) result(r *http.Request, app string, ev *event, pc *counts.PendingC
 }
 
 // publish sends msgs and, through queue, the count reads in one Redis
-// round trip; it answers the request itself when publishing failed.
+// round trip, each cache channel's event written to its cache just before
+// its publish; it answers the request itself when publishing failed.
 func (a *App) publish(w http.ResponseWriter, r *http.Request, app *apps.App, msgs []fanout.Message, queue func(p redis.Pipeliner, i int)) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	err := a.bus.PublishBatch(ctx, app.ID, msgs, queue)
+	cached := make([]*redis.StatusCmd, len(msgs))
+	err := a.bus.PublishBatch(ctx, app.ID, msgs, func(p redis.Pipeliner, i int) {
+		if m := &msgs[i]; protocol.IsCacheChannel(m.Channel) {
+			cached[i] = a.cache.QueueSet(ctx, p, app.ID, m.Channel, m.Event, m.Data)
+		}
+		queue(p, i)
+	})
 	if err == nil {
+		a.cacheWritten(r, app, msgs, cached)
 		return true
 	}
 	if r.Context().Err() != nil {
@@ -268,6 +276,19 @@ func (a *App) publish(w http.ResponseWriter, r *http.Request, app *apps.App, msg
 	level("publish failed", "path", r.URL.Path, "app_id", app.ID, "events", len(msgs), "error", err)
 	http.Error(w, "The event could not be published (Redis did not answer); it may or may not have been delivered", http.StatusServiceUnavailable)
 	return false
+}
+
+// cacheWritten logs the cache writes that failed: the events were
+// delivered all the same, so the request succeeds; new subscribers get
+// the channel's previous cached event, or a miss.
+func (a *App) cacheWritten(r *http.Request, app *apps.App, msgs []fanout.Message, cached []*redis.StatusCmd) {
+	for i, c := range cached {
+		if c == nil || c.Err() == nil {
+			continue
+		}
+		a.metrics.redisErrors.Inc()
+		a.log.Error("cache write after publish failed", "path", r.URL.Path, "app_id", app.ID, "channel", msgs[i].Channel, "error", c.Err())
+	}
 }
 
 // refuseParse answers a body that parseEvent or parseBatch refused.

@@ -246,6 +246,16 @@ type channelInfo struct {
 	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
 	// Rank is headcount's: the channel's place on the leaderboard.
 	Rank *int64 `json:"rank,omitempty"`
+	// Cache is a cache channel's cached event, when asked for and there is
+	// one, occupied or not: the event outlives its subscribers.
+	Cache *cacheInfo `json:"cache,omitempty"`
+}
+
+// cacheInfo is Pusher's info=cache: the cached event's data and the
+// seconds it has left.
+type cacheInfo struct {
+	Data string `json:"data"`
+	TTL  int64  `json:"ttl"`
 }
 
 // getChannel serves GET /apps/{app_id}/channels/{channel_name}: one atomic
@@ -257,8 +267,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		return
 	}
 	presence := protocol.ChannelKind(name).HasMembers()
-	wantSubscriptions, wantUsers, wantRank := false, false, false
-	notImplemented := ""
+	wantSubscriptions, wantUsers, wantRank, wantCache := false, false, false, false
 	for _, attr := range infoAttrs(req.query.Get("info")) {
 		switch attr {
 		case "subscription_count":
@@ -276,17 +285,11 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
 				return
 			}
-			notImplemented = "info=cache is not implemented: headcount does not support cache channels yet"
+			wantCache = true
 		default:
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count, rank or, on presence channels, user_count", strconv.Quote(attr)))
+			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count, rank, user_count on presence channels or cache on cache channels", strconv.Quote(attr)))
 			return
 		}
-	}
-	// Every 400 goes before a 501: a client error is the client's to fix
-	// whatever the server supports.
-	if notImplemented != "" {
-		a.refuse(w, r, http.StatusNotImplemented, notImplemented)
-		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
@@ -296,6 +299,18 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		return
 	}
 	resp := channelInfo{Occupied: st.Subscriptions > 0}
+	if wantCache {
+		e, ok, err := a.cache.Get(ctx, req.app.ID, name)
+		if err != nil {
+			a.redisFailed(w, r, req.app, err)
+			return
+		}
+		if ok {
+			// Rounded up: a cached event has at least a second left
+			// until it is gone.
+			resp.Cache = &cacheInfo{Data: e.Data, TTL: int64((e.TTL + time.Second - 1) / time.Second)}
+		}
+	}
 	if resp.Occupied {
 		if wantSubscriptions {
 			resp.SubscriptionCount = &st.Subscriptions
