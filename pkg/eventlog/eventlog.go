@@ -18,6 +18,7 @@ const (
 	MemberRemoved     = "member_removed"
 	ClientEvent       = "client_event"
 	SubscriptionCount = "subscription_count"
+	CacheMiss         = "cache_miss"
 	AdmissionAdmitted = "admission_admitted"
 	AdmissionDropped  = "admission_dropped"
 )

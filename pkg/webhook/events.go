@@ -23,6 +23,7 @@ const (
 	MemberRemoved     = eventlog.MemberRemoved
 	ClientEvent       = eventlog.ClientEvent
 	SubscriptionCount = eventlog.SubscriptionCount
+	CacheMiss         = eventlog.CacheMiss
 	AdmissionAdmitted = eventlog.AdmissionAdmitted
 	AdmissionDropped  = eventlog.AdmissionDropped
 )
@@ -100,7 +101,7 @@ func appendEvents(ctx context.Context, rdb redis.UniversalClient, log eventlog.L
 		if err != nil {
 			return 0, fmt.Errorf("webhook log of app %s: %w", log.App, err)
 		}
-		entries[i] = eventlog.Entry{JSON: string(b), Bounded: ev.Name == ClientEvent}
+		entries[i] = eventlog.Entry{JSON: string(b), Bounded: clientDriven(ev.Name)}
 	}
 	refused, _, err = log.Append(ctx, rdb, budget, entries...)
 	if err != nil {
@@ -108,6 +109,12 @@ func appendEvents(ctx context.Context, rdb redis.UniversalClient, log eventlog.L
 	}
 	return refused, nil
 }
+
+// clientDriven reports whether events named name come at a rate clients
+// choose: client events, and cache misses (a client may subscribe to one
+// new empty cache channel after another). Those are held to the log's
+// byte budget.
+func clientDriven(name string) bool { return name == ClientEvent || name == CacheMiss }
 
 // DefaultLogBudget is the byte budget of an app's event log unless its
 // maxWebhookLogSizeInMb says otherwise: 64 MiB. It holds a whole retry

@@ -14,6 +14,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
+	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -104,6 +105,8 @@ type App struct {
 	live  *counts.Liveness // see counts.NewNodeLiveness
 	store *counts.Store
 	bus   *fanout.Bus
+	// cache serves cache channels' last events to new subscribers.
+	cache *cache.Store
 	index *index
 	send  *sender
 	ann   *announcer
@@ -173,6 +176,7 @@ func New(opts Options) (_ *App, err error) {
 	a.store = counts.NewStore(a.rdb, ks)
 	a.store.SliceSize = cfg.SliceSize
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
+	a.cache = cache.New(a.rdb, cache.Options{Keyspace: ks, Registerer: a.reg})
 	a.ann = newAnnouncer(a)
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)

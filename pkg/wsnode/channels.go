@@ -123,7 +123,10 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join 
 	}
 	slices.Sort(ids)
 	sc.out = protocol.AppendPresenceSucceeded(sc.out[:0], ch, ids, members)
-	return a.reply(s, sc.out)
+	if err := a.reply(s, sc.out); err != nil || !join {
+		return err
+	}
+	return a.sendCache(s, sc, ch)
 }
 
 // signin handles pusher:signin: the auth signs socket_id::user::user_data.
@@ -272,6 +275,7 @@ func (a *App) deliver(app string, m fanout.Message) {
 		return
 	}
 	var f frame
+	cached := protocol.IsCacheChannel(m.Channel)
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
 			return
@@ -279,6 +283,10 @@ func (a *App) deliver(app string, m fanout.Message) {
 		if f == nil {
 			f = framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
 				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))
+		}
+		if cached {
+			a.enqueueLive(s, f, m.Channel)
+			return
 		}
 		a.enqueue(s, f)
 	})

@@ -61,6 +61,8 @@ const (
 	admKey      = "key-adm"
 	authAppID   = "app-auth"
 	authKey     = "key-auth"
+	cacheAppID  = "app-cache"
+	cacheKey    = "key-cache"
 	secret      = "secret-1"
 )
 
@@ -77,6 +79,8 @@ func testApps(t *testing.T) *apps.Registry {
 			Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 1}},
 			Admission:  apps.Admission{DropoutSeconds: 3, GraceSeconds: 1, TicketSeconds: 30}},
 		{ID: authAppID, Key: authKey, Secret: secret, Enabled: true, EnableUserAuthentication: true},
+		{ID: cacheAppID, Key: cacheKey, Secret: secret, Enabled: true,
+			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/", EventTypes: []string{"cache_miss"}}}},
 	})
 	require.NoError(t, err)
 	return reg

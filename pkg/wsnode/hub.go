@@ -68,6 +68,10 @@ type socket struct {
 	// dead is set when the socket is closed or being closed: nothing more
 	// is queued.
 	dead bool
+	// cacheWait is the cache channel this socket is subscribing to, from
+	// its join until its cached event or cache_miss is queued, or nil
+	// (cache.go).
+	cacheWait *cacheWait
 }
 
 // sub is one subscription: the channel and, on presence channels, the

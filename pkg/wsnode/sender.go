@@ -112,8 +112,17 @@ func (q *sender) stop() {
 // enqueue queues a delivery for s without blocking. f is shared between
 // sockets and must not be modified afterwards. It reports false if s is
 // gone or was just found to be a slow consumer (then it is being closed).
-func (a *App) enqueue(s *socket, f frame) bool {
+func (a *App) enqueue(s *socket, f frame) bool { return a.enqueueLive(s, f, "") }
+
+// enqueueLive is enqueue for a delivery on a cache channel: it also tells
+// a subscribe of s to that channel still waiting for its cached event that
+// a live one came first (cache.go), in the same lock as the queueing, so
+// the two agree on which frame is ahead.
+func (a *App) enqueueLive(s *socket, f frame, cacheChannel string) bool {
 	s.mu.Lock()
+	if w := s.cacheWait; w != nil && cacheChannel != "" && w.channel == cacheChannel {
+		w.live = true
+	}
 	if s.dead {
 		s.mu.Unlock()
 		return false
@@ -135,7 +144,11 @@ func (a *App) enqueue(s *socket, f frame) bool {
 // queueReply queues a reply to s's own frame, waiting while s's replies
 // fill their budget (see maxQueueFrames). Only s's handler calls it, so
 // the wait holds back nothing but s's next read. f is not copied.
-func (a *App) queueReply(s *socket, f frame) error {
+func (a *App) queueReply(s *socket, f frame) error { return a.queueReplyIf(s, f, nil) }
+
+// queueReplyIf is queueReply, except that once there is room it asks
+// keep, with s.mu held, whether f is still wanted; if not, f is dropped.
+func (a *App) queueReplyIf(s *socket, f frame, keep func() bool) error {
 	s.mu.Lock()
 	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(f) > maxQueueBytes) {
 		if s.room == nil {
@@ -149,6 +162,10 @@ func (a *App) queueReply(s *socket, f frame) error {
 	if s.dead {
 		s.mu.Unlock()
 		return errSocketGone
+	}
+	if keep != nil && !keep() {
+		s.mu.Unlock()
+		return nil
 	}
 	s.replies++
 	s.replyBytes += len(f)

@@ -318,7 +318,10 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	}
 	a.join(s, ch, presence{})
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
-	return a.reply(s, sc.out)
+	if err := a.reply(s, sc.out); err != nil {
+		return err
+	}
+	return a.sendCache(s, sc, ch)
 }
 
 // join records a subscription: socket list, counts, delivery index, bus.
@@ -336,6 +339,9 @@ func (a *App) join(s *socket, ch string, p presence) {
 	}
 	if p.user != "" {
 		a.rec.AddMember(s.app.ID, ch, p.user, p.info, 1)
+	}
+	if protocol.IsCacheChannel(ch) {
+		a.awaitCache(s, ch) // before deliveries can find s
 	}
 	a.index.add(chanKey{s.app.ID, ch}, s, p)
 	// Per socket, not per first local subscriber: the bus is ref-counted,

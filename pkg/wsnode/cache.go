@@ -1,0 +1,80 @@
+package wsnode
+
+import (
+	"context"
+
+	"github.com/headcount/headcount/pkg/cache"
+	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/webhook"
+)
+
+// cacheWait is a subscribe to a cache channel between the socket's join
+// and the queueing of its cached event or pusher:cache_miss. live is set,
+// under the socket's mu, when a delivery on the channel was queued for the
+// socket meanwhile.
+type cacheWait struct {
+	channel string
+	live    bool
+}
+
+// awaitCache starts s's wait for ch's cached event; join calls it before
+// s is in the channel index, so no delivery on ch can pass unseen.
+func (a *App) awaitCache(s *socket, ch string) {
+	s.mu.Lock()
+	s.cacheWait = &cacheWait{channel: ch}
+	s.mu.Unlock()
+}
+
+// sendCache follows a subscription to ch that succeeded; if ch is a cache
+// channel, it sends ch's cached event, else pusher:cache_miss (and the
+// cache_miss webhook, once per empty channel across the cluster;
+// cache.Store.Fetch).
+//
+// The cache is read only once this node's subscription to ch is confirmed
+// by Redis, and the cache is written before each publish (package cache),
+// so every event is either read here or delivered live: none is missed.
+// An event published between the two may come twice, live and cached.
+// If a live event was queued for s before the cached one could be, the
+// cached one is not sent: for one publisher, either it is older than that
+// live event, or it is newer and comes live too. The reverse order remains
+// possible: live events published just before the cached one, still on
+// their way through this node's subscription when the cache was read, can
+// follow it, and then the cached event itself comes again live. Either
+// way the last event a subscriber gets is the channel's latest.
+//
+// If Redis does not answer, the client gets pusher:cache_miss (so it
+// fetches the state another way) and no webhook is sent.
+func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
+	if !protocol.IsCacheChannel(ch) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	defer cancel()
+	wantMiss := webhook.Wants(s.app, webhook.CacheMiss)
+	err := a.bus.WaitJoined(ctx, s.app.ID, []string{ch})
+	var e cache.Entry
+	var hit, report bool
+	if err == nil {
+		e, hit, report, err = a.cache.Fetch(ctx, s.app.ID, ch, wantMiss)
+	}
+	if err != nil {
+		a.m.errors[reasonRedis].Inc()
+		a.log.Warn("cannot read a cache channel's last event; sending cache_miss", "app", s.app.ID, "channel", ch, "error", err)
+	}
+	msg := protocol.Message{Event: protocol.EventCacheMiss, Channel: ch}
+	if hit {
+		msg = protocol.Message{Event: e.Event, Channel: ch, Data: e.Data}
+	}
+	sc.out = msg.AppendTo(sc.out[:0])
+	if err := a.queueReplyIf(s, frameOf(sc.out), func() bool {
+		w := s.cacheWait
+		s.cacheWait = nil
+		return w == nil || !w.live
+	}); err != nil {
+		return err
+	}
+	if report {
+		a.hooks.Enqueue(s.app, webhook.Event{Name: webhook.CacheMiss, Channel: ch})
+	}
+	return nil
+}
