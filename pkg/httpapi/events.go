@@ -258,7 +258,9 @@ func (a *App) publish(w http.ResponseWriter, r *http.Request, app *apps.App, msg
 		if m := &msgs[i]; protocol.IsCacheChannel(m.Channel) {
 			cached[i] = a.cache.QueueSet(ctx, p, app.ID, m.Channel, m.Event, m.Data)
 		}
-		queue(p, i)
+		if queue != nil {
+			queue(p, i)
+		}
 	})
 	if err == nil {
 		a.cacheWritten(r, app, msgs, cached)
