@@ -9,7 +9,7 @@
 
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, Client, closeAll, uid, deadAfterMs, scanIntervalMs, memberIds, waitUntil } = require('./lib');
+const { A, B, Client, closeAll, uid, deadAfterMs, scanIntervalMs, memberIds, server, waitUntil } = require('./lib');
 
 const MA = 'pusher_internal:member_added';
 const MR = 'pusher_internal:member_removed';
@@ -65,6 +65,25 @@ describe('node crash: watchlist, before the kill', { timeout: 30000 }, () => {
     // The first status may say offline before x's signin reached Redis:
     // what counts comes after the online.
     Object.assign(watchCrash, { user: `x-${id}`, w, got, since: got.length });
+  });
+});
+
+// Cache channels across the crash: an event published while node B served
+// the channel's subscriber is cached in Redis, not in a node, so node A
+// still serves it after B is SIGKILLed (the last block of this file).
+const cacheChannel = `cache-crash-${uid()}`;
+
+describe('cache channels before the crash', { timeout: 10000 }, () => {
+  test('node B serves a cache channel and receives its event', async () => {
+    const onB = new Client('cacheB', B);
+    try {
+      await onB.subscribe(cacheChannel);
+      await onB.waitFrame('pusher:cache_miss', cacheChannel);
+      await server.trigger(cacheChannel, 'before-crash', { n: 1 });
+      await onB.waitFrame('before-crash', cacheChannel);
+    } finally {
+      onB.close();
+    }
   });
 });
 
@@ -167,5 +186,27 @@ describe('node crash: watchlist, after the kill', { timeout: 30000 }, () => {
     const took = offline().at - watchCrash.lostAt;
     assert.ok(took <= budget, `offline for ${user} ${took} ms after node B was lost, budget ${budget} ms`);
     assert.deepEqual(got.slice(since).map((ev) => ev.name), ['offline'], `one offline, nothing else ${JSON.stringify(got)}`);
+  });
+});
+
+describe('cache channels after the crash', { timeout: 10000 }, () => {
+  test('SIGKILL of node B: node A still serves the event cached before it', async () => {
+    const pid = Number(process.env.HC_KILL_PID_B);
+    assert.ok(Number.isInteger(pid) && pid > 1, `HC_KILL_PID_B must be the pid of wsnode B, got ${JSON.stringify(process.env.HC_KILL_PID_B)}`);
+    try {
+      process.kill(pid, 'SIGKILL'); // when this block runs alone; else B is dead already
+    } catch (err) {
+      assert.equal(err.code, 'ESRCH', `SIGKILL of wsnode B: ${err}`);
+    }
+    const onA = new Client('cacheA', A);
+    try {
+      await onA.subscribe(cacheChannel);
+      const f = await waitUntil(() => onA.frames.find((x) => x.channel === cacheChannel && x.event !== 'pusher_internal:subscription_succeeded'),
+        5000, () => `a frame after subscription_succeeded ${onA.dump()}`);
+      assert.equal(f.event, 'before-crash', `the cached event ${onA.dump()}`);
+      assert.deepEqual(f.data, { n: 1 });
+    } finally {
+      closeAll();
+    }
   });
 });
