@@ -1,5 +1,5 @@
 // Package webhook delivers Pusher's webhooks (channel_occupied/_vacated,
-// member_added/_removed, client_event, subscription_count) and headcount's
+// member_added/_removed, client_event, subscription_count, cache_miss) and headcount's
 // admission_admitted/_dropped, at least once, from a durable per-app log.
 //
 // Guarantees:
@@ -10,7 +10,8 @@
 //     on the cleaner's reap alike: a node's death produces exactly the
 //     events its sockets' leaving would have, and no change is logged
 //     without its count or counted without its event. Other producers
-//     (client events, subscription counts, admission) append with Append.
+//     (client events, subscription counts, admission) append with Append,
+//     or through a Producer (client events and cache misses, from wsnodes).
 //   - Each (app, webhook URL) is a consumer group on the log, delivered by
 //     one replica at a time, the holder of its lease; every httpapi replica
 //     contends, so the work spreads and a dead holder's webhooks are taken
@@ -57,6 +58,8 @@
 //     client_event webhook fails. Once the log holds its budget, Redis
 //     refuses further client events in the same script that would append
 //     them (eventlog.Log.Append), so the bound holds across every wsnode;
+//     cache_miss events, whose rate clients choose too (one per new empty
+//     cache channel they subscribe to), are held to it alike;
 //     each refusal is counted in headcount_webhook_events_dropped_total
 //     {reason="log_full"} and the Producer warns at most once a minute per
 //     app. Occupancy and member events, subscription counts and admission

@@ -27,7 +27,7 @@ import (
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
-var allTypes = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, ClientEvent, SubscriptionCount, AdmissionAdmitted, AdmissionDropped}
+var allTypes = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, ClientEvent, SubscriptionCount, AdmissionAdmitted, AdmissionDropped, CacheMiss}
 
 // receiver is a real HTTP server that validates every request the way
 // pusher-http-go v5.1.1 does and records the events; fail decides whether
@@ -168,6 +168,21 @@ func TestDelivery(t *testing.T) {
 		}, got)
 		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "sent")) == 4 }, 5*time.Second, 10*time.Millisecond)
 	})
+}
+
+// TestCacheMissDelivered: a cache_miss a wsnode queues on its Producer
+// reaches the receiver as Pusher sends it, {"name":"cache_miss","channel":..}.
+func TestCacheMissDelivered(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	f := newFixture(t, rdb)
+	f.start(t, "r1", Options{})
+	p := NewProducer(rdb, keyspace.Space{}, logging.TestLogger(t), prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p.Enqueue(f.app, Event{Name: CacheMiss, Channel: "cache-x"})
+	require.Equal(t, []string{"cache_miss cache-x"}, f.rcv.waitFor(t, 1))
 }
 
 func metricOf(reg *prometheus.Registry, what string) prometheus.Collector {
