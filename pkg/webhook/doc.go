@@ -1,6 +1,7 @@
 // Package webhook delivers Pusher's webhooks (channel_occupied/_vacated,
-// member_added/_removed, client_event, subscription_count, cache_miss) and headcount's
-// admission_admitted/_dropped, at least once, from a durable per-app log.
+// member_added/_removed, client_event, subscription_count, cache_miss) and
+// headcount's admission_admitted/_dropped, at least once, from a durable
+// per-app log.
 //
 // Guarantees:
 //
