@@ -34,8 +34,15 @@
 //   - subscription_count is answered for every channel type, presence
 //     included (the docs' example and pusher-http-go treat it so), and is
 //     left out for a vacant channel ({"occupied":false}).
-//   - info=cache is 400 on a channel that is not a cache channel and 501 on
-//     one (cache channels are not implemented); other attributes are a 400.
+//   - info=cache is 400 on a channel that is not a cache channel; on one it
+//     adds "cache":{"data":..,"ttl":<seconds left, rounded up>} while an
+//     event is cached, occupied or not (the event outlives its
+//     subscribers). Other attributes are a 400.
+//   - A publish on a cache channel writes the channel's cache in the
+//     publish's own pipeline, just before the event's publish (package
+//     cache). If that write fails and the publish does not, the request
+//     still succeeds (the event was delivered) and the failure is logged
+//     and counted in headcount_httpapi_redis_errors_total.
 //   - A query parameter given twice is refused with 401: the server would
 //     otherwise act on a value other than the one that was signed.
 //   - So is a parameter whose decoded key holds '&' or '=' or whose decoded

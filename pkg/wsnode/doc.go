@@ -1,5 +1,5 @@
 // Package wsnode is the WebSocket node: it speaks Pusher protocol v7 on
-// /app/{key} (public, private, private-encrypted, presence and
+// /app/{key} (public, private, private-encrypted, presence, cache and
 // #server-to-user- channels, pusher:signin, client events), reports every
 // subscription, presence member and connection to a counts.Recorder, which
 // publishes them to Redis as this node's contribution, and exchanges events
@@ -85,6 +85,16 @@
 // queues that status before any edge; edges that came meanwhile win over
 // the read, since they may be newer. Frames of one socket's watchlist are
 // queued in order under its watchlist's lock.
+//
+// Cache channels (cache.go): right after a new subscription's
+// subscription_succeeded, the socket's goroutine waits until the bus's
+// subscription to the channel is confirmed, reads the channel's cached
+// event from Redis (package cache) and queues it, or pusher:cache_miss
+// (queueing the cache_miss webhook on the app's Producer when the read says
+// this miss is the one to report). A delivery on the channel queued for the
+// socket before that reply marks the wait, under the socket's queue lock,
+// and the cached event is then dropped: the client has a newer one, or the
+// same one comes live. The wait costs one pointer per socket.
 //
 // Delivery is at most once, as with Pusher: an event published before a
 // node's bus subscription to the channel reached Redis, or during a Redis
