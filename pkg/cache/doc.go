@@ -17,8 +17,10 @@
 //     to the channel is confirmed, every event is either in the entry when
 //     the node reads it (Fetch) or published after that read and delivered
 //     live. A subscriber reading after its node's subscription is
-//     confirmed misses nothing; it may get one event twice, cached and
-//     live, when the event was published between the two.
+//     confirmed misses nothing; it may get the read event twice, cached
+//     and live, when it was written before the read and published after.
+//     (The order against live events published before the read is the
+//     reader's to keep: wsnode syncs with its subscription connection.)
 //   - Cluster-wide and crash-proof: the entry lives in Redis, not in a
 //     node, so a subscriber on any wsnode reads it, and a node's death
 //     loses nothing.

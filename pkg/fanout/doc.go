@@ -44,12 +44,20 @@
 //   - Messages that do not decode are dropped, counted and logged (rate
 //     limited), never fatal.
 //
+// Sync is a barrier on the subscription side: it sends a PING on the
+// connection that carries an app's channels and returns once the receive
+// loop has read its answer, so every message Redis pushed to this node on
+// that connection before the PING has been handed to deliver. A node that
+// joined a channel, read some state the publishers write before they
+// publish (a cache channel's last event), and then Syncs, has delivered
+// every event published before that read.
+//
 // PublishBatch publishes several messages of one app in one pipeline (one
 // round trip, one master on Cluster) and lets the caller queue its own
 // commands on the same pipeline, such as reads of the app's counts; its
 // delivery guarantees are Publish's.
 //
-// Concurrency: Publish, PublishBatch, Join, Leave and Healthy are safe for concurrent
+// Concurrency: Publish, PublishBatch, Join, Leave, Sync and Healthy are safe for concurrent
 // use, and Join and Leave never wait for Redis. One Run at a time; its
 // deliver callback is never called concurrently, and a slow deliver delays
 // every channel, so it must only hand the message on.

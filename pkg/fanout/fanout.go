@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,14 @@ type Bus struct {
 
 	running atomic.Bool
 
+	// smu guards started and syncs (Sync).
+	smu sync.Mutex
+	// started holds the shards whose receive loop runs, by shardKey.
+	started map[string]*shard
+	// syncs holds, by ping payload, the Syncs waiting for their pong.
+	syncs   map[string]chan struct{}
+	syncSeq atomic.Uint64
+
 	// hmu guards the health state, shared by the shards' receive loops.
 	hmu      sync.Mutex
 	live     bool      // Run is running
@@ -131,6 +140,8 @@ func New(rdb redis.UniversalClient, opts Options) *Bus {
 		want:    make(map[string]*interest),
 		dirty:   make(map[string]string),
 		wake:    make(chan struct{}, 1),
+		started: make(map[string]*shard),
+		syncs:   make(map[string]chan struct{}),
 
 		pingEvery: defaultPingEvery,
 	}
@@ -419,9 +430,17 @@ func (r *runner) start(sh *shard) {
 	sh.wg.Add(2)
 	go r.receive(sh)
 	go r.ping(sh)
+	r.b.smu.Lock()
+	r.b.started[sh.key] = sh
+	r.b.smu.Unlock()
 }
 
 func (r *runner) close(sh *shard) {
+	r.b.smu.Lock()
+	if r.b.started[sh.key] == sh {
+		delete(r.b.started, sh.key)
+	}
+	r.b.smu.Unlock()
 	sh.cancel()
 	_ = sh.ps.Close() // unblocks the receive loop's read
 	sh.wg.Wait()
@@ -679,6 +698,8 @@ func (r *runner) receive(sh *shard) {
 		switch msg := msg.(type) {
 		case *redis.Message:
 			r.dispatch(msg)
+		case *redis.Pong:
+			b.synced(msg.Payload)
 		case *redis.Subscription:
 			if msg.Kind == "subscribe" || msg.Kind == "ssubscribe" {
 				b.confirm(msg.Channel)
@@ -716,6 +737,59 @@ func (r *runner) ping(sh *shard) {
 		_ = sh.ps.Ping(ctx) // a failure shows up in receive
 		cancel()
 	}
+}
+
+// errNoConnection is Sync's error when no subscription connection carries
+// the app's channels.
+var errNoConnection = errors.New("no subscription connection")
+
+// Sync waits until every message Redis sent this node on the connection
+// that carries app's channels before Sync was called has been handed to
+// Run's deliver callback: it sends a PING on that connection, and Redis
+// answers it after everything it pushed there before. So once a node has
+// joined a channel (WaitJoined) and then read some state, Sync makes sure
+// that every event published before that read has reached deliver. It
+// fails if the app has no connection, or it broke before the answer came.
+func (b *Bus) Sync(ctx context.Context, app string) error {
+	key := ""
+	if b.cluster != nil {
+		key = app
+	}
+	token := "sync-" + strconv.FormatUint(b.syncSeq.Add(1), 10)
+	done := make(chan struct{})
+	b.smu.Lock()
+	sh := b.started[key]
+	if sh != nil {
+		b.syncs[token] = done
+	}
+	b.smu.Unlock()
+	if sh == nil {
+		return fmt.Errorf("sync with the channels of app %q: %w", app, errNoConnection)
+	}
+	defer b.synced(token)
+	if err := sh.ps.Ping(ctx, token); err != nil {
+		return fmt.Errorf("sync with the channels of app %q: %w", app, err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sync with the channels of app %q: %w", app, ctx.Err())
+	}
+}
+
+// synced ends the Sync waiting for token, if any (the receive loop read
+// its pong; other pongs have an empty payload).
+func (b *Bus) synced(token string) {
+	if token == "" {
+		return
+	}
+	b.smu.Lock()
+	if done := b.syncs[token]; done != nil {
+		close(done)
+		delete(b.syncs, token)
+	}
+	b.smu.Unlock()
 }
 
 func (b *Bus) wanted(topic string) bool {

@@ -599,3 +599,32 @@ func TestPublishBatchQueuesAlsoFirst(t *testing.T) {
 	}
 	require.Equal(t, [][]string{{"set k-a", "publish " + b.topic("app", "a"), "set k-b", "publish " + b.topic("app", "b")}}, sent)
 }
+
+// TestSync: once Sync returns, every message published before it was
+// called has been delivered, on a single Redis and on a Cluster (where the
+// PING goes to the app's own connection); without a connection for the
+// app, Sync fails at once.
+func TestSync(t *testing.T) {
+	backends(t, func(t *testing.T, be backend) {
+		ctx := context.Background()
+		a := newNode(t, be.client(t), nil).start(t)
+		require.ErrorIs(t, a.Sync(ctx, "app-1"), errNoConnection)
+		a.Join("app-1", "room")
+		require.NoError(t, a.WaitJoined(ctx, "app-1", []string{"room"}))
+		pub := New(be.client(t), Options{})
+		for round := range 20 {
+			const n = 50
+			msgs := make([]Message, n)
+			for i := range msgs {
+				msgs[i] = Message{Channel: "room", Event: "n", Data: strconv.Itoa(round*n + i)}
+			}
+			require.NoError(t, pub.PublishBatch(ctx, "app-1", msgs, nil))
+			require.NoError(t, a.Sync(ctx, "app-1"))
+			got := a.received("app-1", "room")
+			require.Len(t, got, (round+1)*n, "round %d: Sync returned before the messages published ahead of it were delivered", round)
+		}
+		a.smu.Lock()
+		defer a.smu.Unlock()
+		require.Empty(t, a.syncs, "a finished Sync leaves nothing behind")
+	})
+}

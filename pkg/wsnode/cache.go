@@ -33,14 +33,13 @@ func (a *App) awaitCache(s *socket, ch string) {
 // The cache is read only once this node's subscription to ch is confirmed
 // by Redis, and the cache is written before each publish (package cache),
 // so every event is either read here or delivered live: none is missed.
-// An event published between the two may come twice, live and cached.
-// If a live event was queued for s before the cached one could be, the
-// cached one is not sent: for one publisher, either it is older than that
-// live event, or it is newer and comes live too. The reverse order remains
-// possible: live events published just before the cached one, still on
-// their way through this node's subscription when the cache was read, can
-// follow it, and then the cached event itself comes again live. Either
-// way the last event a subscriber gets is the channel's latest.
+// After a hit, the bus is synced (fanout.Bus.Sync): every live event
+// published before the read has then been queued for s. If one was (a
+// delivery on ch marks s's wait), the cached event is not sent: for one
+// publisher it is either older than that live event, or newer and on its
+// way live too. So a subscriber never gets an older event after a newer
+// one; it may get the cached event twice, cached and then live, when it
+// was written before the read and published after it.
 //
 // If Redis does not answer, the client gets pusher:cache_miss (so it
 // fetches the state another way) and no webhook is sent.
@@ -56,6 +55,15 @@ func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
 	var hit, report bool
 	if err == nil {
 		e, hit, report, err = a.cache.Fetch(ctx, s.app.ID, ch, wantMiss)
+	}
+	if hit {
+		// A miss needs no sync: with the cache empty at the read, no
+		// event was published before it (each is written first).
+		if serr := a.bus.Sync(ctx, s.app.ID); serr != nil {
+			// The event is right; only its order against live events
+			// published just before it is not assured.
+			a.log.Debug("cannot sync with the event bus; sending the cached event anyway", "app", s.app.ID, "channel", ch, "error", serr)
+		}
 	}
 	if err != nil {
 		a.m.errors[reasonRedis].Inc()

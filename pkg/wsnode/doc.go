@@ -89,12 +89,14 @@
 // Cache channels (cache.go): right after a new subscription's
 // subscription_succeeded, the socket's goroutine waits until the bus's
 // subscription to the channel is confirmed, reads the channel's cached
-// event from Redis (package cache) and queues it, or pusher:cache_miss
-// (queueing the cache_miss webhook on the app's Producer when the read says
-// this miss is the one to report). A delivery on the channel queued for the
+// event from Redis (package cache) and, on a hit, syncs with the bus
+// (fanout.Bus.Sync) so every live event published before the read has been
+// queued; then it queues the cached event, or pusher:cache_miss (queueing
+// the cache_miss webhook on the app's Producer when the read says this
+// miss is the one to report). A delivery on the channel queued for the
 // socket before that reply marks the wait, under the socket's queue lock,
-// and the cached event is then dropped: the client has a newer one, or the
-// same one comes live. The wait costs one pointer per socket.
+// and the cached event is then dropped: the client has it or a newer one.
+// The wait costs one pointer per socket.
 //
 // Delivery is at most once, as with Pusher: an event published before a
 // node's bus subscription to the channel reached Redis, or during a Redis
