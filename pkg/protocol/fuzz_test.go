@@ -54,11 +54,24 @@ func FuzzDecode(f *testing.F) {
 
 func FuzzValidateChannelName(f *testing.F) {
 	for _, s := range []string{"my-channel", "private-foobar", "presence-foobar", "private-encrypted-x", "#server-to-user-12345",
-		"#server-to-user-", "", "a b", "cache-x", "ünïcode", "x=@,.;_-", strings.Repeat("a", 201)} {
+		"#server-to-user-", "", "a b", "cache-x", "private-cache-x", "private-encrypted-cache-x", "presence-cache-x", "cache-private-x", "ünïcode", "x=@,.;_-", strings.Repeat("a", 201)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		_ = protocol.ChannelKind(name)
+		kind := protocol.ChannelKind(name)
+		// A cache channel is its base kind with "cache-" after the prefix.
+		if protocol.IsCacheChannel(name) {
+			base := ""
+			for _, p := range []string{"private-encrypted-", "private-", "presence-"} {
+				if strings.HasPrefix(name, p+"cache-") {
+					base = p
+					break
+				}
+			}
+			if want := protocol.ChannelKind(base + "x"); kind != want {
+				t.Fatalf("cache channel %q is %v, its base kind is %v", name, kind, want)
+			}
+		}
 		if protocol.ValidateChannelName(name) != nil {
 			return
 		}
