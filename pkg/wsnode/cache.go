@@ -2,6 +2,7 @@ package wsnode
 
 import (
 	"context"
+	"strings"
 
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -15,6 +16,14 @@ import (
 type cacheWait struct {
 	channel string
 	live    bool
+}
+
+// cacheable reports whether an event delivered on a cache channel is one
+// the HTTP API caches, so that its live delivery supersedes a cached event
+// not yet sent: not the node's own announcements (member events,
+// subscription counts) nor client events, which are never cached.
+func cacheable(event string) bool {
+	return !strings.HasPrefix(event, "pusher_internal:") && !strings.HasPrefix(event, protocol.ClientEventPrefix)
 }
 
 // awaitCache starts s's wait for ch's cached event; join calls it before

@@ -275,7 +275,7 @@ func (a *App) deliver(app string, m fanout.Message) {
 		return
 	}
 	var f frame
-	cached := protocol.IsCacheChannel(m.Channel)
+	cached := protocol.IsCacheChannel(m.Channel) && cacheable(m.Event)
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
 			return
