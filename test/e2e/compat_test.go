@@ -79,6 +79,12 @@ func TestPusherJSCompat(t *testing.T) {
 			"filter":      map[string]string{"channel_name_starts_with": hooksPrefix},
 			"batch":       map[string]int{"size": hooksBatch, "maxWaitMs": 200}}}}
 	apps = append(apps, hooks)
+	// The cache app sends cache_miss webhooks to a receiver
+	// 11-cache.test.js runs on cacheHookAddr.
+	cacheHookAddr := freeAddr(t)
+	cacheApp := appEntry{ID: "cache-id", Key: "cache-key", Secret: "cache-secret",
+		Webhooks: []map[string]any{{"url": "http://" + cacheHookAddr + "/cache", "event_types": []string{"cache_miss"}}}}
+	apps = append(apps, cacheApp)
 	appsJSON, err := json.Marshal(apps)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +122,7 @@ func TestPusherJSCompat(t *testing.T) {
 		"HC_APP4_ID="+apps[3].ID, "HC_APP4_KEY="+apps[3].Key, "HC_APP4_SECRET="+apps[3].Secret,
 		"HC_HOOKS_APP_ID="+hooks.ID, "HC_HOOKS_APP_KEY="+hooks.Key, "HC_HOOKS_APP_SECRET="+hooks.Secret,
 		"HC_HOOKS_ADDR="+hooksAddr, "HC_HOOKS_BATCH_SIZE="+strconv.Itoa(hooksBatch), "HC_HOOKS_TOKEN="+hooksToken, "HC_HOOKS_PREFIX="+hooksPrefix,
+		"HC_CACHE_APP_ID="+cacheApp.ID, "HC_CACHE_APP_KEY="+cacheApp.Key, "HC_CACHE_APP_SECRET="+cacheApp.Secret, "HC_CACHE_HOOK_ADDR="+cacheHookAddr,
 		"HC_USER_AUTH_TIMEOUT_MS="+strconv.FormatInt(userAuthTimeout.Milliseconds(), 10),
 		"HC_API="+api.addr,
 		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),

@@ -2,11 +2,16 @@
 // presence-cache-): right after pusher:subscription_succeeded a subscriber
 // gets the channel's last event published through the HTTP API, or
 // pusher:cache_miss when there is none, on either node; GET
-// /channels/{name}?info=cache shows the cached data and its TTL.
+// /channels/{name}?info=cache shows the cached data and its TTL; the
+// cache app (HC_CACHE_APP_ID, _KEY, _SECRET) sends its cache_miss webhook
+// to HC_CACHE_HOOK_ADDR, where this file listens.
 'use strict';
 
+const http = require('node:http');
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
+const { setTimeout: delay } = require('node:timers/promises');
+const PusherServer = require('pusher');
 const { A, B, Client, closeAll, uid, server, channelInfo, waitUntil } = require('./lib');
 
 const MISS = 'pusher:cache_miss';
@@ -94,5 +99,52 @@ describe('cache channels', { timeout: 40000 }, () => {
     assert.equal(info.cache.data, JSON.stringify({ n: 7 }));
     assert.ok(info.cache.ttl > 1790 && info.cache.ttl <= 1800, `ttl ${info.cache.ttl} s, want about 30 minutes`);
     await assert.rejects(channelInfo(`news-${uid()}`, 'cache'), /HTTP 400/);
+  });
+
+  test('cache_miss webhook: once for subscribers finding one empty channel on both nodes, valid for the Node SDK', async () => {
+    const cacheApp = { id: process.env.HC_CACHE_APP_ID, key: process.env.HC_CACHE_APP_KEY, secret: process.env.HC_CACHE_APP_SECRET };
+    const m = /^(.+):(\d+)$/.exec(process.env.HC_CACHE_HOOK_ADDR || '');
+    assert.ok(cacheApp.id && m, 'HC_CACHE_APP_* and HC_CACHE_HOOK_ADDR are set by test/e2e');
+    const sdk = new PusherServer({ appId: cacheApp.id, key: cacheApp.key, secret: cacheApp.secret });
+    const got = [];
+    const receiver = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const hook = sdk.webhook({ headers: req.headers, rawBody: Buffer.concat(chunks).toString('utf8') });
+        if (!hook.isValid()) {
+          got.push({ invalid: true });
+          res.writeHead(400).end();
+          return;
+        }
+        got.push(...hook.getEvents());
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise((resolve, reject) => {
+      receiver.once('error', reject);
+      receiver.listen(Number(m[2]), m[1], resolve);
+    });
+    const channel = `cache-hook-${uid()}`;
+    const clients = [A, B, A, B].map((node, i) => new Client(`miss${i}`, node, { app: cacheApp }));
+    try {
+      for (const c of clients) {
+        await c.subscribe(channel);
+        await c.waitFrame(MISS, channel);
+      }
+      // Polled: a webhook arriving is not a client frame, which waitUntil
+      // waits on.
+      const deadline = Date.now() + 10000;
+      while (got.length === 0 && Date.now() < deadline) await delay(20);
+      // An absence can only be watched for: a second webhook would have
+      // been logged by now, and its delivery takes milliseconds.
+      const quiet = Date.now() + 500;
+      while (got.length === 1 && Date.now() < quiet) await delay(20);
+      assert.deepEqual(got, [{ name: 'cache_miss', channel }]);
+    } finally {
+      for (const c of clients) c.close();
+      receiver.closeAllConnections();
+      receiver.close();
+    }
   });
 });
