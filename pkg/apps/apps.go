@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,6 +38,24 @@ type App struct {
 	// once it holds this much, client events are no longer logged for the
 	// client_event webhook (see webhook.LogBudget). Zero means the default.
 	MaxWebhookLogSizeInMb float64
+
+	// MaxClientEventsPerSecond is each socket's client-event rate; zero
+	// means DefaultClientEventsPerSecond, a negative value no limit.
+	MaxClientEventsPerSecond int
+	// MaxBackendEventsPerSecond bounds the events published through the
+	// HTTP API per second, cluster-wide, each channel of each event
+	// counting one; zero or negative means no limit.
+	MaxBackendEventsPerSecond int
+	// MaxReadRequestsPerSecond bounds the HTTP API's GET requests per
+	// second, cluster-wide; zero or negative means no limit.
+	MaxReadRequestsPerSecond int
+	// MaxChannelNameLength is the longest channel name, in bytes, clients
+	// may subscribe to and the HTTP API may use; zero means
+	// protocol.MaxChannelNameLength.
+	MaxChannelNameLength int
+	// AllowedOrigins lists the browser origins whose WebSocket upgrades
+	// are accepted (see AllowsOrigin); nil allows every origin.
+	AllowedOrigins []string
 
 	Webhooks   []Webhook
 	Capacities []Capacity
@@ -68,6 +87,8 @@ type Registry struct {
 	list  []*App
 	byID  map[string]*App
 	byKey map[string]*App
+	// warnings are the apps file's fields headcount ignores (Warnings).
+	warnings []string
 }
 
 // ByID returns the app with this id, or nil (also on a nil registry).
@@ -156,6 +177,7 @@ func (a *App) validate() error {
 	if err := validateWebhooks(a.Webhooks); err != nil {
 		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
+	errs = append(errs, a.validateLimits()...)
 	if a.MaxWebhookLogSizeInMb < 0 {
 		errs = append(errs, fmt.Errorf("app %q: maxWebhookLogSizeInMb must not be negative, not %g", a.ID, a.MaxWebhookLogSizeInMb))
 	}
@@ -195,7 +217,9 @@ func LoadFile(path string) (*Registry, error) {
 
 // Parse decodes an apps file: a JSON array of app objects. Field names are
 // matched without regard to case or underscores, so soketi's camelCase and
-// snake_case spellings both work; unknown fields are ignored, as soketi does.
+// snake_case spellings both work. A field of soketi's that headcount does
+// not implement is ignored with a warning (Registry.Warnings); any other
+// unknown field, a typo most likely, is an error naming it and the app.
 func Parse(b []byte) (*Registry, error) {
 	var raw []map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -203,8 +227,10 @@ func Parse(b []byte) (*Registry, error) {
 	}
 	list := make([]*App, 0, len(raw))
 	var errs []error
+	var warnings []string
 	for i, fields := range raw {
-		a, err := decodeApp(fields)
+		a, warned, err := decodeApp(fields)
+		warnings = append(warnings, warned...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("app %d: %w", i, err))
 			continue
@@ -214,23 +240,42 @@ func Parse(b []byte) (*Registry, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return New(list)
+	r, err := New(list)
+	if r != nil {
+		r.warnings = warnings
+	}
+	return r, err
+}
+
+// Warnings names each field of the apps file that was ignored because
+// headcount does not implement it, one sentence per field and app. The
+// binaries log them at start.
+func (r *Registry) Warnings() []string {
+	if r == nil {
+		return nil
+	}
+	return r.warnings
 }
 
 func canonical(name string) string {
 	return strings.ToLower(strings.ReplaceAll(name, "_", ""))
 }
 
-func decodeApp(fields map[string]json.RawMessage) (*App, error) {
-	f := make(map[string]json.RawMessage, len(fields))
-	for k, v := range fields {
-		f[canonical(k)] = v
-	}
+func decodeApp(fields map[string]json.RawMessage) (*App, []string, error) {
+	f, errs := appFields(fields)
 	a := &App{Enabled: true}
-	var errs []error
+	used := map[string]bool{}
+	var ignored []string // nested fields ignored, by path
 	get := func(name string, dst any) {
+		used[canonical(name)] = true
 		v, ok := f[canonical(name)]
 		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return
+		}
+		v, skipped, err := normalizeKeys(v, reflect.TypeOf(dst).Elem(), name)
+		ignored = append(ignored, skipped...)
+		if err != nil {
+			errs = append(errs, err)
 			return
 		}
 		if s, isString := dst.(*string); isString {
@@ -262,5 +307,12 @@ func decodeApp(fields map[string]json.RawMessage) (*App, error) {
 	get("webhooks", &a.Webhooks)
 	get("capacities", &a.Capacities)
 	get("admission", &a.Admission)
-	return a, errors.Join(errs...)
+	get("maxClientEventsPerSecond", &a.MaxClientEventsPerSecond)
+	get("maxBackendEventsPerSecond", &a.MaxBackendEventsPerSecond)
+	get("maxReadRequestsPerSecond", &a.MaxReadRequestsPerSecond)
+	get("maxChannelNameLength", &a.MaxChannelNameLength)
+	get("allowedOrigins", &a.AllowedOrigins)
+	warnings, err := leftoverFields(a.ID, f, used, ignored)
+	errs = append(errs, err)
+	return a, warnings, errors.Join(errs...)
 }

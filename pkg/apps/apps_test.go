@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,92 @@ func TestAdmissionValidation(t *testing.T) {
 	_, err := Parse([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"presence-room-","capacity":0}],"admission":{"graceSeconds":-1}}]`))
 	require.ErrorContains(t, err, "capacity must be at least 1, not 0")
 	require.ErrorContains(t, err, "admission.graceSeconds must not be negative")
+}
+
+func TestParseLimits(t *testing.T) {
+	r, err := Parse([]byte(`[
+	  {"id": "a", "key": "ka", "secret": "s", "maxClientEventsPerSecond": 3, "max_backend_events_per_sec": 5,
+	   "MaxReadRequestsPerSecond": 7, "max_channel_name_length": 300,
+	   "allowed_origins": ["https://app.example.com", "*.example.org"]},
+	  {"AppId": "b", "AppKey": "kb", "AppSecret": "s", "maxClientEventsPerSecond": -1, "maxBackendEventsPerSecond": -1}
+	]`))
+	require.NoError(t, err)
+	require.Empty(t, r.Warnings())
+	a := r.ByID("a")
+	require.Equal(t, 3, a.ClientEventsPerSecond())
+	require.Equal(t, 5, a.MaxBackendEventsPerSecond)
+	require.Equal(t, 7, a.MaxReadRequestsPerSecond)
+	require.Equal(t, 300, a.ChannelNameLimit())
+	require.Equal(t, []string{"https://app.example.com", "*.example.org"}, a.AllowedOrigins)
+	b := r.ByKey("kb")
+	require.NotNil(t, b)
+	require.Zero(t, b.ClientEventsPerSecond(), "-1 is unlimited, as in soketi")
+	require.Equal(t, 200, b.ChannelNameLimit())
+	require.Nil(t, b.AllowedOrigins)
+
+	def, err := FromEnv(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, DefaultClientEventsPerSecond, def.All()[0].ClientEventsPerSecond())
+}
+
+// TestParseUnknownFields: soketi's settings headcount does not implement
+// load with a warning naming each; any other field is refused, named with
+// its app; nested objects are checked the same way.
+func TestParseUnknownFields(t *testing.T) {
+	r, err := Parse([]byte(`[{"id": "a", "key": "k", "secret": "s", "max_event_name_length": 100,
+	  "webhooks": [{"url": "http://127.0.0.1:9/h", "eventTypes": ["channel_occupied"]}]}]`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"channel_occupied"}, r.ByID("a").Webhooks[0].EventTypes, "nested names match like top-level ones")
+	require.Equal(t, []string{`app "a": field maxEventNameLength is a soketi setting headcount does not implement; it is ignored`}, r.Warnings())
+
+	for name, tc := range map[string]struct{ in, want string }{
+		"typo":          {`[{"id":"a","key":"k","secret":"s","maxConections":5}]`, `app "a": unknown field(s) maxconections`},
+		"nested typo":   {`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"p","capacity":1,"capactiy":2}]}]`, `capacities[0].capactiy: unknown`},
+		"twice":         {`[{"id":"a","key":"k","secret":"s","maxConnections":5,"max_connections":6}]`, `given twice`},
+		"bad origin":    {`[{"id":"a","key":"k","secret":"s","allowedOrigins":["https://a.example.com/path"]}]`, `allowedOrigins[0]`},
+		"bad host":      {`[{"id":"a","key":"k","secret":"s","allowedOrigins":["a example"]}]`, `allowedOrigins[0]`},
+		"negative name": {`[{"id":"a","key":"k","secret":"s","maxChannelNameLength":-1}]`, `maxChannelNameLength must not be negative`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestAllowsOrigin(t *testing.T) {
+	a := &App{AllowedOrigins: []string{"https://App.example.com", "*.example.org", "localhost"}}
+	for origin, want := range map[string]bool{
+		"":                             true, // no Origin: not a browser
+		"https://app.example.com":      true,
+		"HTTPS://APP.EXAMPLE.COM":      true,
+		"http://app.example.com":       false, // another scheme
+		"https://app.example.com:8443": false,
+		"https://evil.com":             false,
+		"https://a.example.org":        true,
+		"http://a.b.example.org:81":    true,
+		"https://example.org":          false,
+		"https://example.org.evil.com": false,
+		"http://localhost:3000":        true,
+		"null":                         false,
+		"not a url":                    false,
+	} {
+		require.Equal(t, want, a.AllowsOrigin(origin), origin)
+	}
+	require.True(t, (&App{}).AllowsOrigin("https://evil.com"), "no list allows all")
+	require.True(t, (&App{AllowedOrigins: []string{"*"}}).AllowsOrigin("null"))
+	require.False(t, (&App{AllowedOrigins: []string{}}).AllowsOrigin("https://a.com"), "an empty list allows no browser")
+}
+
+func TestGlob(t *testing.T) {
+	for _, tc := range []struct {
+		p, s string
+		want bool
+	}{
+		{"*.a.com", "x.a.com", true}, {"*.a.com", "a.com", false}, {"*", "", true},
+		{"a*b*c", "aXbYc", true}, {"a*b*c", "aXbY", false}, {"**", "x", true},
+		{"*a*a*a*a*b", strings.Repeat("a", 200), false},
+	} {
+		require.Equal(t, tc.want, glob(tc.p, tc.s), "%s %s", tc.p, tc.s)
+	}
 }

@@ -1,0 +1,139 @@
+package apps
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// DefaultClientEventsPerSecond is a socket's client-event rate when the
+// app sets none: Pusher's documented limit.
+const DefaultClientEventsPerSecond = 10
+
+// ClientEventsPerSecond is the client events one socket may send per
+// second, or 0 for no limit.
+func (a *App) ClientEventsPerSecond() int {
+	switch {
+	case a.MaxClientEventsPerSecond < 0:
+		return 0
+	case a.MaxClientEventsPerSecond == 0:
+		return DefaultClientEventsPerSecond
+	}
+	return a.MaxClientEventsPerSecond
+}
+
+// ChannelNameLimit is the longest channel name, in bytes, the app's
+// clients and API callers may use.
+func (a *App) ChannelNameLimit() int {
+	if a.MaxChannelNameLength > 0 {
+		return a.MaxChannelNameLength
+	}
+	return protocol.MaxChannelNameLength
+}
+
+// AllowsOrigin reports whether a WebSocket upgrade with this Origin
+// header may connect to the app. Without allowedOrigins every origin is
+// allowed. An upgrade without an Origin header is allowed: browsers always
+// send one on WebSocket upgrades, so its absence means a native or server
+// client, which could send any Origin it liked anyway; the list keeps
+// other sites' pages out, it does not authenticate. Otherwise an entry
+// allows the origin when it is "*", the same origin (scheme, host and port,
+// without regard to case), or a host pattern without a scheme (Laravel
+// Reverb's form): "app.example.com", or "*.example.com" where each "*"
+// stands for any characters, matched against the origin's host whatever
+// its scheme and port. The origin "null" (sandboxed frames, file: pages)
+// is allowed only by "*".
+func (a *App) AllowsOrigin(origin string) bool {
+	if a.AllowedOrigins == nil || origin == "" {
+		return true
+	}
+	origin = strings.ToLower(origin)
+	u, err := url.Parse(origin)
+	host := ""
+	if err == nil && u.Scheme != "" {
+		host = u.Hostname()
+	}
+	for _, e := range a.AllowedOrigins {
+		e = strings.ToLower(e)
+		switch {
+		case e == "*":
+			return true
+		case strings.Contains(e, "://"):
+			if e == origin {
+				return true
+			}
+		case host != "" && glob(e, host):
+			return true
+		}
+	}
+	return false
+}
+
+// glob matches s against pattern, where each '*' stands for any run of
+// characters (dots too, as Reverb's Str::is does). It backtracks only to
+// the last '*', so it takes O(len(pattern)*len(s)) at worst.
+func glob(pattern, s string) bool {
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			p, mark = star+1, mark+1
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// validateLimits checks the rate limits, the channel name limit and the
+// allowed origins.
+func (a *App) validateLimits() []error {
+	var errs []error
+	if a.MaxChannelNameLength < 0 {
+		errs = append(errs, fmt.Errorf("app %q: maxChannelNameLength must not be negative, not %d", a.ID, a.MaxChannelNameLength))
+	}
+	for i, e := range a.AllowedOrigins {
+		if err := checkOriginEntry(e); err != nil {
+			errs = append(errs, fmt.Errorf("app %q: allowedOrigins[%d] %q: %w", a.ID, i, e, err))
+		}
+	}
+	return errs
+}
+
+// checkOriginEntry reports why e cannot be an allowedOrigins entry.
+func checkOriginEntry(e string) error {
+	switch {
+	case e == "*":
+		return nil
+	case e == "":
+		return fmt.Errorf("empty")
+	case strings.Contains(e, "://"):
+		u, err := url.Parse(e)
+		if err != nil {
+			return err
+		}
+		if u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(e, "*") {
+			return fmt.Errorf("an origin is scheme://host[:port], with nothing after and no wildcard (write a host pattern such as *.example.com instead)")
+		}
+		return nil
+	}
+	for _, c := range e {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '*' || c == '_') {
+			return fmt.Errorf("a host pattern holds letters, digits, '.', '-', '_' and '*' only (an origin with a scheme is matched exactly: https://app.example.com)")
+		}
+	}
+	return nil
+}
