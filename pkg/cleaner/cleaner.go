@@ -185,6 +185,7 @@ func New(opts Options) (_ *App, err error) {
 	}
 	a.store.SliceSize = opts.Config.SliceSize
 	a.life.Defer(func() { _ = rdb.Close() })
+	lifecycle.WarnIgnoredAppFields(a.log, opts.Config.Apps)
 	defer func() {
 		if err != nil {
 			a.life.Stop() // releases what was taken so far

@@ -41,3 +41,12 @@ func WarnPublicSecrets(log hclog.Logger, reg *apps.Registry, setting, addr strin
 		"Set HEADCOUNT_APP_KEY and HEADCOUNT_APP_SECRET, or give --apps-file with secrets of your own",
 		"app_ids", strings.Join(ids, ","), "setting", setting, "addr", addr)
 }
+
+// WarnIgnoredAppFields logs each field of the apps file that headcount
+// ignores (apps.Registry.Warnings), so that a soketi setting that does
+// nothing here is said once at every start of every binary.
+func WarnIgnoredAppFields(log hclog.Logger, reg *apps.Registry) {
+	for _, w := range reg.Warnings() {
+		log.Warn("apps file: " + w)
+	}
+}

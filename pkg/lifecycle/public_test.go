@@ -65,3 +65,19 @@ func TestWarnPublicSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestWarnIgnoredAppFields: each soketi setting the apps file holds and
+// headcount ignores is a warning naming the field and the app.
+func TestWarnIgnoredAppFields(t *testing.T) {
+	reg, err := apps.Parse([]byte(`[{"id":"a","key":"k","secret":"s","maxEventNameLength":50}]`))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	WarnIgnoredAppFields(hclog.New(&hclog.LoggerOptions{Output: &buf}), reg)
+	require.Contains(t, buf.String(), `[WARN]  apps file: app "a": field maxEventNameLength is a soketi setting headcount does not implement`)
+
+	buf.Reset()
+	quiet, err := apps.Parse([]byte(`[{"id":"a","key":"k","secret":"s"}]`))
+	require.NoError(t, err)
+	WarnIgnoredAppFields(hclog.New(&hclog.LoggerOptions{Output: &buf}), quiet)
+	require.Empty(t, buf.String())
+}

@@ -192,6 +192,7 @@ func New(opts Options) (_ *App, err error) {
 	}
 	a.life.Defer(func() { closeUnserved(a.ws) })
 	lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
+	lifecycle.WarnIgnoredAppFields(a.log, cfg.Apps)
 
 	if cfg.AdminAddr != "" {
 		admin := lifecycle.AdminMux(a.reg, a.Ready)
