@@ -1,12 +1,14 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 )
 
-// MaxChannelNameLength is the longest channel name accepted. Pusher's docs
+// MaxChannelNameLength is the longest channel name accepted unless an app
+// sets its own (apps' maxChannelNameLength). Pusher's docs
 // say 164, but pusher-http-go, pusher-http-node and soketi all allow 200,
 // and apps built on them use it.
 const MaxChannelNameLength = 200
@@ -123,16 +125,27 @@ func IsCacheChannel(name string) bool {
 	return false
 }
 
+// ErrChannelNameTooLong is the error ValidateChannelNameMax wraps for a
+// name over the limit, which Pusher servers refuse with a subscription
+// error of their own (a LimitReached with status 4009, as soketi sends).
+var ErrChannelNameTooLong = errors.New("channel name too long")
+
 // ValidateChannelName reports why name is not a channel a client or the HTTP
 // API may use, or nil. #server-to-user-{id} is valid (its id part follows the
 // same charset).
 func ValidateChannelName(name string) error {
+	return ValidateChannelNameMax(name, MaxChannelNameLength)
+}
+
+// ValidateChannelNameMax is ValidateChannelName with an app's own length
+// limit, in bytes, instead of MaxChannelNameLength.
+func ValidateChannelNameMax(name string, maxLen int) error {
 	rest := strings.TrimPrefix(name, UserChannelPrefix)
 	switch {
 	case name == "":
 		return fmt.Errorf("channel name is empty")
-	case len(name) > MaxChannelNameLength:
-		return fmt.Errorf("channel name is %d bytes long, over the limit of %d", len(name), MaxChannelNameLength)
+	case len(name) > maxLen:
+		return fmt.Errorf("%w: %d bytes, over the limit of %d", ErrChannelNameTooLong, len(name), maxLen)
 	case rest == "":
 		return fmt.Errorf("channel name %q has no user id", name)
 	case !channelNamePattern.MatchString(rest):
