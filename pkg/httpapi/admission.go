@@ -17,9 +17,9 @@ import (
 
 // admissionChannel validates the {channel_name} of an admission route:
 // admission counts distinct users, so only presence channels have it.
-func (a *App) admissionChannel(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (a *App) admissionChannel(w http.ResponseWriter, r *http.Request, app *apps.App) (string, bool) {
 	ch := r.PathValue("channel_name")
-	if err := protocol.ValidateChannelName(ch); err != nil {
+	if err := protocol.ValidateChannelNameMax(ch, app.ChannelNameLimit()); err != nil {
 		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Invalid channel name: %v", err))
 		return "", false
 	}
@@ -63,7 +63,7 @@ type admissionAnswer struct {
 // admissionCheck is POST .../admission: admitted with a ticket, or waiting
 // with the place on the list. Calling it again is the check-in.
 func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	ch, ok := a.admissionChannel(w, r)
+	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
 		return
 	}
@@ -101,7 +101,7 @@ func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiReq
 // ticket. A seat in use stays taken until its member leaves (see
 // admission.Gate.Leave).
 func (a *App) admissionLeave(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	ch, ok := a.admissionChannel(w, r)
+	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
 		return
 	}
@@ -123,7 +123,7 @@ func (a *App) admissionLeave(w http.ResponseWriter, r *http.Request, req *apiReq
 
 // admissionState is GET .../admission.
 func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	ch, ok := a.admissionChannel(w, r)
+	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
 		return
 	}
@@ -140,7 +140,7 @@ func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiReq
 
 // setCapacity is PUT .../capacity {"capacity": N}, N >= 1.
 func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	ch, ok := a.admissionChannel(w, r)
+	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
 		return
 	}
@@ -173,7 +173,7 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 
 // clearCapacity is DELETE .../capacity: the apps file's rule applies again.
 func (a *App) clearCapacity(w http.ResponseWriter, r *http.Request, req *apiRequest) {
-	ch, ok := a.admissionChannel(w, r)
+	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
 		return
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
+	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
 )
@@ -71,6 +72,8 @@ type App struct {
 	// announce reports gate calls: metrics, admission webhooks, and a
 	// notice to the nodes holding the channel's waiters.
 	announce *announce.Announcer
+	// limiter holds the apps' per-second budgets of publishes and reads.
+	limiter *ratelimit.Limiter
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
 	// audits caches GET .../audit per app (dashboard_status.go).
@@ -139,6 +142,7 @@ func New(opts Options) (_ *App, err error) {
 	a.cache = cache.New(a.rdb, cache.Options{Keyspace: a.ks})
 	a.gate = admission.New(a.rdb, a.ks)
 	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Keyspace: a.ks, Metrics: admission.NewMetrics(reg), Logger: a.log})
+	a.limiter = ratelimit.New(a.rdb, ratelimit.Options{Keyspace: a.ks, Metrics: ratelimit.NewMetrics(reg), Logger: a.log})
 	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()

@@ -15,6 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/ratelimit"
 )
 
 // Pusher's publishing limits (channels per event, events per batch, payload
@@ -172,7 +173,7 @@ func (b *eventBody) validate(app *apps.App, where string, batchItem bool) (*even
 	}
 	seen := make(map[string]bool, len(channels))
 	for _, ch := range channels {
-		if err := protocol.ValidateChannelName(ch); err != nil {
+		if err := protocol.ValidateChannelNameMax(ch, app.ChannelNameLimit()); err != nil {
 			return nil, badRequest("%sInvalid channel name: %v", where, err)
 		}
 		if !seen[ch] {
@@ -316,6 +317,9 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 	for i, ch := range ev.channels {
 		msgs[i] = fanout.Message{Channel: ch, Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
 	}
+	if !a.allow(w, r, req.app, ratelimit.BackendEvents, len(msgs)) {
+		return
+	}
 	pending := make([]*counts.PendingCounts, len(msgs))
 	if !a.publish(w, r, req.app, msgs, func(p redis.Pipeliner, i int) {
 		pending[i] = a.queueCounts(r.Context(), p, req.app.ID, ev, msgs[i].Channel)
@@ -351,6 +355,9 @@ func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiReque
 	for i, ev := range evs {
 		msgs[i] = fanout.Message{Channel: ev.channels[0], Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
 		anyInfo = anyInfo || ev.wantInfo()
+	}
+	if !a.allow(w, r, req.app, ratelimit.BackendEvents, len(msgs)) {
+		return
 	}
 	pending := make([]*counts.PendingCounts, len(msgs))
 	if !a.publish(w, r, req.app, msgs, func(p redis.Pipeliner, i int) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/ratelimit"
 )
 
 const (
@@ -116,6 +117,10 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 		}
 		if err := sq.CheckBody(body); err != nil {
 			a.refuse(w, r, http.StatusUnauthorized, err.Error())
+			return
+		}
+		// Only a signed request spends the app's read budget.
+		if r.Method == http.MethodGet && !a.allow(w, r, app, ratelimit.ReadRequests, 1) {
 			return
 		}
 		lower := make(url.Values, len(query))

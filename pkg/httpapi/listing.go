@@ -262,7 +262,7 @@ type cacheInfo struct {
 // read of the count, and the users and rank when asked, plus freshness.
 func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	name := r.PathValue("channel_name")
-	if err := protocol.ValidateChannelName(name); err != nil {
+	if err := protocol.ValidateChannelNameMax(name, req.app.ChannelNameLimit()); err != nil {
 		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}

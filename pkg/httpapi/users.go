@@ -25,7 +25,7 @@ const terminateEvent = "terminate_connections"
 // distinct users of a presence channel across the cluster.
 func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	name := r.PathValue("channel_name")
-	if err := protocol.ValidateChannelName(name); err != nil {
+	if err := protocol.ValidateChannelNameMax(name, req.app.ChannelNameLimit()); err != nil {
 		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}

@@ -156,3 +156,6 @@ func (l *Limiter) warn(app string, kind Kind, err error) {
 	l.log.Warn("cannot check a rate limit in Redis; letting requests through until it answers (logged at most once a minute)",
 		"app", app, "kind", string(kind), "error", err)
 }
+
+// Metrics returns the metrics the limiter counts in.
+func (l *Limiter) Metrics() *Metrics { return l.m }
