@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
 	"github.com/headcount/headcount/pkg/wsfront"
@@ -66,8 +67,6 @@ type tunables struct {
 	// redisTimeout bounds the Redis calls a socket's handler makes
 	// (presence member lists, connection limits, publishing client events).
 	redisTimeout time.Duration
-	// clientEventsPerSecond is the client-event rate limit per socket.
-	clientEventsPerSecond int64
 }
 
 func defaultTunables() tunables {
@@ -86,9 +85,8 @@ func defaultTunables() tunables {
 		// cores and crowd out the rest of the process: on 2 cores, 10,000
 		// subscribers on two nodes with their clients on the same machine,
 		// publish-to-delivery p50 was 54 ms with 2 writers, 72 ms with 8.
-		writers:               runtime.GOMAXPROCS(0),
-		redisTimeout:          5 * time.Second,
-		clientEventsPerSecond: 10,
+		writers:      runtime.GOMAXPROCS(0),
+		redisTimeout: 5 * time.Second,
 	}
 }
 
@@ -98,7 +96,10 @@ type App struct {
 	log hclog.Logger
 	reg *prometheus.Registry
 	m   *metrics
-	tun tunables
+	// limits counts client events refused by the apps' rates, in the
+	// metric httpapi counts its 429s in.
+	limits *ratelimit.Metrics
+	tun    tunables
 
 	rdb   redis.UniversalClient
 	rec   *counts.Recorder
@@ -161,6 +162,7 @@ func New(opts Options) (_ *App, err error) {
 		}
 		return float64(a.ws.Open())
 	})
+	a.limits = ratelimit.NewMetrics(a.reg)
 
 	defer func() {
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
@@ -215,7 +216,8 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 		return refuse(protocol.CodeNone, "Client event data is "+strconv.Itoa(len(data))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
 	if !a.allowClientEvent(s) {
-		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.FormatInt(a.tun.clientEventsPerSecond, 10)+" per second")
+		a.limits.Rejected(s.app.ID, ratelimit.ClientEvents)
+		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.Itoa(s.app.ClientEventsPerSecond())+" per second (maxClientEventsPerSecond)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
@@ -236,11 +238,16 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	return nil
 }
 
-// allowClientEvent is a token bucket on the hub's coarse clock: no timer,
-// two integers per socket. Tokens are counted in thousandths of an event.
+// allowClientEvent is a token bucket of the app's
+// maxClientEventsPerSecond per socket, as soketi limits them per socket,
+// on the hub's coarse clock: no timer, two integers per socket. Tokens are
+// counted in thousandths of an event.
 func (a *App) allowClientEvent(s *socket) bool {
 	const unit = 1000
-	rate := a.tun.clientEventsPerSecond
+	rate := int64(s.app.ClientEventsPerSecond())
+	if rate == 0 {
+		return true // the app set no limit
+	}
 	now := a.hub.now.Load()
 	if s.tokensAt == 0 {
 		s.tokens = rate * unit
