@@ -349,7 +349,9 @@ func (f *Front) handshake(c net.Conn) {
 	}
 	if w.hijacked != nil {
 		if w.status >= 400 {
-			f.onRefuse(Refused)
+			if !w.counted {
+				f.onRefuse(Refused)
+			}
 			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
 				"error", strings.TrimSpace(string(w.body)))
 		}
@@ -577,9 +579,11 @@ func validHost(h string) bool {
 }
 
 // upgradeHeaders are the request headers websocket.Accept reads, in
-// canonical form (it looks them up with Header.Get). With compression off,
-// no subprotocols and any origin accepted, it reads no other.
-var upgradeHeaders = []string{"Connection", "Upgrade", "Sec-Websocket-Key", "Sec-Websocket-Version"}
+// canonical form (it looks them up with Header.Get), and Origin, which the
+// handler checks against the app's allowed origins. With compression off,
+// no subprotocols and the origin left to the handler, Accept reads no
+// other.
+var upgradeHeaders = []string{"Connection", "Upgrade", "Sec-Websocket-Key", "Sec-Websocket-Version", "Origin"}
 
 func cutLine(b []byte) (line, rest []byte) {
 	line, rest, _ = bytes.Cut(b, []byte("\n"))
@@ -602,6 +606,8 @@ type upgradeWriter struct {
 	hijack   HijackFunc
 	// conn is the upgraded socket's connection (set by Hijack).
 	conn net.Conn
+	// counted is set by Counted: the handler counted its refusal itself.
+	counted bool
 }
 
 func (w *upgradeWriter) Header() http.Header {
@@ -642,6 +648,15 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw := w.hijack(fc, w.early, head.Bytes())
 	w.conn, w.early = conn, nil
 	return conn, brw, nil
+}
+
+// Counted tells the front that its handler counted the refusal it is
+// answering w with under a reason of its own, so OnRefuse does not count
+// it again as Refused. It does nothing for another ResponseWriter.
+func Counted(w http.ResponseWriter) {
+	if uw, ok := w.(*upgradeWriter); ok {
+		uw.counted = true
+	}
 }
 
 // Upgraded is the connection the upgrade w (a Front's ResponseWriter)

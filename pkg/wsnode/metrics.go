@@ -71,6 +71,7 @@ const (
 	reasonNotAuthorized
 	reasonSocketCap
 	reasonWatchlistLimit
+	reasonOrigin
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -97,6 +98,7 @@ var reasonLabels = [reasonCount]string{
 	reasonPublish:           "publish",
 	reasonAccept:            "accept",
 	reasonHandshake:         "handshake_refused",
+	reasonOrigin:            "origin_not_allowed",
 	reasonNotAuthorized:     "user_auth_timeout",
 	reasonSocketCap:         "socket_cap",
 	reasonWatchlistLimit:    "watchlist_limit",

@@ -47,13 +47,16 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer a.hub.leave()
 
+	if !a.originAllowed(w, r) {
+		return
+	}
 	// The id is set before the socket is shared with the sweeper and drain.
 	s := &socket{id: a.ids.Next()}
 	// w is front's: the connection comes with small buffers and the 101
 	// waits in the socketConn for connection_established.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		// Pusher accepts any origin: apps restrict access with channel
-		// auth, not origins.
+		// Pusher accepts any origin; an app's allowedOrigins were
+		// checked before (originAllowed).
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
 		OnPingReceived: func(context.Context, []byte) bool {
@@ -135,6 +138,22 @@ func (a *App) runSocket(s *socket, first bool) {
 		handedOff = true
 		go a.runSocket(s, false)
 	}
+}
+
+// originAllowed refuses, with 403 before the upgrade, an upgrade whose
+// Origin the app's allowedOrigins do not allow (apps.App.AllowsOrigin), so
+// a browser page gets an HTTP error rather than a socket. An unknown or
+// disabled app is left to admit, which answers it the Pusher way.
+func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
+	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
+	origin := r.Header.Get("Origin")
+	if app == nil || app.AllowsOrigin(origin) {
+		return true
+	}
+	a.m.errors[reasonOrigin].Inc()
+	wsfront.Counted(w)
+	http.Error(w, "Origin "+clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
+	return false
 }
 
 // admit checks the app key and protocol version; on refusal it returns the
@@ -282,8 +301,11 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		return a.sendError(s, sc, err)
 	}
 	ch := sub.Channel
-	if err := protocol.ValidateChannelName(ch); err != nil {
+	if err := protocol.ValidateChannelNameMax(ch, s.app.ChannelNameLimit()); err != nil {
 		a.m.errors[reasonInvalidChannel].Inc()
+		// A name over the app's limit gets the same pusher:error as any
+		// invalid name (soketi sends a pusher:subscription_error of type
+		// LimitReached, status 4009, instead), naming the limit.
 		return a.sendError(s, sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
 	}
 	// A repeated subscribe is answered again but counted once. For
