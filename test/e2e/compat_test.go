@@ -47,7 +47,9 @@ func TestPusherJSCompat(t *testing.T) {
 	// app-id has client events on and a capacity of 1 on presence-cap-
 	// channels (08-admission.test.js); app2 has client events off; app3
 	// sends subscription_count (09-many-channels.test.js); app4 requires
-	// user authentication (10-user-auth.test.js).
+	// user authentication (10-user-auth.test.js); limitsApp has small rate
+	// limits, a short channel name limit and allowed origins
+	// (13-limits.test.js).
 	type appEntry struct {
 		ID                      string           `json:"id"`
 		Key                     string           `json:"key"`
@@ -58,6 +60,12 @@ func TestPusherJSCompat(t *testing.T) {
 		Capacities              []map[string]any `json:"capacities,omitempty"`
 		Admission               map[string]int   `json:"admission,omitempty"`
 		Webhooks                []map[string]any `json:"webhooks,omitempty"`
+		// Soketi's spellings, as a soketi apps file has them.
+		MaxClientEventsPerSecond  int      `json:"max_client_events_per_sec,omitempty"`
+		MaxBackendEventsPerSecond int      `json:"maxBackendEventsPerSecond,omitempty"`
+		MaxReadRequestsPerSecond  int      `json:"maxReadRequestsPerSecond,omitempty"`
+		MaxChannelNameLength      int      `json:"maxChannelNameLength,omitempty"`
+		AllowedOrigins            []string `json:"allowed_origins,omitempty"`
 	}
 	apps := []appEntry{
 		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
@@ -85,6 +93,10 @@ func TestPusherJSCompat(t *testing.T) {
 	cacheApp := appEntry{ID: "cache-id", Key: "cache-key", Secret: "cache-secret",
 		Webhooks: []map[string]any{{"url": "http://" + cacheHookAddr + "/cache", "event_types": []string{"cache_miss"}}}}
 	apps = append(apps, cacheApp)
+	limitsApp := appEntry{ID: "limits-id", Key: "limits-key", Secret: "limits-secret", EnableClientMessages: true,
+		MaxClientEventsPerSecond: 2, MaxBackendEventsPerSecond: 5, MaxReadRequestsPerSecond: 3, MaxChannelNameLength: 40,
+		AllowedOrigins: []string{"https://good.example", "*.good.example"}}
+	apps = append(apps, limitsApp)
 	appsJSON, err := json.Marshal(apps)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +135,7 @@ func TestPusherJSCompat(t *testing.T) {
 		"HC_HOOKS_APP_ID="+hooks.ID, "HC_HOOKS_APP_KEY="+hooks.Key, "HC_HOOKS_APP_SECRET="+hooks.Secret,
 		"HC_HOOKS_ADDR="+hooksAddr, "HC_HOOKS_BATCH_SIZE="+strconv.Itoa(hooksBatch), "HC_HOOKS_TOKEN="+hooksToken, "HC_HOOKS_PREFIX="+hooksPrefix,
 		"HC_CACHE_APP_ID="+cacheApp.ID, "HC_CACHE_APP_KEY="+cacheApp.Key, "HC_CACHE_APP_SECRET="+cacheApp.Secret, "HC_CACHE_HOOK_ADDR="+cacheHookAddr,
+		"HC_LIMITS_APP_ID="+limitsApp.ID, "HC_LIMITS_APP_KEY="+limitsApp.Key, "HC_LIMITS_APP_SECRET="+limitsApp.Secret,
 		"HC_USER_AUTH_TIMEOUT_MS="+strconv.FormatInt(userAuthTimeout.Milliseconds(), 10),
 		"HC_API="+api.addr,
 		"HC_KILL_PID_B="+strconv.Itoa(b.p.cmd.Process.Pid),
