@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -334,4 +335,26 @@ func TestAcceptBacksOffWhenOutOfFiles(t *testing.T) {
 	c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
 	require.NoError(t, err)
 	_ = c.Close()
+}
+
+// TestAppsFileFields: a field of the apps file that is neither headcount's
+// nor soketi's exits 2 naming it and its app; a soketi setting headcount
+// does not implement is logged as a warning naming it, before anything
+// else can fail.
+func TestAppsFileFields(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.json")
+	require.NoError(t, os.WriteFile(typo, []byte(`[{"id":"a","key":"k","secret":"s","maxConections":5}]`), 0o600))
+	var stderr bytes.Buffer
+	require.Equal(t, 2, run([]string{"--apps-file", typo}, noEnv, &stderr))
+	require.Contains(t, stderr.String(), `app "a": unknown field(s) maxconections`)
+
+	soketi := filepath.Join(dir, "soketi.json")
+	require.NoError(t, os.WriteFile(soketi, []byte(`[{"id":"a","key":"k","secret":"s","maxEventNameLength":50}]`), 0o600))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	stderr.Reset()
+	require.Equal(t, 1, run([]string{"--apps-file", soketi, "--addr", taken.Addr().String(), "--admin-addr", ""}, noEnv, &stderr))
+	require.Regexp(t, `\[WARN\] +wsnode[.a-z]*: apps file: app "a": field maxEventNameLength is a soketi setting headcount does not implement; it is ignored`, stderr.String())
 }

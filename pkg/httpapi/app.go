@@ -111,6 +111,7 @@ func New(opts Options) (_ *App, err error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	lifecycle.WarnIgnoredAppFields(log.Named("httpapi"), opts.Config.Apps)
 	a := &App{
 		log:       log.Named("httpapi"),
 		apps:      opts.Config.Apps,
@@ -151,7 +152,6 @@ func New(opts Options) (_ *App, err error) {
 	}
 	a.life.Defer(a.api.Close)
 	lifecycle.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
-	lifecycle.WarnIgnoredAppFields(a.log, a.apps)
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)

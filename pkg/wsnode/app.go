@@ -153,6 +153,7 @@ func New(opts Options) (_ *App, err error) {
 		a.log = hclog.NewNullLogger()
 	}
 	a.log = a.log.Named("wsnode")
+	lifecycle.WarnIgnoredAppFields(a.log, cfg.Apps)
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
 	}
@@ -194,7 +195,6 @@ func New(opts Options) (_ *App, err error) {
 	}
 	a.life.Defer(func() { closeUnserved(a.ws) })
 	lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
-	lifecycle.WarnIgnoredAppFields(a.log, cfg.Apps)
 
 	if cfg.AdminAddr != "" {
 		admin := lifecycle.AdminMux(a.reg, a.Ready)
