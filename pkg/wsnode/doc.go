@@ -50,9 +50,11 @@
 // in a write past the write timeout, or, for apps with
 // enableUserAuthentication, not authorized (signed in, or subscribed to a
 // private or presence channel) within --user-auth-timeout (pusher:error and
-// close 4009, which pusher-js does not reconnect from). The client-event rate limit (10
-// per second per socket, pusher:error 4301 beyond) is a token bucket on the
-// same clock. The socket registry and the channel index (channel ->
+// close 4009, which pusher-js does not reconnect from). The client-event rate limit (the
+// app's maxClientEventsPerSecond, 10 by default, per socket, pusher:error
+// 4301 beyond) is a token bucket on the same clock. An upgrade whose Origin
+// the app's allowedOrigins do not allow is refused with 403 before it
+// becomes a socket. The socket registry and the channel index (channel ->
 // local subscribers) are sharded, each shard under its own lock. App
 // methods are safe for concurrent use; Run may be called once.
 //
