@@ -113,6 +113,9 @@ func (a *App) validateLimits() []error {
 	return errs
 }
 
+// hostPatternChars are the characters of a host pattern.
+const hostPatternChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_*"
+
 // checkOriginEntry reports why e cannot be an allowedOrigins entry.
 func checkOriginEntry(e string) error {
 	switch {
@@ -131,7 +134,7 @@ func checkOriginEntry(e string) error {
 		return nil
 	}
 	for _, c := range e {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '*' || c == '_') {
+		if !strings.ContainsRune(hostPatternChars, c) {
 			return fmt.Errorf("a host pattern holds letters, digits, '.', '-', '_' and '*' only (an origin with a scheme is matched exactly: https://app.example.com)")
 		}
 	}

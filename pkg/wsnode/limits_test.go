@@ -110,6 +110,7 @@ func TestOriginRefusedBeforeUpgrade(t *testing.T) {
 	_, resp, err := dialOrigin(originKey, "https://evil.example")
 	require.Error(t, err)
 	require.NotNil(t, resp)
+	defer resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	body, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(body), `Origin "https://evil.example" is not allowed for app app-origin`)
@@ -122,8 +123,11 @@ func TestOriginRefusedBeforeUpgrade(t *testing.T) {
 		{originKey, ""}, // not a browser
 		{appKey, "https://evil.example"},
 	} {
-		c, _, err := dialOrigin(tc.key, tc.origin)
+		c, resp, err := dialOrigin(tc.key, tc.origin)
 		require.NoError(t, err, "%s from %q", tc.key, tc.origin)
+		if resp.Body != nil { // a 101 has none
+			_ = resp.Body.Close()
+		}
 		require.Equal(t, "pusher:connection_established", read(t, c).Event)
 	}
 }
