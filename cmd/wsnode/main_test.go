@@ -347,7 +347,7 @@ func TestAppsFileFields(t *testing.T) {
 	require.NoError(t, os.WriteFile(typo, []byte(`[{"id":"a","key":"k","secret":"s","maxConections":5}]`), 0o600))
 	var stderr bytes.Buffer
 	require.Equal(t, 2, run([]string{"--apps-file", typo}, noEnv, &stderr))
-	require.Contains(t, stderr.String(), `app "a": unknown field(s) maxconections`)
+	require.Contains(t, stderr.String(), `app 0 (id "a"): unknown field(s) "maxConections"`)
 
 	soketi := filepath.Join(dir, "soketi.json")
 	require.NoError(t, os.WriteFile(soketi, []byte(`[{"id":"a","key":"k","secret":"s","maxEventNameLength":50}]`), 0o600))

@@ -229,10 +229,12 @@ func Parse(b []byte) (*Registry, error) {
 	var errs []error
 	var warnings []string
 	for i, fields := range raw {
-		a, warned, err := decodeApp(fields)
+		a, warned, appErrs := decodeApp(fields)
 		warnings = append(warnings, warned...)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("app %d: %w", i, err))
+		for _, err := range appErrs {
+			errs = append(errs, fmt.Errorf("app %d (id %q): %w", i, a.ID, err))
+		}
+		if len(appErrs) > 0 {
 			continue
 		}
 		list = append(list, a)
@@ -261,8 +263,9 @@ func canonical(name string) string {
 	return strings.ToLower(strings.ReplaceAll(name, "_", ""))
 }
 
-func decodeApp(fields map[string]json.RawMessage) (*App, []string, error) {
-	f, errs := appFields(fields)
+// decodeApp decodes one app object; its errors are each about one field.
+func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
+	f, spelled, errs := appFields(fields)
 	a := &App{Enabled: true}
 	used := map[string]bool{}
 	var ignored []string // nested fields ignored, by path
@@ -312,7 +315,9 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, error) {
 	get("maxReadRequestsPerSecond", &a.MaxReadRequestsPerSecond)
 	get("maxChannelNameLength", &a.MaxChannelNameLength)
 	get("allowedOrigins", &a.AllowedOrigins)
-	warnings, err := leftoverFields(a.ID, f, used, ignored)
-	errs = append(errs, err)
-	return a, warnings, errors.Join(errs...)
+	warnings, err := leftoverFields(a.ID, f, spelled, used, ignored)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return a, warnings, errs
 }

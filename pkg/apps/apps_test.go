@@ -103,7 +103,7 @@ func TestParseUnknownFields(t *testing.T) {
 	require.Equal(t, []string{`app "a": field maxEventNameLength is a soketi setting headcount does not implement; it is ignored`}, r.Warnings())
 
 	for name, tc := range map[string]struct{ in, want string }{
-		"typo":          {`[{"id":"a","key":"k","secret":"s","maxConections":5}]`, `app "a": unknown field(s) maxconections`},
+		"typo":          {`[{"id":"a","key":"k","secret":"s","maxConections":5}]`, `app 0 (id "a"): unknown field(s) "maxConections"`},
 		"nested typo":   {`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"p","capacity":1,"capactiy":2}]}]`, `capacities[0].capactiy: unknown`},
 		"twice":         {`[{"id":"a","key":"k","secret":"s","maxConnections":5,"max_connections":6}]`, `given twice`},
 		"bad origin":    {`[{"id":"a","key":"k","secret":"s","allowedOrigins":["https://a.example.com/path"]}]`, `allowedOrigins[0]`},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -55,10 +56,10 @@ func SoketiUnsupported() []string {
 // appFields keys an app object's fields by canonical name, aliases
 // resolved. A field given twice under different spellings is an error:
 // which one won would depend on map order.
-func appFields(fields map[string]json.RawMessage) (map[string]json.RawMessage, []error) {
-	f := make(map[string]json.RawMessage, len(fields))
-	spelled := make(map[string]string, len(fields))
-	var errs []error
+// spelled maps each canonical name to the spelling the file used.
+func appFields(fields map[string]json.RawMessage) (f map[string]json.RawMessage, spelled map[string]string, errs []error) {
+	f = make(map[string]json.RawMessage, len(fields))
+	spelled = make(map[string]string, len(fields))
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range fields {
 			if !yield(k) {
@@ -76,13 +77,13 @@ func appFields(fields map[string]json.RawMessage) (map[string]json.RawMessage, [
 		}
 		f[c], spelled[c] = fields[k], k
 	}
-	return f, errs
+	return f, spelled, errs
 }
 
 // leftoverFields sorts the fields decodeApp did not use (and the nested
 // ones normalizeKeys skipped, by path) into warnings, for soketi's
 // settings headcount does not implement, and an error naming the others.
-func leftoverFields(app string, f map[string]json.RawMessage, used map[string]bool, nested []string) ([]string, error) {
+func leftoverFields(app string, f map[string]json.RawMessage, spelled map[string]string, used map[string]bool, nested []string) ([]string, error) {
 	var warnings []string
 	var unknown []string
 	for _, c := range slices.Sorted(func(yield func(string) bool) {
@@ -96,14 +97,14 @@ func leftoverFields(app string, f map[string]json.RawMessage, used map[string]bo
 			warnings = append(warnings, fmt.Sprintf("app %q: field %s is a soketi setting headcount does not implement; it is ignored", app, name))
 			continue
 		}
-		unknown = append(unknown, c)
+		unknown = append(unknown, strconv.Quote(spelled[c]))
 	}
 	for _, path := range nested {
 		warnings = append(warnings, fmt.Sprintf("app %q: field %s is a soketi setting headcount does not implement; it is ignored", app, path))
 	}
 	if len(unknown) > 0 {
-		return warnings, fmt.Errorf("app %q: unknown field(s) %s (neither a headcount nor a soketi setting; names match without regard to case and underscores)",
-			app, strings.Join(unknown, ", "))
+		return warnings, fmt.Errorf("unknown field(s) %s (neither a headcount nor a soketi setting; names match without regard to case and underscores)",
+			strings.Join(unknown, ", "))
 	}
 	return warnings, nil
 }
