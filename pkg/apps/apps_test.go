@@ -118,7 +118,7 @@ func TestParseUnknownFields(t *testing.T) {
 }
 
 func TestAllowsOrigin(t *testing.T) {
-	a := &App{AllowedOrigins: []string{"https://App.example.com", "*.example.org", "localhost"}}
+	a := &App{AllowedOrigins: []string{"https://App.example.com", "*.example.org", "localhost", "http://x.test:80/"}}
 	for origin, want := range map[string]bool{
 		"":                             true, // no Origin: not a browser
 		"https://app.example.com":      true,
@@ -132,6 +132,9 @@ func TestAllowsOrigin(t *testing.T) {
 		"https://example.org.evil.com": false,
 		"http://localhost:3000":        true,
 		"null":                         false,
+		"https://app.example.com:443":  true, // the default port
+		"http://x.test":                true,
+		"http://x.test:8080":           false,
 		"not a url":                    false,
 	} {
 		require.Equal(t, want, a.AllowsOrigin(origin), origin)

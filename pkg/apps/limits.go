@@ -49,7 +49,7 @@ func (a *App) AllowsOrigin(origin string) bool {
 	if a.AllowedOrigins == nil || origin == "" {
 		return true
 	}
-	origin = strings.ToLower(origin)
+	origin = normalOrigin(origin)
 	u, err := url.Parse(origin)
 	host := ""
 	if err == nil && u.Scheme != "" {
@@ -61,7 +61,7 @@ func (a *App) AllowsOrigin(origin string) bool {
 		case e == "*":
 			return true
 		case strings.Contains(e, "://"):
-			if e == origin {
+			if normalOrigin(e) == origin {
 				return true
 			}
 		case host != "" && glob(e, host):
@@ -69,6 +69,20 @@ func (a *App) AllowsOrigin(origin string) bool {
 		}
 	}
 	return false
+}
+
+// normalOrigin is s lowercased, without a trailing "/" or the scheme's
+// default port, so "https://App.example.com:443/" and
+// "https://app.example.com" (what browsers send) compare equal.
+func normalOrigin(s string) string {
+	s = strings.TrimSuffix(strings.ToLower(s), "/")
+	for _, d := range []string{"https://:443", "http://:80"} {
+		scheme, port, _ := strings.Cut(d, "://")
+		if strings.HasPrefix(s, scheme+"://") && strings.HasSuffix(s, port) {
+			return strings.TrimSuffix(s, port)
+		}
+	}
+	return s
 }
 
 // glob matches s against pattern, where each '*' stands for any run of
@@ -128,7 +142,7 @@ func checkOriginEntry(e string) error {
 		if err != nil {
 			return err
 		}
-		if u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(e, "*") {
+		if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(e, "*") {
 			return fmt.Errorf("an origin is scheme://host[:port], with nothing after and no wildcard (write a host pattern such as *.example.com instead)")
 		}
 		return nil
