@@ -201,7 +201,7 @@ func New(opts Options) (_ *App, err error) {
 		OnPublishError: a.m.announceErrors.Inc,
 	})
 	if opts.Config.LeaseTTL > 0 {
-		a.lease = lease.New(rdb, lease.CleanerKey(ks), opts.Config.LeaseTTL)
+		a.lease = lease.NewNamed(rdb, lease.CleanerKey(ks), opts.Config.LeaseTTL, opts.Config.NodeID)
 	}
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (each slice in its own atomic unit), so a node's death
@@ -278,7 +278,7 @@ func (a *App) run(ctx context.Context) error {
 	if a.admin != nil {
 		g.Add(a.admin.Serve, func(error) { a.admin.Shutdown(time.Second) })
 	}
-	a.log.Info("cleaner started", "dead_after", a.cfg.DeadAfter, "scan_interval", a.cfg.ScanInterval, "lease_ttl", a.cfg.LeaseTTL,
+	a.log.Info("cleaner started", "node_id", a.cfg.NodeID, "dead_after", a.cfg.DeadAfter, "scan_interval", a.cfg.ScanInterval, "lease_ttl", a.cfg.LeaseTTL,
 		"liveness_interval", a.cfg.LivenessInterval, "liveness_grace", a.cfg.LivenessGrace)
 	err := g.Run()
 	a.log.Info("cleaner stopped")

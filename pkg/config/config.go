@@ -123,6 +123,9 @@ type WSNode struct {
 // Cleaner is the configuration of cmd/cleaner.
 type Cleaner struct {
 	Common
+	// NodeID names this cleaner where the lease holder is shown (the
+	// dashboard, GET .../status); unique per process start by default.
+	NodeID string
 	// DeadAfter is how old a node's last-seen may be before it is reaped.
 	DeadAfter time.Duration
 	// ScanInterval is how often the active cleaner looks for stale nodes.
@@ -250,6 +253,7 @@ func DefaultWSNode() WSNode {
 func DefaultCleaner() Cleaner {
 	return Cleaner{
 		Common:       defaultCommon(DefaultCleanerAdmin),
+		NodeID:       NewNodeID(),
 		DeadAfter:    3 * time.Second,
 		ScanInterval: 500 * time.Millisecond,
 		LeaseTTL:     3 * time.Second,
@@ -291,6 +295,15 @@ func NewNodeID() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
+// checkNodeID checks a --node-id: its characters keep it readable in logs
+// and free of the separators Redis values and lease tokens use.
+func checkNodeID(id string) error {
+	if id == "" || len(id) > 128 || strings.IndexFunc(id, func(r rune) bool { return !nodeIDChar(r) }) >= 0 {
+		return fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 . _ -", id)
+	}
+	return nil
+}
+
 func nodeIDChar(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
 }
@@ -313,9 +326,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	var errs []error
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
-	if c.NodeID == "" || len(c.NodeID) > 128 || strings.IndexFunc(c.NodeID, func(r rune) bool { return !nodeIDChar(r) }) >= 0 {
-		errs = append(errs, fmt.Errorf("--node-id: %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c.NodeID))
-	}
+	errs = append(errs, checkNodeID(c.NodeID))
 	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain), positive("--user-auth-timeout", c.UserAuthTimeout))
 	return c, errors.Join(errs...)
 }
@@ -326,6 +337,7 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	c := DefaultCleaner()
 	s := newSet("cleaner", env, out)
 	s.common(&c.Common)
+	s.str(&c.NodeID, "node-id", "this cleaner's name where the lease holder is shown (default: unique per start)")
 	s.dur(&c.DeadAfter, "dead-after", "age of last-seen after which a node is reaped")
 	s.dur(&c.ScanInterval, "scan-interval", "how often the active cleaner looks for dead nodes")
 	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease (0: no lease, this cleaner is always active alongside any other; for tests only)")
@@ -336,7 +348,7 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	}
 	var errs []error
 	errs = append(errs, validateCommon(&c.Common, env)...)
-	errs = append(errs, positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
+	errs = append(errs, checkNodeID(c.NodeID), positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
 	if c.LivenessInterval < 0 {
 		errs = append(errs, fmt.Errorf("--liveness-interval: %v must not be negative (0 turns the liveness check off)", c.LivenessInterval))
 	}

@@ -246,3 +246,16 @@ func TestRedisPrefix(t *testing.T) {
 		require.Contains(t, err.Error(), `must be non-empty, without '{', '}', ':' or whitespace`)
 	}
 }
+
+// TestCleanerNodeID: a cleaner's name is generated unless given, and is
+// checked as a wsnode's is.
+func TestCleanerNodeID(t *testing.T) {
+	c, _, err := ParseCleaner(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.NotEmpty(t, c.NodeID)
+	c, _, err = ParseCleaner([]string{"--node-id", "cleaner-1"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "cleaner-1", c.NodeID)
+	_, _, err = ParseCleaner([]string{"--node-id", "a/b"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "--node-id")
+}

@@ -53,9 +53,20 @@ type Lease struct {
 
 // New returns a handle with a fresh random token.
 func New(rdb redis.UniversalClient, key string, ttl time.Duration) *Lease {
+	return NewNamed(rdb, key, ttl, "")
+}
+
+// NewNamed is New with the contender's name in front of its token
+// ("name/random"), so those who Read the lease see who holds it. The name
+// must not contain '/'; the random part alone fences the lease.
+func NewNamed(rdb redis.UniversalClient, key string, ttl time.Duration, name string) *Lease {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return &Lease{rdb: rdb, key: key, ttl: ttl, token: hex.EncodeToString(b), base: time.Now()}
+	token := hex.EncodeToString(b)
+	if name != "" {
+		token = name + nameSep + token
+	}
+	return &Lease{rdb: rdb, key: key, ttl: ttl, token: token, base: time.Now()}
 }
 
 // Token identifies this contender (logs, tests).

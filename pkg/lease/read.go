@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,13 +25,17 @@ func CleanerKey(ks keyspace.Space) string { return ks.Name("cleaner:lease") }
 // to anyone who could forge a release.
 const holderIDLength = 8
 
+// nameSep ends the name NewNamed puts in front of a token.
+const nameSep = "/"
+
 // Status is a lease as Redis holds it.
 type Status struct {
 	// Held is false when nobody holds the lease (no contender runs, or the
 	// last holder's lease ran out and no standby has taken it yet).
 	Held bool
-	// Holder is the start of the holder's random token: it changes on a
-	// failover and stays the same across renewals.
+	// Holder is the holder's name, if it has one (NewNamed), then "/" and
+	// the start of its random token: it changes on a failover, even to a
+	// restarted holder of the same name, and stays the same across renewals.
 	Holder string
 	// ExpiresIn is how long the lease lives unless renewed (every third of
 	// the lease TTL while the holder is alive).
@@ -54,5 +59,9 @@ func Read(ctx context.Context, rdb redis.UniversalClient, key string) (Status, e
 	if tok == "" {
 		return Status{}, nil
 	}
-	return Status{Held: true, Holder: tok[:min(len(tok), holderIDLength)], ExpiresIn: max(ttl.Val(), 0)}, nil
+	name, random := "", tok
+	if i := strings.LastIndex(tok, nameSep); i >= 0 {
+		name, random = tok[:i+len(nameSep)], tok[i+len(nameSep):]
+	}
+	return Status{Held: true, Holder: name + random[:min(len(random), holderIDLength)], ExpiresIn: max(ttl.Val(), 0)}, nil
 }
