@@ -2,18 +2,19 @@
 # run-local.sh (make run): a local headcount cluster on loopback.
 #
 #   redis-server  127.0.0.1:$RUN_REDIS_PORT (default 6390), no persistence
-#   wsnode A      ws://127.0.0.1:6001   admin 127.0.0.1:9601
-#   wsnode B      ws://127.0.0.1:6002   admin 127.0.0.1:9611
-#   cleaner 1     admin 127.0.0.1:9602
-#   cleaner 2     admin 127.0.0.1:9612
+#   ws-a          ws://127.0.0.1:6001   admin 127.0.0.1:9601
+#   ws-b          ws://127.0.0.1:6002   admin 127.0.0.1:9611
+#   cleaner-1     admin 127.0.0.1:9602
+#   cleaner-2     admin 127.0.0.1:9612
 #   httpapi       http://127.0.0.1:8080 admin 127.0.0.1:9603
 #                 with --dashboard: http://127.0.0.1:8080/dashboard and /demo
 #
-# Every process reads the apps file written to the run dir (or the one
-# HEADCOUNT_APPS_FILE names): the default app
-# (HEADCOUNT_APP_ID/_KEY/_SECRET, else app-id/app-key/app-secret) with a
-# capacity of 2 on presence-room- channels, so the demo room has a waiting
-# list from the third visitor on.
+# Each process runs under the name the banner and the dashboard show
+# (--node-id). Every process reads the apps file scripts/run-apps.sh writes
+# to the run dir (or the one HEADCOUNT_APPS_FILE names): the default app
+# with client events and subscription_count on and a capacity of 2 on
+# presence-room- channels, so the demo room has a waiting list from the
+# third visitor on.
 #
 # Builds the binaries, installs missing dependencies (scripts/ensure-deps.sh),
 # checks the ports are free, starts everything, waits for every /readyz, then
@@ -36,10 +37,14 @@ READY_SECONDS=${RUN_READY_SECONDS:-30}
 DRAIN=2s          # wsnode drain window on Ctrl-C
 DEAD_AFTER=3s     # cleaner defaults, spelled out for the banner
 SCAN_INTERVAL=500ms
+# httpapi's --stale-after defaults to dead-after, so a node is stale only
+# while awaiting the reap; two missed heartbeats (1 s each) let the
+# dashboard show a hung node stale for a second before it is reaped.
+STALE_AFTER=2s
 APP_ID=${HEADCOUNT_APP_ID:-app-id}
 APP_KEY=${HEADCOUNT_APP_KEY:-app-key}
 APP_SECRET=${HEADCOUNT_APP_SECRET:-app-secret}
-ROOM_CAPACITY=2 # presence-room- channels: the demo room's waiting list starts at the third visitor
+export RUN_ROOM_CAPACITY=${RUN_ROOM_CAPACITY:-2} # presence-room- channels: the demo room's waiting list starts at the third visitor
 
 msg() { printf 'run: %s\n' "$*"; }
 die() {
@@ -54,8 +59,8 @@ command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is needed"
 # name:port for everything we bind.
 ports=(
 	"redis:$REDIS_PORT"
-	"wsnode-a:6001" "wsnode-a-admin:9601"
-	"wsnode-b:6002" "wsnode-b-admin:9611"
+	"ws-a:6001" "ws-a-admin:9601"
+	"ws-b:6002" "ws-b-admin:9611"
 	"cleaner-1-admin:9602" "cleaner-2-admin:9612"
 	"httpapi:8080" "httpapi-admin:9603"
 )
@@ -203,33 +208,26 @@ start redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appen
 wait_until redis "${pids[-1]}" redis_up
 
 redis_url=redis://127.0.0.1:$REDIS_PORT/0
-# json_str VALUE: VALUE as a JSON string.
-json_str() {
-	local v=${1//\\/\\\\}
-	v=${v//\"/\\\"}
-	printf '"%s"' "$v"
-}
 if [ -n "${HEADCOUNT_APPS_FILE:-}" ]; then
 	apps_file=$HEADCOUNT_APPS_FILE # the caller's own apps file wins, as it did before
 	apps_note="(yours: HEADCOUNT_APPS_FILE)"
 else
 	apps_file=$run_dir/apps.json
-	apps_note="(presence-room-* capacity $ROOM_CAPACITY)"
+	apps_note="(client events, subscription_count, presence-room-* capacity $RUN_ROOM_CAPACITY)"
 	( # it holds the secret: readable by us only
 		umask 077
-		printf '[{"id": %s, "key": %s, "secret": %s, "capacities": [{"prefix": "presence-room-", "capacity": %s}]}]\n' \
-			"$(json_str "$APP_ID")" "$(json_str "$APP_KEY")" "$(json_str "$APP_SECRET")" "$ROOM_CAPACITY" >"$apps_file"
+		bash scripts/run-apps.sh >"$apps_file"
 	)
 fi
 common=(--redis "$redis_url" --redis-cluster= --apps-file "$apps_file" --log-level "$LOG_LEVEL")
 
-start wsnode-a bin/wsnode "${common[@]}" --addr 127.0.0.1:6001 --admin-addr 127.0.0.1:9601 --drain "$DRAIN"
-start wsnode-b bin/wsnode "${common[@]}" --addr 127.0.0.1:6002 --admin-addr 127.0.0.1:9611 --drain "$DRAIN"
+start ws-a bin/wsnode "${common[@]}" --node-id ws-a --addr 127.0.0.1:6001 --admin-addr 127.0.0.1:9601 --drain "$DRAIN"
+start ws-b bin/wsnode "${common[@]}" --node-id ws-b --addr 127.0.0.1:6002 --admin-addr 127.0.0.1:9611 --drain "$DRAIN"
 cleaner_flags=(--dead-after "$DEAD_AFTER" --scan-interval "$SCAN_INTERVAL")
-start cleaner-1 bin/cleaner "${common[@]}" --admin-addr 127.0.0.1:9602 "${cleaner_flags[@]}"
-start cleaner-2 bin/cleaner "${common[@]}" --admin-addr 127.0.0.1:9612 "${cleaner_flags[@]}"
+start cleaner-1 bin/cleaner "${common[@]}" --node-id cleaner-1 --admin-addr 127.0.0.1:9602 "${cleaner_flags[@]}"
+start cleaner-2 bin/cleaner "${common[@]}" --node-id cleaner-2 --admin-addr 127.0.0.1:9612 "${cleaner_flags[@]}"
 start httpapi bin/httpapi "${common[@]}" --addr 127.0.0.1:8080 --admin-addr 127.0.0.1:9603 \
-	--dashboard --demo-ws 127.0.0.1:6002 --stale-after "$DEAD_AFTER"
+	--dashboard --demo-ws 127.0.0.1:6002 --stale-after "$STALE_AFTER"
 
 pid_of() {
 	local p
@@ -237,23 +235,23 @@ pid_of() {
 		if [ "${name_of[$p]}" = "$1" ]; then echo "$p"; fi
 	done
 }
-for svc in wsnode-a:9601 wsnode-b:9611 cleaner-1:9602 cleaner-2:9612 httpapi:9603; do
+for svc in ws-a:9601 ws-b:9611 cleaner-1:9602 cleaner-2:9612 httpapi:9603; do
 	wait_until "${svc%%:*}" "$(pid_of "${svc%%:*}")" ready "${svc##*:}"
 done
 
 # Only one cleaner holds the lease; the other is ready as a standby.
 row() { printf '   %-10s %-40s %-13s pid %s\n' "$1" "$2" "$3" "$4"; }
-pid_a=$(pid_of wsnode-a)
+pid_a=$(pid_of ws-a)
 {
 	echo
 	echo "================================================================================"
 	echo " headcount is running on loopback (logs: ${run_dir#"$root"/}/)"
 	echo
 	row redis "redis://127.0.0.1:$REDIS_PORT/0" "" "$(pid_of redis)"
-	row "wsnode A" "ws://127.0.0.1:6001/app/$APP_KEY" "admin :9601" "$pid_a"
-	row "wsnode B" "ws://127.0.0.1:6002/app/$APP_KEY" "admin :9611" "$(pid_of wsnode-b)"
-	row "cleaner 1" "(one cleaner is active, one standby)" "admin :9602" "$(pid_of cleaner-1)"
-	row "cleaner 2" "" "admin :9612" "$(pid_of cleaner-2)"
+	row ws-a "ws://127.0.0.1:6001/app/$APP_KEY" "admin :9601" "$pid_a"
+	row ws-b "ws://127.0.0.1:6002/app/$APP_KEY" "admin :9611" "$(pid_of ws-b)"
+	row cleaner-1 "(one cleaner is active, one standby)" "admin :9602" "$(pid_of cleaner-1)"
+	row cleaner-2 "" "admin :9612" "$(pid_of cleaner-2)"
 	row httpapi "http://127.0.0.1:8080/apps/$APP_ID" "admin :9603" "$(pid_of httpapi)"
 	echo
 	echo "   app id: $APP_ID   key: $APP_KEY   secret: $APP_SECRET"
@@ -262,17 +260,19 @@ pid_a=$(pid_of wsnode-a)
 	echo " In a browser:"
 	echo "   dashboard  http://127.0.0.1:8080/dashboard   (nodes, cleaner lease, channels, members, waiting lists, audit)"
 	echo "   demo room  http://127.0.0.1:8080/demo        (open it in 3 windows: 2 get in, the third waits in line;"
-	echo "                                                  its browsers connect to wsnode B)"
+	echo "                                                  its browsers connect to ws-b)"
 	echo
 	echo " In another terminal:"
 	echo "   node test/compat/clients.js --hosts 127.0.0.1:6001,127.0.0.1:6002 --clients 10 --channels demo,news --max-seconds 600"
 	echo " and in a third:"
 	echo "   node test/compat/counts.js --watch"
-	echo " then crash wsnode A and watch the counts drop to B's share within"
-	echo " dead-after $DEAD_AFTER + scan-interval $SCAN_INTERVAL (the dashboard shows A stale, then reaped):"
+	echo " then crash ws-a and watch the counts drop to ws-b's share within half a second"
+	echo " (its Redis connection closed; the dashboard shows ws-a reaped):"
 	echo "   kill -9 $pid_a"
+	echo " A hung node keeps its connection: after kill -STOP the dashboard shows it stale"
+	echo " from stale-after $STALE_AFTER and reaped at dead-after $DEAD_AFTER (+ scan-interval $SCAN_INTERVAL)."
 	echo " The active cleaner reports headcount_cleaner_active 1 on its /metrics:"
-	echo "   curl -s 127.0.0.1:9602/metrics 127.0.0.1:9612/metrics | grep '^headcount_cleaner_active'"
+	echo "   for c in cleaner-1:9602 cleaner-2:9612; do echo \"\${c%:*} \$(curl -s 127.0.0.1:\${c#*:}/metrics | grep '^headcount_cleaner_active')\"; done"
 	echo
 	echo " Ctrl-C stops everything."
 	echo "================================================================================"

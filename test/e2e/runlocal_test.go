@@ -1,0 +1,61 @@
+package e2e
+
+// runlocal_test.go: what make run (scripts/run-local.sh) starts.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// TestRunAppsFile reads the apps file make run writes (scripts/run-apps.sh)
+// the way the binaries read it: client events and subscription_count are
+// on, so what README's Architecture lists works in the demo, and the demo
+// room's channels have a capacity of 2.
+func TestRunAppsFile(t *testing.T) {
+	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "scripts", "run-apps.sh"))
+	cmd.Env = append(os.Environ(), "HEADCOUNT_APP_ID=", "HEADCOUNT_APP_KEY=", "HEADCOUNT_APP_SECRET=", "RUN_ROOM_CAPACITY=")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	reg, err := apps.Parse(out)
+	require.NoError(t, err, "%s", out)
+	require.Len(t, reg.All(), 1)
+	app := reg.All()[0]
+	require.Equal(t, "app-id", app.ID)
+	require.Equal(t, "app-key", app.Key)
+	require.True(t, app.EnableClientMessages, "client events off: a client event gets 'enable client messages'")
+	require.True(t, app.EnableSubscriptionCount, "subscription_count off: none is ever sent")
+	require.Equal(t, []apps.Capacity{{Prefix: "presence-room-", Capacity: 2}}, app.Capacities)
+	require.Equal(t, protocol.KindPresence, protocol.ChannelKind("presence-room-demo"), "the room is a presence channel: capacities apply to those only")
+
+	// The caller's credentials, quoted for JSON.
+	cmd = exec.Command("bash", filepath.Join(repoRoot(t), "scripts", "run-apps.sh"))
+	cmd.Env = append(os.Environ(), "HEADCOUNT_APP_ID=my-app", "HEADCOUNT_APP_KEY=k", `HEADCOUNT_APP_SECRET=s"\x`, "RUN_ROOM_CAPACITY=3")
+	out, err = cmd.Output()
+	require.NoError(t, err)
+	reg, err = apps.Parse(out)
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "my-app", reg.All()[0].ID)
+	require.Equal(t, `s"\x`, reg.All()[0].Secret)
+	require.Equal(t, 3, reg.All()[0].Capacities[0].Capacity)
+}
+
+// TestRunNamesMatchBanner: the names make run gives its processes
+// (--node-id) are the ones its banner prints, so the dashboard's node and
+// lease-holder names match what the terminal says.
+func TestRunNamesMatchBanner(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts", "run-local.sh"))
+	require.NoError(t, err)
+	script := string(b)
+	for _, name := range []string{"ws-a", "ws-b", "cleaner-1", "cleaner-2"} {
+		require.Regexp(t, regexp.MustCompile(`(?m)^start `+name+` bin/\w+ .*--node-id `+name+` `), script, "%s runs under its own name", name)
+		require.Regexp(t, regexp.MustCompile(`(?m)^\s+row `+name+` `), script, "the banner prints %s", name)
+	}
+}
