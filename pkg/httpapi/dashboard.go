@@ -56,6 +56,7 @@ func (a *App) dashboardRoutes(mux *http.ServeMux) {
 	handle("GET /dashboard/api/members", http.HandlerFunc(a.dashboardMembers))
 	handle("GET /demo", a.servePage("demo.html"))
 	handle("GET /demo/api/config", http.HandlerFunc(a.demoConfig))
+	handle("GET /demo/api/room", http.HandlerFunc(a.demoRoom))
 	handle("POST /demo/api/join", http.HandlerFunc(a.demoJoin))
 	handle("POST /demo/api/leave", http.HandlerFunc(a.demoLeave))
 	handle("POST /demo/api/auth", http.HandlerFunc(a.demoAuth))

@@ -70,6 +70,19 @@ func (a *App) demoConfig(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// demoRoom serves GET /demo/api/room: the room's gate (capacity,
+// occupancy, waiting), as GET .../admission answers it, so an admitted
+// visitor's page sees the waiting list change.
+func (a *App) demoRoom(w http.ResponseWriter, r *http.Request) {
+	app, ok := a.demoApp(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	a.relay(w, a.callAPI(ctx, app, http.MethodGet, "/apps/"+app.ID+"/channels/"+demoChannel+"/admission", nil, nil))
+}
+
 // demoRequest is the JSON body of the demo's POST handlers.
 type demoRequest struct {
 	UserID      string `json:"user_id"`

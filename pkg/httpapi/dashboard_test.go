@@ -158,7 +158,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	off := startDashboard(t, config.Common{Redis: srv.URL()}, false, 0)
-	for _, p := range []string{"/dashboard", "/demo", "/dashboard/api/overview", "/demo/api/config", "/dashboard/assets/dashboard.js"} {
+	for _, p := range []string{"/dashboard", "/demo", "/dashboard/api/overview", "/demo/api/config", "/demo/api/room", "/dashboard/assets/dashboard.js"} {
 		require.Equal(t, http.StatusNotFound, off.do(t, http.MethodGet, p, "", nil).code, p)
 	}
 	require.Equal(t, http.StatusNotFound, off.do(t, http.MethodPost, "/demo/api/join", "", []byte(`{"user_id":"a"}`)).code)
@@ -239,8 +239,17 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	require.Equal(t, "admitted", post("/demo/api/join", `{"user_id":"bob-2"}`, http.StatusOK)["status"])
 	require.Equal(t, map[string]any{"status": "waiting", "position": 1.0, "waiting": 1.0, "capacity": 2.0, "occupancy": 2.0},
 		post("/demo/api/join", `{"user_id":"cy-3"}`, http.StatusOK))
+	// The room line of an admitted visitor's page follows the list.
+	room := func() map[string]any {
+		t.Helper()
+		m := map[string]any{}
+		require.NoError(t, json.Unmarshal([]byte(get("/demo/api/room")), &m))
+		return m
+	}
+	require.Equal(t, map[string]any{"capacity": 2.0, "occupancy": 2.0, "waiting": 1.0}, room())
 	require.Equal(t, map[string]any{}, post("/demo/api/leave", `{"user_id":"ada-1"}`, http.StatusOK))
 	require.Equal(t, "admitted", post("/demo/api/join", `{"user_id":"cy-3"}`, http.StatusOK)["status"], "the head of the list took the seat")
+	require.Equal(t, map[string]any{"capacity": 2.0, "occupancy": 2.0, "waiting": 0.0}, room())
 	post("/demo/api/join", `{"user_id":"no spaces"}`, http.StatusBadRequest)
 	post("/demo/api/join", `not json`, http.StatusBadRequest)
 
@@ -291,6 +300,7 @@ func TestDashboardGuard(t *testing.T) {
 		{"GET", "/dashboard/api/members?channel=presence-room-1", nil, nil},
 		{"GET", "/demo", nil, nil},
 		{"GET", "/demo/api/config", nil, nil},
+		{"GET", "/demo/api/room", nil, nil},
 		{"POST", "/demo/api/join", json, join},
 		{"POST", "/demo/api/leave", json, join},
 		{"POST", "/demo/api/auth", json, []byte(`{"socket_id":"1.2","channel_name":"presence-room-demo","user_id":"ada-1","name":"Ada"}`)},

@@ -25,6 +25,10 @@ const (
 	// browserTimeout bounds the whole browser script; each of its waits
 	// has its own 20 s deadline, and it takes about 15 s when all is well.
 	browserTimeout = 3 * time.Minute
+	// browserStaleAfter is below deadAfter, as make run's, so a hung node
+	// is shown stale for over a second (the dashboard redraws every
+	// second) before it is reaped.
+	browserStaleAfter = 600 * time.Millisecond
 )
 
 // TestDashboardInBrowser runs test/compat/browser/demo-room.js (headless
@@ -32,8 +36,10 @@ const (
 // and httpapi --dashboard, with a capacity of 1 on presence-room-demo: two
 // visitors of the demo room, one admitted and one waiting at position 1,
 // then admitted when the first closes the tab; wsnode B SIGKILLed and shown
-// reaped on the dashboard with the counts corrected. HC_SCREENSHOTS=1
-// writes docs/dashboard.png and docs/demo-room.png.
+// reaped on the dashboard with the counts corrected; wsnode A SIGSTOPped
+// and shown stale, then reaped, then no node holding a connection; the
+// admitted visitor's room line following the waiting list.
+// HC_SCREENSHOTS=1 writes docs/dashboard.png and docs/demo-room.png.
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test: skipped with -short")
@@ -66,7 +72,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	cl := startCleaner(t, "cleaner", common...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin,
-		"--dashboard", "--demo-ws", a.addr, "--stale-after", deadAfter.String())...)
+		"--dashboard", "--demo-ws", a.addr, "--stale-after", browserStaleAfter.String())...)
 	for _, n := range []node{a, b, cl, api} {
 		waitReady(t, n.p, n.admin)
 	}
@@ -126,11 +132,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	var said []string
 	for line := range lines {
 		said = append(said, line)
-		if line == "KILL" {
+		switch line {
+		case "KILL":
 			b.p.kill(t)
 			t.Logf("SIGKILLed wsnode ws-b at %v", time.Since(began).Round(100*time.Millisecond))
 			if _, err := fmt.Fprintln(stdin, "killed"); err != nil {
 				t.Errorf("tell the script wsnode B is dead: %v", err)
+			}
+		case "STOP":
+			// The test's cleanup SIGKILLs it, which a stopped process obeys.
+			a.p.signal(syscall.SIGSTOP)
+			t.Logf("SIGSTOPped wsnode ws-a at %v", time.Since(began).Round(100*time.Millisecond))
+			if _, err := fmt.Fprintln(stdin, "stopped"); err != nil {
+				t.Errorf("tell the script wsnode A is stopped: %v", err)
 			}
 		}
 	}
@@ -142,8 +156,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the browser script did not finish within %v; its log:\n%s", browserTimeout, stderr.String())
 	case err != nil:
 		t.Fatalf("the browser script failed after %v (%v); stdout %q; its log:\n%s", took, err, said, stderr.String())
-	case strings.Join(said, ",") != "KILL,OK":
-		t.Fatalf("the browser script said %q, want KILL then OK; its log:\n%s", said, stderr.String())
+	case strings.Join(said, ",") != "KILL,STOP,OK":
+		t.Fatalf("the browser script said %q, want KILL, STOP, then OK; its log:\n%s", said, stderr.String())
 	}
 	t.Logf("browser script passed in %v; its log:\n%s", took, stderr.String())
 }

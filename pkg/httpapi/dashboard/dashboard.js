@@ -101,7 +101,15 @@
         el('td', { class: 'num' }, seen),
         el('td', { class: 'num conns' }, conns)));
     }
-    replaceRows($('nodes').tBodies[0], rows, 'no node has had a connection in this app yet', 4);
+    // Every node shown is reaped (or none is left to show): say what is
+    // true now, whatever this page saw before.
+    const tbody = $('nodes').tBodies[0];
+    replaceRows(tbody, rows, 'no node holds a connection of this app', 4);
+    if (rows.length > 0 && alive + stale === 0) {
+      tbody.append(el('tr', { 'data-none': 'true' }, el('td', { class: 'empty', colSpan: 4 },
+        'no node holds a connection of this app now')));
+    }
+    $('nodes').dataset.live = alive + stale;
     $('nodes-meta').textContent = `${alive} alive · ${stale} stale · ${status.connections} connections`;
     $('nodes-note').textContent = `stale: no heartbeat for ${status.stale_after_ms / 1000} s, still counted until the cleaner reaps it · reaped: its sockets were subtracted`;
     $('nodes').dataset.connections = status.connections;

@@ -9,6 +9,9 @@
 (() => {
   // Belt and braces: the wsnode checks in connected waiters itself.
   const CHECKIN_MS = 3000;
+  // How often the room line (seats taken, waiting) is read: as often as
+  // the dashboard redraws, so both show a change together.
+  const ROOM_MS = 1000;
   const STORAGE_KEY = 'headcount-demo-visitor';
 
   const $ = (id) => document.getElementById(id);
@@ -20,6 +23,7 @@
   // waiterRegistered: a refused subscription told the wsnode we wait.
   let waiterRegistered = false;
   let checkinTimer = null;
+  let roomTimer = null;
 
   function setStatus(state, text) {
     const s = $('status');
@@ -42,7 +46,34 @@
 
   function showRoom(answer) {
     if (answer.capacity === undefined) return;
-    $('room').textContent = `room: ${answer.occupancy} of ${answer.capacity} seats taken · ${answer.waiting} waiting`;
+    const room = $('room');
+    room.dataset.occupancy = answer.occupancy;
+    room.dataset.waiting = answer.waiting;
+    room.textContent = `room: ${answer.occupancy} of ${answer.capacity} seats taken · ${answer.waiting} waiting`;
+  }
+
+  // readRoom redraws the room line from the gate: an admitted visitor no
+  // longer checks in, and would otherwise keep the count of their join.
+  async function readRoom() {
+    let answer;
+    try {
+      const res = await fetch('/demo/api/room', { cache: 'no-store' });
+      if (!res.ok) return; // the next read may work; the line keeps the last one
+      answer = await res.json();
+    } catch (err) {
+      return;
+    }
+    if (me) showRoom(answer);
+  }
+
+  function startRoomReads() {
+    stopRoomReads();
+    roomTimer = setInterval(readRoom, ROOM_MS);
+  }
+
+  function stopRoomReads() {
+    if (roomTimer !== null) clearInterval(roomTimer);
+    roomTimer = null;
   }
 
   function renderMembers() {
@@ -210,10 +241,12 @@
     connect();
     await checkIn();
     startCheckins();
+    startRoomReads();
   }
 
   async function leave() {
     stopCheckins();
+    stopRoomReads();
     const leaving = me;
     if (pusher) {
       if (channel && channel.subscribed) pusher.unsubscribe(cfg.channel);
@@ -232,6 +265,8 @@
       fail(err);
     }
     $('room').textContent = '';
+    delete $('room').dataset.occupancy;
+    delete $('room').dataset.waiting;
     $('conn').textContent = '';
   }
 

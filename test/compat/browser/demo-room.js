@@ -9,13 +9,16 @@
 // admitted, the second waits at position 1; closing the first admits the
 // second (after the 1 s grace). Then it prints "KILL" on stdout and waits
 // for a line on stdin: meanwhile the Go side SIGKILLs wsnode B, and the
-// dashboard must show B gone and the counts without B's sockets. Last, the
-// second visitor leaves. "OK" on stdout means every check passed; any
-// failure exits 1 with the reason and the pages' text on stderr.
+// dashboard must show B gone and the counts without B's sockets. Then the
+// second visitor leaves. Last, it prints "STOP" and waits for a line: the
+// Go side SIGSTOPs wsnode A, which the dashboard must show stale, then
+// reaped, and then say that no node holds a connection. "OK" on stdout
+// means every check passed; any failure exits 1 with the reason and the
+// pages' text on stderr.
 //
 // Environment:
 //   HC_HTTP            httpapi host:port
-//   HC_NODE_A, HC_NODE_B   the wsnodes' ids (B is killed)
+//   HC_NODE_A, HC_NODE_B   the wsnodes' ids (B is killed, A stopped)
 //   HC_NEWS_BEFORE, HC_NEWS_AFTER   subscriptions of "news" before and after the kill
 //   HC_SPORTS          subscriptions of "sports" (all on B)
 //   HC_CONNS_AFTER     the app's connections after the kill and the first visitor's exit
@@ -154,6 +157,9 @@ async function run(context) {
     document.querySelector('#status').dataset.state === 'waiting' &&
     document.querySelector('#position').dataset.position === '1');
   if ((await status(ada)) !== 'admitted') throw new Error('Ada lost her seat when Grace came');
+  // Ada joined before anyone waited; her room line follows the list.
+  await waitFor(ada, "Ada's room line showing 1 seat taken and 1 waiting", () =>
+    document.querySelector('#room').dataset.waiting === '1' && document.querySelector('#room').dataset.occupancy === '1');
 
   await waitFor(dash, `the dashboard showing ${ROOM}: 1 member (ada), capacity 1, 1 waiting`, (room) => {
     const ch = document.querySelector(`tr[data-channel="${room}"]`);
@@ -189,17 +195,7 @@ async function run(context) {
   }, ROOM);
 
   // wsnode B dies the hard way; its sockets must leave the counts.
-  process.stdout.write('KILL\n');
-  await new Promise((resolve, reject) => {
-    const rl = readline.createInterface({ input: process.stdin });
-    const closed = () => reject(new Error('stdin closed before the kill was confirmed'));
-    rl.once('line', () => {
-      rl.off('close', closed);
-      rl.close();
-      resolve();
-    });
-    rl.once('close', closed);
-  });
+  await ask('KILL');
   const killedAt = Date.now();
   await waitFor(dash, `${nodeB} shown gone (reaped), news at ${newsAfter}, sports gone, ${connsAfter} connections`,
     ([a, b, news, conns]) => {
@@ -221,8 +217,37 @@ async function run(context) {
     const list = document.querySelector(`tr[data-list="${room}"]`);
     return !document.querySelector(`tr[data-channel="${room}"]`) && (!list || list.dataset.occupancy === '0');
   }, ROOM);
+  // wsnode A hangs: it keeps its Redis connection, so it is stale until
+  // its last heartbeat is dead-after old, then reaped; then no node is left.
+  await ask('STOP');
+  const stoppedAt = Date.now();
+  await waitFor(dash, `${nodeA} shown stale`, (a) =>
+    document.querySelector(`tr[data-node="${a}"][data-state="stale"]`) !== null, nodeA);
+  log(`dashboard showed ${nodeA} stale ${Date.now() - stoppedAt} ms after SIGSTOP`);
+  await waitFor(dash, `${nodeA} shown reaped and no node holding a connection`, (a) =>
+    document.querySelector(`tr[data-node="${a}"][data-state="gone"]`) !== null &&
+    document.querySelector('#nodes').dataset.live === '0' &&
+    /no node holds a connection of this app now/.test(document.querySelector('#nodes').textContent), nodeA);
+  log(`dashboard showed ${nodeA} reaped ${Date.now() - stoppedAt} ms after SIGSTOP`);
+
   if (pageErrors.length) throw new Error(`uncaught errors in the pages: ${pageErrors.join('; ')}`);
   process.stdout.write('OK\n');
+}
+
+// ask prints what on stdout and waits for the Go side's line on stdin
+// saying it has been done.
+function ask(what) {
+  process.stdout.write(`${what}\n`);
+  return new Promise((resolve, reject) => {
+    const rl = readline.createInterface({ input: process.stdin });
+    const closed = () => reject(new Error(`stdin closed before ${what} was confirmed`));
+    rl.once('line', () => {
+      rl.off('close', closed);
+      rl.close();
+      resolve();
+    });
+    rl.once('close', closed);
+  });
 }
 
 main().then(() => process.exit(0), (err) => {
