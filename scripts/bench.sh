@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bench.sh (make bench): run the counts benchmarks against a real Redis and
 # write BENCHMARKS.md: a table of every benchmark line (ns/op and any custom
-# metric such as changes/s or roundtrips/1000changes), the exact command, the
-# date, the Go version and the machine. BENCHMARKS.md is only replaced when
-# the run succeeds.
+# metric such as changes/s or roundtrips/1000changes; scripts/bench-table.awk
+# leaves out the cells and columns that mean nothing), the result lines
+# without the benchmarks' log lines, the exact command, the date, the Go
+# version and the machine. BENCHMARKS.md is only replaced when the run
+# succeeds.
 #
 # It also installs the peer server (soketi, pinned in test/peer; make test
 # never installs it) and runs BenchmarkPeer, which measures headcount and
@@ -17,6 +19,8 @@
 # PEER_ONLY=1 runs only the side-by-side benchmark and replaces only its
 # section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3),
 # HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it.
+# BENCH_REGEN=1 runs nothing: it redoes OUT's tables and result blocks from
+# the result lines OUT already holds (after a change to bench-table.awk).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,6 +30,14 @@ BENCH=${BENCH:-.}
 BENCH_PKG=${BENCH_PKG:-./pkg/counts/}
 OUT=${OUT:-BENCHMARKS.md}
 read -r -a extra <<<"${BENCHFLAGS:-}"
+
+if [ "${BENCH_REGEN:-}" = 1 ]; then
+	tmp=$(mktemp)
+	awk -v mode=regen -f scripts/bench-table.awk "$OUT" >"$tmp"
+	mv "$tmp" "$OUT"
+	echo "bench: redid the tables of $OUT from its result lines"
+	exit 0
+fi
 
 bash scripts/ensure-deps.sh
 
@@ -209,37 +221,7 @@ fi
 		fi
 		echo "## \`${cmds[$j]}\`"
 		echo
-		# Columns: benchmark, iterations, then every unit in order of first appearance.
-		awk '
-			/^Benchmark[^[:space:]]*[[:space:]]+[0-9]+[[:space:]]/ {
-				row++
-				name[row] = $1
-				iters[row] = $2
-				for (i = 3; i + 1 <= NF; i += 2) {
-					unit = $(i + 1)
-					if (!(unit in seen)) { seen[unit] = 1; units[++nu] = unit }
-					val[row, unit] = $i
-				}
-			}
-			END {
-				printf "| benchmark | iterations |"
-				for (u = 1; u <= nu; u++) printf " %s |", units[u]
-				printf "\n|---|---:|"
-				for (u = 1; u <= nu; u++) printf "---:|"
-				printf "\n"
-				for (r = 1; r <= row; r++) {
-					printf "| %s | %s |", name[r], iters[r]
-					for (u = 1; u <= nu; u++) {
-						k = (r SUBSEP units[u])
-						printf " %s |", ((k in val) ? val[k] : "")
-					}
-					printf "\n"
-				}
-			}' "$raw.$j"
-		echo
-		echo '```'
-		grep -vE '^(ok|PASS)([[:space:]]|$)' "$raw.$j" || true
-		echo '```'
+		awk -v mode=run -f scripts/bench-table.awk "$raw.$j"
 		echo
 	done
 	# Hand-written: what the profiles showed (kept next to the plots).
