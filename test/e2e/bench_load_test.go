@@ -22,10 +22,12 @@ import (
 //     second, the time until the HTTP API counts them all, and the CPU per
 //     socket of the wsnode and of the tool (this process) during the ramp.
 //   - delivery/subs=N: N sockets on one channel over two wsnodes, 5 events a
-//     second for 4 s through the HTTP API: publish-to-delivery p50/p99.
+//     second for 4 s through the HTTP API: publish-to-delivery p50/p99, at
+//     each decade from 1 to 10,000 subscribers (about 6 s each).
 //
 // With HC_BENCH_PLOTS set, delivery latency against subscribers is
-// plotted there. Run it with:
+// plotted there, both axes on a log scale so p50 and p99 read at every
+// size. Run it with (-bench 'Load/delivery' for the curve alone):
 //
 //	go test -run '^$' -bench Load -benchtime 1x ./test/e2e/
 func BenchmarkLoad(b *testing.B) {
@@ -40,7 +42,7 @@ func BenchmarkLoad(b *testing.B) {
 	}, func(x, y load.Summary) int { return cmp.Compare(x.AcceptedPerSecond, y.AcceptedPerSecond) }, reportStorm)
 
 	var p50, p99 series
-	for _, subs := range []int{1, 100, 10000} {
+	for _, subs := range []int{1, 10, 100, 1000, 10000} {
 		b.Run("delivery/subs="+strconv.Itoa(subs), func(b *testing.B) {
 			proctest.RaiseFileLimit(b, subs)
 			srv := redistest.New(b)
@@ -63,7 +65,7 @@ func BenchmarkLoad(b *testing.B) {
 	if dir := plotDir(); dir != "" && len(p99.xs) > 1 {
 		p50.name, p99.name = "p50", "p99"
 		if err := linePlot(filepath.Join(dir, "delivery-latency.png"), "Publish-to-delivery latency, one channel on two wsnodes (ms)",
-			"subscribers (log scale)", "ms", true, p50, p99); err != nil {
+			"subscribers (log scale)", "ms (log scale)", plotScale{logX: true, logY: true}, p50, p99); err != nil {
 			b.Error(err)
 		}
 	}

@@ -86,7 +86,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 		steps.xs, steps.ys = append(steps.xs, float64(n)), append(steps.ys, float64(rss-base)/(1<<20))
 		steps.name = "wsnode RSS growth"
 		if err := linePlot(filepath.Join(dir, "idle-memory.png"), "Idle subscribed sockets on one wsnode: RSS growth (MiB)",
-			"sockets", "MiB", false, steps); err != nil {
+			"sockets", "MiB", plotScale{}, steps); err != nil {
 			b.Error(err)
 		}
 	}

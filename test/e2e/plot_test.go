@@ -1,18 +1,23 @@
 package e2e
 
+// plot_test.go: the PNG plots benchmarks draw for BENCHMARKS.md
+// (docs/bench), with gonum.org/v1/plot. Its fonts are embedded and its
+// rasterizer has no randomness: the same figures draw the same bytes, so
+// the plots can be committed.
+
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
 	"os"
-	"strconv"
+	"slices"
+	"strings"
+	"time"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // series is one line of a plot.
@@ -23,141 +28,137 @@ type series struct {
 
 var palette = []color.RGBA{{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {255, 127, 14, 255}}
 
-// linePlot writes a PNG line chart of ss (x on a log10 scale if logX) to
-// path: axes with five labelled ticks each, a marker at every point and a
-// legend. Benchmarks use it for BENCHMARKS.md; no plotting library needed.
-func linePlot(path, title, xLabel, yLabel string, logX bool, ss ...series) error {
-	const w, h, left, right, top, bottom = 800, 480, 80, 30, 50, 60
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	tx := func(x float64) float64 {
-		if logX {
-			return math.Log10(math.Max(x, 1e-9))
+// plotScale says which axes of a linePlot are on a log10 scale.
+type plotScale struct{ logX, logY bool }
+
+// linePlot writes a PNG line chart of ss to path: a marker and its value at
+// every point, a grid and a legend. A log axis (the values must then be
+// positive) has a tick at every decade, so a curve over 1 to 10,000 shows
+// each decade's share, and two series an order of magnitude apart both
+// stay readable. Beside it, path with .md for .png gets the figures as a
+// table, which bench.sh puts under the plot in BENCHMARKS.md.
+func linePlot(path, title, xLabel, yLabel string, sc plotScale, ss ...series) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	for _, a := range []struct {
+		axis *plot.Axis
+		log  bool
+	}{{&p.X, sc.logX}, {&p.Y, sc.logY}} {
+		if a.log {
+			a.axis.Scale = plot.LogScale{}
+			a.axis.Tick.Marker = plot.LogTicks{Prec: -1}
+		} else {
+			// From 0, labelled as plain numbers (not 2500.00).
+			a.axis.Min = 0
+			a.axis.Tick.Marker = plainTicks{}
 		}
-		return x
 	}
-	minX, maxX, maxY := math.Inf(1), math.Inf(-1), 0.0
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(-4)
+	for i, s := range ss {
+		if len(s.xs) != len(s.ys) || len(s.xs) == 0 {
+			return fmt.Errorf("plot %s: series %q has %d x and %d y values", path, s.name, len(s.xs), len(s.ys))
+		}
+		xys := make(plotter.XYs, len(s.xs))
+		labels := make([]string, len(s.xs))
+		for j := range s.xs {
+			if (sc.logX && s.xs[j] <= 0) || (sc.logY && s.ys[j] <= 0) {
+				return fmt.Errorf("plot %s: series %q has %v, %v on a log scale", path, s.name, s.xs[j], s.ys[j])
+			}
+			xys[j] = plotter.XY{X: s.xs[j], Y: s.ys[j]}
+			labels[j] = fmtNum(s.ys[j])
+		}
+		c := palette[i%len(palette)]
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		l.Color = c
+		l.Width = vg.Points(1.5)
+		pts.Color = c
+		pts.Shape = draw.CircleGlyph{}
+		pts.Radius = vg.Points(3)
+		vals, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		for j := range vals.TextStyle {
+			vals.TextStyle[j].Color = c
+		}
+		vals.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(3)}
+		p.Add(l, pts, vals)
+		p.Legend.Add(s.name, l, pts)
+	}
+	if err := p.Save(8*vg.Inch, 4.8*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return writePlotTable(strings.TrimSuffix(path, ".png")+".md", title, xLabel, ss)
+}
+
+// writePlotTable writes the figures of ss as a markdown table, a row per x
+// value (the series' x values in order of first appearance).
+func writePlotTable(path, title, xLabel string, ss []series) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, drawn %s:\n\n| %s |", title, time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		strings.TrimSuffix(xLabel, " (log scale)"))
 	for _, s := range ss {
-		for i := range s.xs {
-			minX, maxX, maxY = math.Min(minX, tx(s.xs[i])), math.Max(maxX, tx(s.xs[i])), math.Max(maxY, s.ys[i])
-		}
+		fmt.Fprintf(&b, " %s |", s.name)
 	}
-	if !logX {
-		minX = 0
-	}
-	if maxX == minX {
-		maxX = minX + 1
-	}
-	maxY = niceCeil(maxY * 1.05)
-	px := func(x float64) int { return left + int((tx(x)-minX)/(maxX-minX)*float64(w-left-right)) }
-	py := func(y float64) int { return h - bottom - int(y/maxY*float64(h-top-bottom)) }
-	grey, black := color.RGBA{220, 220, 220, 255}, color.RGBA{0, 0, 0, 255}
-	for i := 0; i <= 5; i++ { // y grid and labels
-		y := maxY * float64(i) / 5
-		line(img, left, py(y), w-right, py(y), grey)
-		label(img, left-8-7*len(fmtNum(y)), py(y)+4, fmtNum(y), black)
-	}
-	var ticks []float64 // decades on a log scale, else five steps
-	if logX {
-		for d := math.Ceil(minX); d <= maxX; d++ {
-			ticks = append(ticks, math.Pow(10, d))
-		}
-	} else {
-		for i := 0; i <= 5; i++ {
-			ticks = append(ticks, minX+(maxX-minX)*float64(i)/5)
-		}
-	}
-	for _, v := range ticks {
-		x := px(v)
-		line(img, x, h-bottom, x, h-bottom+5, black)
-		label(img, x-7*len(fmtNum(v))/2, h-bottom+18, fmtNum(v), black)
-	}
-	line(img, left, top, left, h-bottom, black)
-	line(img, left, h-bottom, w-right, h-bottom, black)
-	label(img, left, 25, title, black)
-	label(img, (w-7*len(xLabel))/2, h-15, xLabel, black)
-	label(img, 5, top-10, yLabel, black)
-	for k, s := range ss {
-		c := palette[k%len(palette)]
-		for i := range s.xs {
-			x, y := px(s.xs[i]), py(s.ys[i])
-			draw.Draw(img, image.Rect(x-3, y-3, x+4, y+4), &image.Uniform{c}, image.Point{}, draw.Src)
-			if i > 0 {
-				line(img, px(s.xs[i-1]), py(s.ys[i-1]), x, y, c)
+	b.WriteString("\n|---:|" + strings.Repeat("---:|", len(ss)) + "\n")
+	var xs []float64
+	for _, s := range ss {
+		for _, x := range s.xs {
+			if !slices.Contains(xs, x) {
+				xs = append(xs, x)
 			}
 		}
-		draw.Draw(img, image.Rect(w-right-150, top+10+18*k, w-right-140, top+20+18*k), &image.Uniform{c}, image.Point{}, draw.Src)
-		label(img, w-right-134, top+20+18*k, s.name, black)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	for _, x := range xs {
+		fmt.Fprintf(&b, "| %s |", fmtNum(x))
+		for _, s := range ss {
+			v := ""
+			if i := slices.Index(s.xs, x); i >= 0 {
+				v = fmtNum4(s.ys[i])
+			}
+			fmt.Fprintf(&b, " %s |", v)
+		}
+		b.WriteString("\n")
 	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return err
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("plot table %s: %w", path, err)
 	}
-	return f.Close()
+	return nil
 }
 
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for {
-		img.SetRGBA(x0, y0, c)
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
+// plainTicks are gonum's default ticks labelled by fmtNum.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = fmtNum(ticks[i].Value)
 		}
 	}
+	return ticks
 }
 
-func label(img *image.RGBA, x, y int, s string, c color.RGBA) {
-	d := font.Drawer{Dst: img, Src: &image.Uniform{c}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-	d.DrawString(s)
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
+// fmtNum4 writes a value of a plot's table with four significant digits at
+// most: the precision go test prints custom metrics with.
+func fmtNum4(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e7 {
+		return fmt.Sprintf("%.0f", v)
 	}
-	return v
+	return fmt.Sprintf("%.4g", v)
 }
 
-func sign(v int) int {
-	switch {
-	case v > 0:
-		return 1
-	case v < 0:
-		return -1
-	}
-	return 0
-}
-
-// niceCeil rounds v up to a round multiple of a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
+// fmtNum writes a plotted value with three significant digits at most.
 func fmtNum(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e7 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
+		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
 }
