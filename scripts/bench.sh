@@ -231,8 +231,15 @@ fi
 	fi
 	echo "## Plots"
 	echo
+	# Each plot, then its figures (the .md its benchmark wrote beside it).
 	for png in docs/bench/*.png; do
-		[ -e "$png" ] && echo "![${png##*/}]($png)" && echo
+		[ -e "$png" ] || continue
+		echo "![${png##*/}]($png)"
+		echo
+		if [ -f "${png%.png}.md" ]; then
+			cat "${png%.png}.md"
+			echo
+		fi
 	done
 } >"$raw.md"
 mv "$raw.md" "$OUT"
