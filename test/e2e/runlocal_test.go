@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,11 +50,24 @@ func TestRunAppsFile(t *testing.T) {
 
 // TestRunNamesMatchBanner: the names make run gives its processes
 // (--node-id) are the ones its banner prints, so the dashboard's node and
-// lease-holder names match what the terminal says.
+// lease-holder names match what the terminal says; and its httpapi's
+// stale-after is below its cleaners' dead-after.
 func TestRunNamesMatchBanner(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts", "run-local.sh"))
 	require.NoError(t, err)
 	script := string(b)
+	// A hung node shows stale on the dashboard before the cleaners reap it.
+	setting := func(name string) time.Duration {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)`).FindStringSubmatch(script)
+		require.NotNil(t, m, "run-local.sh sets %s", name)
+		d, err := time.ParseDuration(m[1])
+		require.NoError(t, err)
+		return d
+	}
+	require.Less(t, setting("STALE_AFTER"), setting("DEAD_AFTER"), "stale-after below dead-after")
+	require.Regexp(t, `--stale-after "\$STALE_AFTER"`, script)
+	require.Regexp(t, `cleaner_flags=\(--dead-after "\$DEAD_AFTER"`, script)
 	for _, name := range []string{"ws-a", "ws-b", "cleaner-1", "cleaner-2"} {
 		require.Regexp(t, regexp.MustCompile(`(?m)^start `+name+` bin/\w+ .*--node-id `+name+` `), script, "%s runs under its own name", name)
 		require.Regexp(t, regexp.MustCompile(`(?m)^\s+row `+name+` `), script, "the banner prints %s", name)
