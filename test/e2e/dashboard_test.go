@@ -69,7 +69,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
-	cl := startCleaner(t, "cleaner", common...)
+	// Named as make run names its first cleaner: the dashboard shows it.
+	cl := startCleaner(t, "cleaner", append(common, "--node-id", "cleaner-1")...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(common, "--addr", api.addr, "--admin-addr", api.admin,
 		"--dashboard", "--demo-ws", a.addr, "--stale-after", browserStaleAfter.String())...)
@@ -95,7 +96,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	cmd.Dir = compatDir
 	cmd.Env = append(os.Environ(),
 		"HC_HTTP="+api.addr,
-		"HC_NODE_A=ws-a", "HC_NODE_B=ws-b",
+		"HC_NODE_A=ws-a", "HC_NODE_B=ws-b", "HC_CLEANER=cleaner-1",
 		"HC_NEWS_BEFORE="+strconv.Itoa(onA+onB), "HC_NEWS_AFTER="+strconv.Itoa(onA),
 		"HC_SPORTS="+strconv.Itoa(onB),
 		// A's clients and the second visitor (the first closed her tab).

@@ -19,6 +19,7 @@
 // Environment:
 //   HC_HTTP            httpapi host:port
 //   HC_NODE_A, HC_NODE_B   the wsnodes' ids (B is killed, A stopped)
+//   HC_CLEANER         the cleaner's --node-id, shown as the lease holder
 //   HC_NEWS_BEFORE, HC_NEWS_AFTER   subscriptions of "news" before and after the kill
 //   HC_SPORTS          subscriptions of "sports" (all on B)
 //   HC_CONNS_AFTER     the app's connections after the kill and the first visitor's exit
@@ -60,6 +61,7 @@ const { chromium } = require('playwright-core');
 const base = `http://${env('HC_HTTP')}`;
 const nodeA = env('HC_NODE_A');
 const nodeB = env('HC_NODE_B');
+const cleaner = env('HC_CLEANER');
 const newsBefore = Number(env('HC_NEWS_BEFORE'));
 const newsAfter = Number(env('HC_NEWS_AFTER'));
 const sports = Number(env('HC_SPORTS'));
@@ -170,9 +172,10 @@ async function run(context) {
       document.querySelector('#members').dataset.channel === room &&
       members.length === 1 && members[0].startsWith('ada-');
   }, ROOM);
-  await waitFor(dash, 'the audit consistent and the lease held', () =>
+  await waitFor(dash, `the audit consistent and the lease held by ${cleaner}`, (name) =>
     document.querySelector('#audit').dataset.differences === '0' &&
-    document.querySelector('#lease').dataset.held === 'true');
+    document.querySelector('#lease').dataset.held === 'true' &&
+    document.querySelector('#lease').dataset.holder.startsWith(`${name}/`), cleaner);
   if (shots) {
     await screenshot(dash, path.join(shots, 'dashboard.png'));
     await screenshot(grace, path.join(shots, 'demo-room.png'));
