@@ -1,6 +1,7 @@
 // Package apps loads the apps a headcount cluster serves: from an apps file
-// (a JSON array in soketi's format, so a soketi app array works unchanged) or,
-// without one, a single app from the environment. A Registry is immutable
+// (a JSON array in soketi's format, so a soketi app array works unchanged,
+// or a soketi config file holding one) or, without one, a single app from
+// the environment, under headcount's names or soketi's. A Registry is immutable
 // after Load and safe for concurrent use.
 package apps
 
@@ -189,23 +190,6 @@ func (a *App) validate() error {
 	return errors.Join(errs...)
 }
 
-// FromEnv returns the single app named by HEADCOUNT_APP_ID, _APP_KEY and
-// _APP_SECRET, with soketi's defaults for unset ones.
-func FromEnv(getenv func(string) string) (*Registry, error) {
-	val := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	return New([]*App{{
-		ID:      val("HEADCOUNT_APP_ID", DefaultID),
-		Key:     val("HEADCOUNT_APP_KEY", DefaultKey),
-		Secret:  val("HEADCOUNT_APP_SECRET", DefaultSecret),
-		Enabled: true,
-	}})
-}
-
 // LoadFile reads an apps file.
 func LoadFile(path string) (*Registry, error) {
 	b, err := os.ReadFile(path) //nolint:gosec // G304: the path is the operator's --apps-file setting
@@ -220,14 +204,23 @@ func LoadFile(path string) (*Registry, error) {
 // snake_case spellings both work. A field of soketi's that headcount does
 // not implement is ignored with a warning (Registry.Warnings); any other
 // unknown field, a typo most likely, is an error naming it and the app.
+//
+// A JSON object instead is read as a soketi config file: its apps are
+// appManager.array.apps, and each of its other settings is named in a
+// warning, with headcount's equivalent where there is one.
 func Parse(b []byte) (*Registry, error) {
 	var raw []map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("apps file must be a JSON array of objects: %w", err)
+	var warnings []string
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		var err error
+		if raw, warnings, err = parseSoketiConfig(b); err != nil {
+			return nil, err
+		}
+	} else if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("apps file must be a JSON array of apps, or a soketi config object: %w", err)
 	}
 	list := make([]*App, 0, len(raw))
 	var errs []error
-	var warnings []string
 	for i, fields := range raw {
 		a, warned, appErrs := decodeApp(fields)
 		warnings = append(warnings, warned...)

@@ -7,6 +7,7 @@ import "testing"
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","allowed_origins":["*.example.com","https://a.b"],"webhooks":[{"url":"u","lambda":{}}]}]`))
 	f.Add([]byte(`[{"AppId":1,"key":"k","secret":"s","max_read_req_per_sec":3,"capacities":[{"Prefix":"p","capacity":2}]}]`))
+	f.Add([]byte(`{"port":6001,"appManager":{"driver":"array","array":{"apps":[{"id":1,"key":"k","secret":"s"}]}},"database.redis.host":"r"}`))
 	f.Fuzz(func(_ *testing.T, b []byte) {
 		r, err := Parse(b)
 		if err != nil {

@@ -513,7 +513,7 @@ func (s *set) common(c *Common) {
 	s.str(&c.RedisTLSCA, "redis-tls-ca", "PEM file of the CAs that sign the Redis servers' certificates (empty: the system's)")
 	s.str(&c.RedisTLSCert, "redis-tls-cert", "PEM client certificate for Redis servers that require one (with --redis-tls-key)")
 	s.str(&c.RedisTLSKey, "redis-tls-key", "PEM key of --redis-tls-cert")
-	s.str(&c.AppsFile, "apps-file", "JSON apps file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET)")
+	s.str(&c.AppsFile, "apps-file", "JSON apps file: an array of apps, or a soketi config file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET or SOKETI_DEFAULT_APP_*)")
 	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
 	s.str(&c.LogFormat, "log-format", "text or json")
@@ -562,8 +562,13 @@ func validateCommon(c *Common, env Env) []error {
 		if c.Apps, err = apps.LoadFile(c.AppsFile); err != nil {
 			errs = append(errs, fmt.Errorf("--apps-file: %s: %w", c.AppsFile, err))
 		}
+		// soketi applies these to its config file's first app; refusing
+		// them beats serving credentials the operator did not mean.
+		if set := apps.SoketiEnvSet(env); len(set) > 0 {
+			errs = append(errs, fmt.Errorf("%s: set beside --apps-file, which holds every app; move the values into the file or unset them", strings.Join(set, ", ")))
+		}
 	} else if c.Apps, err = apps.FromEnv(env); err != nil {
-		errs = append(errs, fmt.Errorf("HEADCOUNT_APP_*: %w", err))
+		errs = append(errs, fmt.Errorf("the app from the environment (HEADCOUNT_APP_* or %s*): %w", apps.SoketiEnvPrefix, err))
 	}
 	return errs
 }
