@@ -34,7 +34,7 @@ func TestPusherJSCompat(t *testing.T) {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	compatDir := filepath.Join(repoRoot(t), "test", "compat")
-	for _, pkg := range []string{"pusher-js", "pusher"} {
+	for _, pkg := range []string{"pusher-js", "pusher", "laravel-echo"} {
 		if _, err := os.Stat(filepath.Join(compatDir, "node_modules", pkg, "package.json")); err != nil {
 			t.Fatalf("%s is not installed in test/compat/node_modules: run `make test` (it runs npm ci in test/compat): %v", pkg, err)
 		}

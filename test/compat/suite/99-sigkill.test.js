@@ -87,6 +87,35 @@ describe('cache channels before the crash', { timeout: 10000 }, () => {
   });
 });
 
+// Laravel Echo across the crash: a presence member that joined through
+// Echo on node B only leaves, for an Echo member on node A, through Echo's
+// leaving() once the cleaner reaps B. Set up before the kill, checked after
+// it (the last block of this file).
+const echo = require('./echo');
+const echoCrash = {};
+
+describe('Laravel Echo before the crash', { timeout: 15000 }, () => {
+  test('an Echo member on node A sees an Echo member on node B join', async () => {
+    const auth = await new echo.AuthServer().listen();
+    const room = `room.crash-${uid()}`;
+    const alice = echo.echoOn(auth, A, 'alice-token');
+    const bob = echo.echoOn(auth, B, 'bob-token');
+    const seen = { here: null, joining: [], leaving: [] };
+    alice.join(room)
+      .here((m) => { seen.here = m; echo.tick(); })
+      .joining((u) => { seen.joining.push(u); echo.tick(); })
+      .leaving((u) => { seen.leaving.push({ user: u, at: Date.now() }); echo.tick(); });
+    await echo.until(() => seen.here, 5000, 'alice\'s here');
+    bob.connector.pusher.connection.bind('state_change', ({ previous, current }) => {
+      if (previous === 'connected' && current !== 'connected' && echoCrash.lostAt === undefined) echoCrash.lostAt = Date.now();
+    });
+    bob.join(room);
+    await echo.until(() => seen.joining.length > 0, 5000, () => `alice's joining ${JSON.stringify(seen)}`);
+    assert.deepEqual(seen.joining, [echo.users['bob-token']]);
+    Object.assign(echoCrash, { auth, seen });
+  });
+});
+
 describe('node crash', { timeout: 30000 }, () => {
   after(closeAll);
 
@@ -208,5 +237,29 @@ describe('cache channels after the crash', { timeout: 10000 }, () => {
     } finally {
       closeAll();
     }
+  });
+});
+
+describe('Laravel Echo after the crash', { timeout: 15000 }, () => {
+  after(() => {
+    echo.closeEchoes();
+    if (echoCrash.auth) echoCrash.auth.close();
+  });
+
+  test('SIGKILL of node B: Echo\'s leaving() fires on node A for the member only B held', async () => {
+    const { seen } = echoCrash;
+    assert.ok(seen, 'the Echo members were set up before the kill');
+    const pid = Number(process.env.HC_KILL_PID_B);
+    try {
+      process.kill(pid, 'SIGKILL'); // when this block runs alone; else B is dead already
+    } catch (err) {
+      assert.equal(err.code, 'ESRCH', `SIGKILL of wsnode B: ${err}`);
+    }
+    const budget = deadAfterMs + scanIntervalMs + 2000;
+    await echo.until(() => echoCrash.lostAt !== undefined && seen.leaving.length > 0, budget + 1000,
+      () => `alice's leaving for bob ${JSON.stringify(seen)}`);
+    assert.deepEqual(seen.leaving.map((l) => l.user), [echo.users['bob-token']]);
+    const took = seen.leaving[0].at - echoCrash.lostAt;
+    assert.ok(took <= budget, `leaving for bob ${took} ms after node B was lost, budget ${budget} ms`);
   });
 });
