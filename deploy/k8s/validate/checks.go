@@ -46,6 +46,7 @@ var Checks = []Check{
 	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount", checkNetworkPolicies},
 	{"spread", "replicated headcount workloads spread over nodes and zones", checkSpread},
 	{"servicemonitor", "ServiceMonitors select a Service that has their port", checkServiceMonitors},
+	{"ingress", "an Ingress routes /app/ to wsnode and /apps/ to httpapi, with TLS and WebSocket-long proxy timeouts", checkIngresses},
 }
 
 // Check runs every rule; each error names its rule.

@@ -17,6 +17,7 @@ const (
 	single    = "overlays/single-redis"
 	cluster   = "overlays/redis-cluster"
 	monitored = "overlays/redis-cluster+components/servicemonitor"
+	ingressed = "overlays/redis-cluster+components/ingress"
 )
 
 var (
@@ -519,6 +520,36 @@ func TestChecksCatch(t *testing.T) {
 		}},
 		{"ServiceMonitor on a port the Service lacks", monitored, "servicemonitor", `port "admin" is not a port of Service/headcount-metrics`, func(t *testing.T, s *Set) *Set {
 			s.ServiceMonitors[0].Spec.Endpoints[0].Port = "admin"
+			return s
+		}},
+		// ingress
+		{"Ingress without an /apps path", ingressed, "ingress", `no path takes /apps/app-id/events, which httpapi serves`, func(t *testing.T, s *Set) *Set {
+			s.Ingresses[0].Spec.Rules[0].HTTP.Paths = s.Ingresses[0].Spec.Rules[0].HTTP.Paths[:1]
+			return s
+		}},
+		{"Ingress sends everything to wsnode", ingressed, "ingress", `/apps/app-id/events goes to wsnode (path /), not to httpapi`, func(t *testing.T, s *Set) *Set {
+			paths := s.Ingresses[0].Spec.Rules[0].HTTP.Paths
+			paths[1].Path, paths[1].Backend = "/", paths[0].Backend
+			return s
+		}},
+		{"Ingress backend port missing", ingressed, "ingress", `port web is not a port of Service/httpapi`, func(t *testing.T, s *Set) *Set {
+			s.Ingresses[0].Spec.Rules[0].HTTP.Paths[1].Backend.Service.Port.Name = "web"
+			return s
+		}},
+		{"Ingress backend Service missing", ingressed, "ingress", `Service "ws" is not in the render`, func(t *testing.T, s *Set) *Set {
+			s.Ingresses[0].Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "ws"
+			return s
+		}},
+		{"Ingress with nginx's 60 s timeout", ingressed, "ingress", `proxy-read-timeout is "60"`, func(t *testing.T, s *Set) *Set {
+			s.Ingresses[0].Annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"] = "60"
+			return s
+		}},
+		{"Ingress without a send timeout", ingressed, "ingress", `proxy-send-timeout is ""`, func(t *testing.T, s *Set) *Set {
+			delete(s.Ingresses[0].Annotations, "nginx.ingress.kubernetes.io/proxy-send-timeout")
+			return s
+		}},
+		{"Ingress host without TLS", ingressed, "ingress", `host "realtime.example.com": no tls entry`, func(t *testing.T, s *Set) *Set {
+			s.Ingresses[0].Spec.TLS[0].SecretName = ""
 			return s
 		}},
 	}

@@ -33,6 +33,7 @@ type Set struct {
 	PDBs            []*policyv1.PodDisruptionBudget
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	ServiceMonitors []*ServiceMonitor
+	Ingresses       []*networkingv1.Ingress
 }
 
 // DecodeSet decodes rendered documents strictly; every failure is reported.
@@ -74,6 +75,8 @@ func (s *Set) Add(o *Object) {
 		s.NetworkPolicies = append(s.NetworkPolicies, t)
 	case *ServiceMonitor:
 		s.ServiceMonitors = append(s.ServiceMonitors, t)
+	case *networkingv1.Ingress:
+		s.Ingresses = append(s.Ingresses, t)
 	}
 }
 
