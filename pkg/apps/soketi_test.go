@@ -113,3 +113,17 @@ func TestParseSoketiConfig(t *testing.T) {
 	}
 	require.True(t, strings.HasPrefix(soketiHint("database.redis.clusterNodes"), "--redis-cluster"))
 }
+
+// TestParseReverbApp: an app written from Reverb's config keeps the names
+// the migration guide says it keeps.
+func TestParseReverbApp(t *testing.T) {
+	r, err := Parse([]byte(`[{"app_id": "123456", "key": "my-key", "secret": "my-secret",
+	  "allowed_origins": ["app.example.com"], "max_connections": 100}]`))
+	require.NoError(t, err)
+	a := r.ByID("123456")
+	require.NotNil(t, a)
+	require.Equal(t, []string{"app.example.com"}, a.AllowedOrigins)
+	require.Equal(t, 100, a.MaxConnections)
+	_, err = Parse([]byte(`[{"app_id": "1", "key": "k", "secret": "s", "ping_interval": 60}]`))
+	require.ErrorContains(t, err, `"ping_interval"`, "the guide says to leave it out")
+}
