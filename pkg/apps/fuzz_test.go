@@ -30,3 +30,25 @@ func FuzzAllowsOrigin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFromEnv: no value of soketi's or headcount's app variables makes
+// FromEnv panic, and an app it accepts has all three credentials.
+func FuzzFromEnv(f *testing.F) {
+	f.Add("foo", "true", "250", `[{"url":"https://example.com/h","event_types":["channel_vacated"]}]`, "bar")
+	f.Add("1", "yes", "-1", `{"url":1}`, "")
+	f.Fuzz(func(t *testing.T, id, flag, number, webhooks, own string) {
+		env := map[string]string{
+			"SOKETI_DEFAULT_APP_ID": id, "SOKETI_DEFAULT_APP_ENABLE_CLIENT_MESSAGES": flag,
+			"SOKETI_DEFAULT_APP_MAX_CONNS": number, "SOKETI_DEFAULT_APP_WEBHOOKS": webhooks,
+			"HEADCOUNT_APP_ID": own,
+		}
+		r, err := FromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			return
+		}
+		a := r.All()[0]
+		if a.ID == "" || a.Key == "" || a.Secret == "" {
+			t.Fatalf("app without credentials: %+v", a)
+		}
+	})
+}
