@@ -14,8 +14,6 @@ import (
 
 	"github.com/coder/websocket"
 	pusher "github.com/pusher/pusher-http-go/v5"
-
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // eventRecorder is a webhook endpoint keeping each valid event as
@@ -140,14 +138,7 @@ func TestReapSendsTheWebhooksOfALeave(t *testing.T) {
 		"webhooks": []map[string]any{{"url": rcv.URL + "/pusher/webhooks",
 			"event_types": []string{"channel_vacated", "member_removed", "subscription_count"}}},
 	}})
-	srv := redistest.New(t)
-	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
-	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
-	cl := startCleaner(t, "cleaner", common...)
-	startHTTPAPIs(t, 1, common...)
-	for _, n := range []node{a, b, cl} {
-		waitReady(t, n.p, n.admin)
-	}
+	a, b := startHookCluster(t, appsFile)
 
 	// The witness on A stays in both sets; each count settles before the
 	// next subscribe, so every channel's setup events are known.

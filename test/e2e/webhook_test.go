@@ -74,6 +74,41 @@ func (r *hookReceiver) waitFor(t *testing.T, timeout time.Duration, want ...stri
 	})
 }
 
+// checkWithNodeSDK has the Node SDK validate every raw request
+// (test/compat/webhook-check.js), failing the test if it refuses one, and
+// returns what it printed.
+func checkWithNodeSDK(t *testing.T, raw []map[string]any) string {
+	t.Helper()
+	var in bytes.Buffer
+	for _, r := range raw {
+		line, _ := json.Marshal(r)
+		in.Write(append(line, '\n'))
+	}
+	cmd := exec.Command("node", "webhook-check.js", e2eAppID, e2eAppKey, e2eAppSecret)
+	cmd.Dir = filepath.Join(repoRoot(t), "test", "compat")
+	cmd.Stdin = &in
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Node SDK refused webhook requests: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// startHookCluster starts, on a Redis of its own, two wsnodes, a cleaner
+// and an httpapi serving appsFile, and waits for them.
+func startHookCluster(t *testing.T, appsFile string) (a, b node) {
+	t.Helper()
+	srv := redistest.New(t)
+	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
+	a, b = startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	cl := startCleaner(t, "cleaner", common...)
+	startHTTPAPIs(t, 1, common...)
+	for _, n := range []node{a, b, cl} {
+		waitReady(t, n.p, n.admin)
+	}
+	return a, b
+}
+
 // waitForLines polls read until every line in want is among those it
 // returns, failing at once on an invalid request, and returns the lines.
 func waitForLines(t *testing.T, timeout time.Duration, want []string, read func() (got, invalid []string)) []string {
@@ -182,18 +217,7 @@ func TestWebhooks(t *testing.T) {
 	}
 
 	// Every request, retries included, as the Node SDK sees it.
-	var in bytes.Buffer
-	for _, r := range raw {
-		line, _ := json.Marshal(r)
-		in.Write(append(line, '\n'))
-	}
-	cmd := exec.Command("node", "webhook-check.js", e2eAppID, e2eAppKey, e2eAppSecret)
-	cmd.Dir = filepath.Join(repoRoot(t), "test", "compat")
-	cmd.Stdin = &in
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the Node SDK refused webhook requests: %v\n%s", err, out)
-	}
+	checkWithNodeSDK(t, raw)
 	t.Logf("%d requests valid for pusher-http-go and the Node SDK; events: %v", len(raw), got)
 }
 
@@ -278,14 +302,7 @@ func TestWebhooksBatched(t *testing.T) {
 			"filter":      map[string]string{"channel_name_starts_with": "presence-"},
 			"batch":       map[string]int{"size": batchSize, "maxWaitMs": 300}}},
 	}})
-	srv := redistest.New(t)
-	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
-	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
-	cl := startCleaner(t, "cleaner", common...)
-	startHTTPAPIs(t, 1, common...)
-	for _, n := range []node{a, b, cl} {
-		waitReady(t, n.p, n.admin)
-	}
+	a, b := startHookCluster(t, appsFile)
 
 	ca, ida := wsConnect(t, a.addr)
 	wsSubscribe(t, ca, "", "news", "") // filtered out
@@ -347,19 +364,8 @@ func TestWebhooksBatched(t *testing.T) {
 	}
 
 	// Every request, the failed one included, as the Node SDK sees it.
-	var in bytes.Buffer
-	for _, r := range raw {
-		line, _ := json.Marshal(r)
-		in.Write(append(line, '\n'))
-	}
-	cmd := exec.Command("node", "webhook-check.js", e2eAppID, e2eAppKey, e2eAppSecret)
-	cmd.Dir = filepath.Join(repoRoot(t), "test", "compat")
-	cmd.Stdin = &in
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the Node SDK refused webhook requests: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "ok client_event,client_event") {
+	out := checkWithNodeSDK(t, raw)
+	if !strings.Contains(out, "ok client_event,client_event") {
 		t.Fatalf("the Node SDK saw no request of several events:\n%s", out)
 	}
 	t.Logf("%d requests (%d of several events) valid for pusher-http-go and the Node SDK:\n%s\ndelivered: %q", len(raw), several, out, requests)
