@@ -2,7 +2,7 @@
 // hold a lease in Redis and only the holder works.
 //
 //	cleaner [flags]                  run as an active/passive cleaner
-//	cleaner [flags] audit [--repair] check every app's counts once; exit 0
+//	cleaner audit [--repair] [flags] check every app's counts once; exit 0
 //	                                 when consistent, 1 when drift was found
 //	                                 (repaired or not) or the audit failed,
 //	                                 2 on a bad configuration
@@ -37,15 +37,15 @@ func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 		if rest[0] == "audit" {
 			return audit(cfg, rest[1:], stdout, stderr)
 		}
-		err = fmt.Errorf("unknown subcommand %q (want audit [--repair])", strings.Join(rest, " "))
+		err = fmt.Errorf("unknown command %q (cleaner --help lists the commands: audit)", rest[0])
 	}
-	return lifecycle.Main("cleaner", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
+	return lifecycle.Main("cleaner", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return cleaner.New(cleaner.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }
 
-// audit runs `cleaner [flags] audit [--repair]`: the report goes to stdout,
-// problems to stderr.
+// audit runs `cleaner audit [--repair]`, the cleaner's flags before or
+// after it: the report goes to stdout, problems to stderr.
 func audit(cfg config.Cleaner, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cleaner audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,7 +55,7 @@ func audit(cfg config.Cleaner, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return lifecycle.ExitOK
 	case err == nil && fs.NArg() > 0:
-		err = fmt.Errorf("audit: unexpected arguments %q (flags go before the subcommand)", strings.Join(fs.Args(), " "))
+		err = fmt.Errorf("audit: unexpected arguments %q", strings.Join(fs.Args(), " "))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cleaner: invalid configuration:\n%v\n", err)

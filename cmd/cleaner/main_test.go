@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -28,7 +29,10 @@ func TestBadConfigExits2NamingTheSetting(t *testing.T) {
 		{[]string{"--redis", "nope://x", "audit"}, "--redis"},
 		{[]string{"audit", "--fix"}, "-fix"},
 		{[]string{"audit", "--repair", "now"}, "now"},
-		{[]string{"audit", "--redis", "redis://127.0.0.1:1/0"}, "-redis"},
+		{[]string{"audit", "--redis", "localhost:6379"}, "did you mean redis://localhost:6379?"},
+		{[]string{"audit", "--repair", "--dead-after", "soon", "--lease-ttl", "1ms"}, "--lease-ttl"},
+		{[]string{"version"}, `unknown command "version"`},
+		{[]string{"--repair"}, "-repair: no such flag"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, noEnv, &stdout, &stderr)
@@ -76,6 +80,11 @@ func TestAuditExitCodes(t *testing.T) {
 			code, out, errs := audit("audit")
 			require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 			require.Contains(t, out, "consistent: 2 apps audited")
+			// The form people type: the flags after the command.
+			var stdout, stderr bytes.Buffer
+			code = run(append([]string{"audit", "--admin-addr", ""}, flags...), noEnv, &stdout, &stderr)
+			require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+			require.Contains(t, stdout.String(), "consistent: 2 apps audited")
 
 			require.NoError(t, counts.CorruptChannel(ctx, rdb, keyspace.Space{}, "app2", "chat", 3))
 			code, out, _ = audit("audit")
@@ -85,7 +94,9 @@ func TestAuditExitCodes(t *testing.T) {
 			require.Contains(t, out, "drift found in 1 of 2 apps; `cleaner audit --repair` fixes it")
 			require.NotContains(t, out, "app1")
 
-			code, out, _ = audit("audit", "--repair")
+			stdout.Reset()
+			code = run(append([]string{"audit", "--repair", "--admin-addr", ""}, flags...), noEnv, &stdout, io.Discard)
+			out = stdout.String()
 			require.Equal(t, 1, code, "drift was found, even though it is repaired now")
 			require.Contains(t, out, "repaired 1 entries; consistent now")
 			require.Contains(t, out, "and repaired")

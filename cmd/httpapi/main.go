@@ -18,8 +18,13 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 
 func run(args []string, env config.Env, stderr io.Writer) int {
+	return runTo(args, env, os.Stdout, stderr)
+}
+
+// runTo is run with stdout given: where --version prints.
+func runTo(args []string, env config.Env, stdout, stderr io.Writer) int {
 	cfg, err := config.ParseHTTPAPI(args, env, stderr)
-	return lifecycle.Main("httpapi", stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
+	return lifecycle.Main("httpapi", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return httpapi.New(httpapi.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

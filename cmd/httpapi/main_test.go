@@ -39,6 +39,7 @@ func TestBadFlagExits2NamingTheSetting(t *testing.T) {
 		{args: []string{"--log-format", "xml"}, want: "--log-format"},
 		{args: []string{"--no-such-flag"}, want: "no-such-flag"},
 		{env: map[string]string{"HEADCOUNT_REDIS": "mysql://x"}, want: "--redis"},
+		{args: []string{"serve"}, want: `unexpected argument "serve": httpapi takes flags only`},
 	} {
 		var stderr bytes.Buffer
 		env := func(k string) string { return tc.env[k] }

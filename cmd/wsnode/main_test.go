@@ -63,6 +63,8 @@ func TestBadConfigurationExits2NamingTheSetting(t *testing.T) {
 		{"bad address", []string{"--addr", "nowhere"}, nil, "--addr"},
 		{"unknown flag", []string{"--no-such-flag"}, nil, "no-such-flag"},
 		{"bad env", nil, map[string]string{"HEADCOUNT_DRAIN": "forever"}, "HEADCOUNT_DRAIN"},
+		{"stray word", []string{"version"}, nil, `unexpected argument "version": wsnode takes flags only (did you mean --version?)`},
+		{"stray word after flags", []string{"--drain", "1s", "start"}, nil, `unexpected argument "start"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -72,6 +74,13 @@ func TestBadConfigurationExits2NamingTheSetting(t *testing.T) {
 			require.Contains(t, stderr.String(), tc.want)
 		})
 	}
+}
+
+func TestVersionExits0(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, runTo([]string{"--version", "--drain", "never"}, noEnv, &stdout, &stderr), stderr.String())
+	require.Regexp(t, `^wsnode \S+ \(revision .+; go1\.\S+\)\n$`, stdout.String())
+	require.Empty(t, stderr.String())
 }
 
 func TestHelpExits0(t *testing.T) {

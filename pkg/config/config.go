@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -320,10 +319,11 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.dur(&c.UserAuthTimeout, "user-auth-timeout", "for apps with enableUserAuthentication: how long a socket may stay without pusher:signin (or a private or presence subscription) before it is closed with 4009")
 	s.integer(&c.MaxSockets, "max-sockets", "connections the WebSocket port holds at once, handshaking or upgraded; past it new ones get 503 "+
 		"(0: derived from the open-file limit, leaving room for Redis and the admin port)")
-	if err := s.parse(args); err != nil {
+	words, err := s.parse(args, false)
+	if stop(err) {
 		return c, err
 	}
-	var errs []error
+	errs := []error{err, s.noWords(words)}
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
 	errs = append(errs, checkNodeID(c.NodeID))
@@ -331,11 +331,22 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	return c, errors.Join(errs...)
 }
 
+// CleanerCommands is what `cleaner --help` lists besides running as a
+// cleaner: each subcommand with its arguments and what it does.
+const CleanerCommands = `  audit [--repair]
+        check every app's counts once and exit: 0 when consistent, 1 when
+        drift was found (repaired or not) or the audit failed; --repair sets
+        each differing global entry to the sum of the nodes' contributions`
+
 // ParseCleaner reads cleaner settings from env and args and validates them.
-// Positional arguments (a subcommand) are left in the returned slice.
+// The first word that is not a flag (a subcommand) and everything after it
+// that is not one of these flags are returned in order, for the subcommand
+// to parse: `cleaner audit --redis URL --repair` and `cleaner --redis URL
+// audit --repair` both return [audit --repair].
 func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, error) {
 	c := DefaultCleaner()
 	s := newSet("cleaner", env, out)
+	s.commands = CleanerCommands
 	s.common(&c.Common)
 	s.str(&c.NodeID, "node-id", "this cleaner's name where the lease holder is shown (default: unique per start)")
 	s.dur(&c.DeadAfter, "dead-after", "age of last-seen after which a node is reaped")
@@ -343,10 +354,11 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	s.dur(&c.LeaseTTL, "lease-ttl", "lifetime of the active cleaner's lease (0: no lease, this cleaner is always active alongside any other; for tests only)")
 	s.dur(&c.LivenessInterval, "liveness-interval", "how often the active cleaner looks for nodes whose Redis connection closed (their process died), to reap them before --dead-after (0: off)")
 	s.dur(&c.LivenessGrace, "liveness-grace", "how old a node's last-seen must be, with its connection closed, to be reaped before --dead-after")
-	if err := s.parse(args); err != nil {
+	rest, err := s.parse(args, true)
+	if stop(err) {
 		return c, nil, err
 	}
-	var errs []error
+	errs := []error{err}
 	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, checkNodeID(c.NodeID), positive("--dead-after", c.DeadAfter), positive("--scan-interval", c.ScanInterval))
 	if c.LivenessInterval < 0 {
@@ -361,7 +373,7 @@ func ParseCleaner(args []string, env Env, out io.Writer) (Cleaner, []string, err
 	case c.LeaseTTL > 0 && c.LeaseTTL < 30*time.Millisecond:
 		errs = append(errs, fmt.Errorf("--lease-ttl: %v is too short (at least 30ms: it is renewed every third of it; 0 turns the lease off, for tests only)", c.LeaseTTL))
 	}
-	return c, s.fs.Args(), errors.Join(errs...)
+	return c, rest, errors.Join(errs...)
 }
 
 // ParseHTTPAPI reads httpapi settings from env and args and validates them.
@@ -379,10 +391,12 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s.dur(&c.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
 	s.dur(&c.ReadTimeout, "read-timeout", "how long reading a whole request, headers and body, may take")
 	s.dur(&c.WriteTimeout, "write-timeout", "how long a request may take from the end of its headers to the end of its answer (above --read-timeout)")
-	if err := s.parse(args); err != nil {
+	words, err := s.parse(args, false)
+	if stop(err) {
 		return c, err
 	}
-	errs := validateCommon(&c.Common, env)
+	errs := []error{err, s.noWords(words)}
+	errs = append(errs, validateCommon(&c.Common, env)...)
 	errs = append(errs, checkAddr("--addr", c.Addr, false), checkAddr("--demo-ws", c.DemoWS, false))
 	errs = append(errs, positive("--stale-after", c.StaleAfter), positive("--listing-lock-ttl", c.ListingLockTTL))
 	if c.ListingCacheTTL >= 0 && c.ListingLockTTL >= c.ListingCacheTTL {
@@ -398,145 +412,6 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 		errs = append(errs, fmt.Errorf("--write-timeout: %v must be above --read-timeout %v (it starts when a request's headers are in, so it covers reading the body too)", c.WriteTimeout, c.ReadTimeout))
 	}
 	return c, errors.Join(errs...)
-}
-
-// set registers flags whose defaults already include the environment.
-type set struct {
-	fs   *flag.FlagSet
-	env  Env
-	errs []error
-	// common is the Common registered with the set, told after parsing
-	// whether --redis was given.
-	cmn *Common
-}
-
-func newSet(name string, env Env, out io.Writer) *set {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	return &set{fs: fs, env: env}
-}
-
-// EnvName is the environment variable for a flag: HEADCOUNT_<FLAG_IN_UPPER_SNAKE>.
-func EnvName(flagName string) string {
-	return "HEADCOUNT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-func (s *set) str(p *string, name, usage string) {
-	if v, ok := s.lookup(name); ok {
-		*p = v
-	}
-	s.fs.StringVar(p, name, *p, usage+" (env "+EnvName(name)+")")
-}
-
-func (s *set) dur(p *time.Duration, name, usage string) {
-	if v, ok := s.lookup(name); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s: %q is not a duration (e.g. 500ms, 3s)", EnvName(name), v))
-		} else {
-			*p = d
-		}
-	}
-	s.fs.DurationVar(p, name, *p, usage+" (env "+EnvName(name)+")")
-}
-
-func (s *set) integer(p *int, name, usage string) {
-	if v, ok := s.lookup(name); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s: %q is not an integer", EnvName(name), v))
-		} else {
-			*p = n
-		}
-	}
-	s.fs.IntVar(p, name, *p, usage+" (env "+EnvName(name)+")")
-}
-
-func (s *set) boolean(p *bool, name, usage string) {
-	if v, ok := s.lookup(name); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s: %q is not a boolean (true or false)", EnvName(name), v))
-		} else {
-			*p = b
-		}
-	}
-	s.fs.BoolVar(p, name, *p, usage+" (env "+EnvName(name)+")")
-}
-
-// secret registers a string setting that may hold a password, a URL's
-// (password false: the URL is shown redacted) or a password itself (shown
-// as xxxxx): the flag package prints values, as the default in -h and in
-// the usage shown on a bad flag.
-func (s *set) secret(p *string, name string, password bool, usage string) {
-	if v, ok := s.lookup(name); ok {
-		*p = v
-	}
-	s.fs.Var(&secretValue{p, password}, name, usage+" (env "+EnvName(name)+")")
-}
-
-// secretValue is a flag.Value whose String never shows a password.
-type secretValue struct {
-	p        *string
-	password bool
-}
-
-func (v *secretValue) Set(s string) error { *v.p = s; return nil }
-
-func (v *secretValue) String() string {
-	switch {
-	case v == nil || v.p == nil || *v.p == "":
-		return ""
-	case v.password:
-		return "xxxxx"
-	default:
-		return Redact(*v.p)
-	}
-}
-
-func (s *set) lookup(name string) (string, bool) {
-	v := s.env(EnvName(name))
-	return v, v != ""
-}
-
-func (s *set) common(c *Common) {
-	s.cmn = c
-	s.secret(&c.Redis, "redis", false, "single Redis server `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS")
-	s.secret(&c.RedisCluster, "redis-cluster", false, "Redis Cluster `seeds-or-URL` (Cluster mode when set): comma-separated seeds host:port, or redis[s]://[user:password@]host:port?addr=host:port&addr=...")
-	s.str(&c.RedisSentinel, "redis-sentinel", "Redis Sentinel (Sentinel mode when set): comma-separated sentinel addresses host:port")
-	s.str(&c.RedisSentinelMaster, "redis-sentinel-master", "with --redis-sentinel: the master name the sentinels monitor")
-	s.secret(&c.RedisSentinelPassword, "redis-sentinel-password", true, "with --redis-sentinel: the sentinels' own `password` (empty: none)")
-	s.str(&c.RedisSentinelUsername, "redis-sentinel-username", "with --redis-sentinel: the sentinels' own ACL user (empty: none)")
-	s.str(&c.RedisUsername, "redis-username", "Redis ACL user (the master in Sentinel mode, every node in Cluster mode), instead of the URL's")
-	s.secret(&c.RedisPassword, "redis-password", true, "Redis `password` (the master in Sentinel mode, every node in Cluster mode), instead of the URL's; prefer the environment to the flag")
-	s.boolean(&c.RedisTLS, "redis-tls", "TLS to Redis in every mode (a rediss:// URL implies it)")
-	s.str(&c.RedisTLSCA, "redis-tls-ca", "PEM file of the CAs that sign the Redis servers' certificates (empty: the system's)")
-	s.str(&c.RedisTLSCert, "redis-tls-cert", "PEM client certificate for Redis servers that require one (with --redis-tls-key)")
-	s.str(&c.RedisTLSKey, "redis-tls-key", "PEM key of --redis-tls-cert")
-	s.str(&c.AppsFile, "apps-file", "JSON apps file: an array of apps, or a soketi config file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET or SOKETI_DEFAULT_APP_*)")
-	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
-	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
-	s.str(&c.LogFormat, "log-format", "text or json")
-	s.str(&c.RedisPrefix, "redis-prefix", "prefix of every Redis key and channel; deployments sharing a Redis need different ones")
-	s.integer(&c.SliceSize, "slice-size", "contribution fields one Redis script of a reap, an audit or a republish handles at most (0: the built-in default)")
-}
-
-func (s *set) parse(args []string) error {
-	if err := s.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		s.errs = append(s.errs, err)
-	}
-	if s.cmn != nil {
-		_, s.cmn.redisExplicit = s.lookup("redis")
-		s.fs.Visit(func(f *flag.Flag) {
-			if f.Name == "redis" {
-				s.cmn.redisExplicit = true
-			}
-		})
-	}
-	return errors.Join(s.errs...)
 }
 
 func validateCommon(c *Common, env Env) []error {

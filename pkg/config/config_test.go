@@ -276,3 +276,83 @@ func TestCleanerNodeID(t *testing.T) {
 	_, _, err = ParseCleaner([]string{"--node-id", "a/b"}, env(nil), io.Discard)
 	require.ErrorContains(t, err, "--node-id")
 }
+
+// TestEveryProblemAtOnce: a bad flag value, an unknown flag, a stray word,
+// a bad environment value and the validation errors of the other settings
+// are all reported by one run, each naming its setting.
+func TestEveryProblemAtOnce(t *testing.T) {
+	_, err := ParseWSNode([]string{"--drain", "abc", "--bogus", "--heartbeat=-1s", "--redis", "localhost:6379", "--log-format", "xml", "--max-sockets", "lots", "start"},
+		env(map[string]string{"HEADCOUNT_USER_AUTH_TIMEOUT": "forever"}), io.Discard)
+	require.Error(t, err)
+	for _, want := range []string{
+		`--drain: "abc" is not a duration`,
+		"--bogus: no such flag",
+		"--heartbeat: -1s must be positive",
+		"did you mean redis://localhost:6379?",
+		`--log-format: "xml"`,
+		`--max-sockets: "lots" is not an integer`,
+		`unexpected argument "start"`,
+		`HEADCOUNT_USER_AUTH_TIMEOUT: "forever" is not a duration`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+	_, err = ParseHTTPAPI([]string{"--redis-tls=maybe", "--addr", "nowhere"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, `--redis-tls: "maybe" is not a boolean`)
+	require.ErrorContains(t, err, `--addr: "nowhere"`)
+}
+
+func TestRedisSchemeHint(t *testing.T) {
+	for in, hint := range map[string]bool{"localhost:6379": true, "10.0.0.7:6379": true, "[::1]:6379": true,
+		"localhost": false, "user:pw@host:6379": false, "pw@host:6379": false, "http://x:1": false} {
+		_, err := ParseWSNode([]string{"--redis", in}, env(nil), io.Discard)
+		require.ErrorContains(t, err, "--redis", in)
+		if hint {
+			require.ErrorContains(t, err, "did you mean redis://"+in+"?")
+		} else {
+			require.NotContains(t, err.Error(), "did you mean", in)
+		}
+	}
+}
+
+// TestFlagsAfterTheSubcommand: the cleaner's flags are read wherever they
+// stand; what is not one of them, from the subcommand on, is left to it.
+func TestFlagsAfterTheSubcommand(t *testing.T) {
+	for _, args := range [][]string{
+		{"--dead-after", "1s", "audit", "--repair"},
+		{"audit", "--dead-after", "1s", "--repair"},
+		{"audit", "--repair", "--dead-after=1s"},
+	} {
+		c, rest, err := ParseCleaner(args, env(nil), io.Discard)
+		require.NoError(t, err, args)
+		require.Equal(t, []string{"audit", "--repair"}, rest, args)
+		require.Equal(t, time.Second, c.DeadAfter, args)
+	}
+	_, rest, err := ParseCleaner([]string{"audit", "--", "--dead-after", "x"}, env(nil), io.Discard)
+	require.NoError(t, err, "after -- nothing is a flag")
+	require.Equal(t, []string{"audit", "--dead-after", "x"}, rest)
+	_, _, err = ParseCleaner([]string{"--repair", "audit"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "--repair: no such flag", "before the subcommand, only the cleaner's flags")
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	_, err := ParseWSNode([]string{"--drain", "x", "--version"}, env(map[string]string{"HEADCOUNT_HEARTBEAT": "x"}), io.Discard)
+	require.ErrorIs(t, err, ErrVersion, "--version answers whatever else is wrong")
+	_, _, err = ParseCleaner([]string{"audit", "--version"}, env(nil), io.Discard)
+	require.ErrorIs(t, err, ErrVersion)
+	_, err = ParseWSNode([]string{"version"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "did you mean --version?")
+
+	var out strings.Builder
+	_, _, err = ParseCleaner([]string{"--help"}, env(nil), &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "Commands:\n  audit [--repair]")
+	require.Contains(t, out.String(), "  --dead-after duration\n")
+	require.Contains(t, out.String(), "(env HEADCOUNT_DEAD_AFTER) (default 3s)")
+	require.Contains(t, out.String(), "  --version\n")
+	out.Reset()
+	_, err = ParseWSNode([]string{"-h"}, env(map[string]string{"HEADCOUNT_REDIS": "redis://u:hunter2@h:1"}), &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.NotContains(t, out.String(), "Commands:")
+	require.NotContains(t, out.String(), "hunter2", "the usage shows defaults, never a password")
+	require.Contains(t, out.String(), "  --redis URL\n")
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -225,7 +226,7 @@ func validateRedis(c *Common) []error {
 	switch mode {
 	case RedisSingle:
 		if _, err := redis.ParseURL(c.Redis); err != nil {
-			errs = append(errs, fmt.Errorf("--redis: %q: %w (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", Redact(c.Redis), unwrapURL(err)))
+			errs = append(errs, fmt.Errorf("--redis: %q: %w (want redis://[user:password@]host:port[/db], or rediss:// for TLS%s)", Redact(c.Redis), unwrapURL(err), schemeHint(c.Redis)))
 		}
 	case RedisCluster:
 		if c.clusterURL() {
@@ -286,6 +287,18 @@ func validateRedis(c *Common) []error {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// schemeHint suggests the URL meant when --redis is a bare host:port, the
+// form other tools take: "; did you mean redis://localhost:6379?".
+func schemeHint(s string) string {
+	if strings.Contains(s, "://") || strings.Contains(s, "@") {
+		return "" // a scheme of its own, or a password not to repeat
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return ""
+	}
+	return "; did you mean redis://" + s + "?"
 }
 
 // splitList returns the non-empty, trimmed items of a comma-separated list.

@@ -17,6 +17,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/metrics"
+	"github.com/headcount/headcount/pkg/version"
 )
 
 // Exit codes of every binary.
@@ -27,18 +28,14 @@ const (
 )
 
 // Main is the body of every binary's main once its configuration is
-// parsed: a bad configuration (parseErr) exits 2 with the message, -h exits
-// 0; otherwise it builds the logger and registry, starts the app and runs it
+// parsed: a bad configuration (parseErr) exits 2 with every problem, -h
+// exits 0, --version prints the version to stdout and exits 0; otherwise it builds the logger and registry, starts the app and runs it
 // until SIGINT or SIGTERM (Run releases what start took). A second signal
 // kills the process at once.
-func Main(name string, stderr io.Writer, parseErr error, c config.Common,
+func Main(name string, stdout, stderr io.Writer, parseErr error, c config.Common,
 	start func(log hclog.Logger, reg *prometheus.Registry) (Service, error)) int {
-	if errors.Is(parseErr, flag.ErrHelp) {
-		return ExitOK
-	}
-	if parseErr != nil {
-		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", name, parseErr)
-		return ExitConfig
+	if code, done := Parsed(name, stdout, stderr, parseErr); done {
+		return code
 	}
 	log := logging.New(name, c.LogLevel, c.LogFormat, stderr)
 	redis.SetLogger(logging.Redis(log))
@@ -57,4 +54,21 @@ func Main(name string, stderr io.Writer, parseErr error, c config.Common,
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// Parsed handles what parsing a configuration may end a run with: -h
+// (exit 0), --version (printed to stdout, exit 0) and a bad configuration
+// (every problem to stderr, exit 2). done is false when the run goes on.
+func Parsed(name string, stdout, stderr io.Writer, parseErr error) (code int, done bool) {
+	switch {
+	case parseErr == nil:
+		return 0, false
+	case errors.Is(parseErr, flag.ErrHelp):
+		return ExitOK, true
+	case errors.Is(parseErr, config.ErrVersion):
+		fmt.Fprintln(stdout, version.Line(name))
+		return ExitOK, true
+	}
+	fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", name, parseErr)
+	return ExitConfig, true
 }
