@@ -11,9 +11,15 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY cmd ./cmd
 COPY pkg ./pkg
 # Static (no libc to match in the final image), no local paths in the
-# binaries, no VCS stamp (.git is not in the build context).
+# binaries. .git is not in the build context, so Go cannot stamp the VCS
+# revision: make image passes it (scripts/version-ldflags.sh) for --version;
+# without it, --version says the revision is unknown.
+ARG VCS_revision=
+ARG VCS_time=
+ARG VCS_modified=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -trimpath -buildvcs=false -ldflags="-s -w" \
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -buildvcs=false \
+      -ldflags="-s -w -X github.com/headcount/headcount/pkg/version.revision=${VCS_revision} -X github.com/headcount/headcount/pkg/version.time=${VCS_time} -X github.com/headcount/headcount/pkg/version.modified=${VCS_modified}" \
       -o /out/ ./cmd/wsnode ./cmd/cleaner ./cmd/httpapi
 
 # distroless static: CA certificates (webhooks over HTTPS), tzdata, passwd

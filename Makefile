@@ -21,8 +21,13 @@ all: lint test ## Lint, then run every test (what CI runs)
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/wsnode, bin/cleaner, bin/httpapi
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+# --version prints the VCS revision: Go stamps it in a clone (-buildvcs=auto
+# overrides a GOFLAGS=-buildvcs=false), and the link-time values cover a git
+# worktree and the Docker build, whose context has no .git.
+VERSION_LDFLAGS = $(shell bash scripts/version-ldflags.sh)
+
+build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revision)
+	$(GO) build -buildvcs=auto -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
 deps: ## Install what the tests need (redis-server, npm packages in test/compat)
 	@bash scripts/ensure-deps.sh
@@ -79,7 +84,7 @@ image: ## Build the image IMAGE (headcount:dev) with the three binaries; needs D
 	elif ! docker info >/dev/null 2>&1; then \
 		echo "make image: the docker command is here but no Docker engine answers (docker info failed); no image was built."; exit 1; \
 	fi
-	docker build -t $(IMAGE) .
+	docker build -t $(IMAGE) $(foreach kv,$(subst -X github.com/headcount/headcount/pkg/version.,,$(VERSION_LDFLAGS)),--build-arg VCS_$(kv)) .
 
 k8s-validate: ## Render every deploy/k8s overlay, decode strictly with k8s.io/api, run the semantic checks and their tests (offline)
 	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. && $(GO) test -count=1 .

@@ -78,7 +78,7 @@ fi
 # --- dependencies and build --------------------------------------------------
 bash scripts/ensure-deps.sh
 msg "building bin/wsnode bin/cleaner bin/httpapi"
-"$GO" build -o bin/ ./cmd/wsnode ./cmd/cleaner ./cmd/httpapi
+"$GO" build -buildvcs=auto -ldflags "$(bash scripts/version-ldflags.sh)" -o bin/ ./cmd/wsnode ./cmd/cleaner ./cmd/httpapi
 
 case $RUN_BASE in /*) ;; *) RUN_BASE=$root/$RUN_BASE ;; esac
 run_dir=$RUN_BASE/$(date +%Y%m%d-%H%M%S)

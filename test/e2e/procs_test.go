@@ -36,7 +36,14 @@ func binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/wsnode", "./cmd/cleaner", "./cmd/httpapi")
+		// Stamped as make build stamps them, so --version can be checked.
+		ldflags, err := exec.Command("bash", filepath.Join(repoRoot(t), "scripts", "version-ldflags.sh")).Output()
+		if err != nil {
+			buildErr = fmt.Errorf("scripts/version-ldflags.sh: %w", err)
+			return
+		}
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-ldflags", strings.TrimSpace(string(ldflags)),
+			"-o", binDir+"/", "./cmd/wsnode", "./cmd/cleaner", "./cmd/httpapi")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
