@@ -35,7 +35,12 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	srv := redistest.New(t)
 	s := startServer(t, config.Common{Redis: srv.URL()})
 	ready := func(want int) func() bool {
-		return func() bool { code, _ := adminGet(t, s.app, "/readyz"); return code == want }
+		return func() bool {
+			code, _ := adminGet(t, s.app, "/readyz")
+			// The public port's /up, for load balancers, says the same.
+			up := s.get(t, "/up", nil)
+			return code == want && up.code == want
+		}
 	}
 	require.Eventually(t, ready(200), 10*time.Second, 10*time.Millisecond)
 	code, _ := adminGet(t, s.app, "/healthz")

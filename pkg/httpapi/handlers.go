@@ -47,6 +47,9 @@ func (a *App) handler() http.Handler {
 	mux.Handle("GET /apps/{app_id}/status", a.signed(a.getStatus))
 	mux.Handle("GET /apps/{app_id}/admission", a.signed(a.getAdmissionLists))
 	mux.Handle("GET /apps/{app_id}/audit", a.signed(a.getAudit))
+	// For load balancers that check the port they send to: what /readyz
+	// on the admin port says. No /apps/ route can be /up.
+	mux.HandleFunc("GET /up", a.serveUp)
 	if a.dashboard {
 		a.dashboardRoutes(mux)
 	}
@@ -251,4 +254,15 @@ func (a *App) instrument(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// serveUp answers GET and HEAD /up: 200 while ready, 503 otherwise (Redis
+// unreachable, draining).
+func (a *App) serveUp(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if !a.ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
 }

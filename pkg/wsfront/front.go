@@ -45,6 +45,7 @@ type Front struct {
 	hijack   HijackFunc
 	log      hclog.Logger
 	onRefuse func(Reason) // counts a refused connection or a failed accept
+	up       func() bool  // Options.Up
 
 	// maxConns caps the connections open on the port (0: no cap); open
 	// counts them, from their accept to their first Close (Conn).
@@ -85,6 +86,10 @@ type Options struct {
 	// OnRefuse is called for each connection or request refused and each
 	// failed accept, with the reason; nil: not counted.
 	OnRefuse func(Reason)
+	// Up, if set, answers GET and HEAD /up on the port, for load balancers
+	// that check the port they send to: 200 while it returns true, else
+	// 503. Neither answer is a refusal for OnRefuse. Nil: /up is a 404.
+	Up func() bool
 }
 
 // HijackFunc builds the connection and buffers an upgrade's Hijack returns
@@ -119,7 +124,7 @@ func Listen(addr string, opts Options) (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, log: opts.Logger, onRefuse: opts.OnRefuse,
+	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, log: opts.Logger, onRefuse: opts.OnRefuse, up: opts.Up,
 		maxConns: int64(max(opts.MaxConns, 0)), refusing: make(chan struct{}, refusingAtOnce),
 		// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
 		headTimeout: 10 * time.Second, sweepEvery: time.Second,
@@ -339,7 +344,11 @@ func (f *Front) Shutdown(timeout time.Duration) {
 func (f *Front) handshake(c net.Conn) {
 	w := &upgradeWriter{c: c, hijacked: f.active.Done, hijack: f.hijack}
 	r, status, err := f.readRequest(c, w)
+	// A load balancer's check: its 503 says "not ready", not "refused".
+	probe := r != nil && r.URL.Path == upPath
 	switch {
+	case probe:
+		f.serveUp(w, r)
 	case r != nil:
 		f.handler(w, r)
 	case status != 0:
@@ -348,7 +357,7 @@ func (f *Front) handshake(c net.Conn) {
 		_ = c.Close() // the client went away or was too slow: nothing to answer
 	}
 	if w.hijacked != nil {
-		if w.status >= 400 {
+		if w.status >= 400 && (!probe || w.status != http.StatusServiceUnavailable) {
 			if !w.counted {
 				f.onRefuse(Refused)
 			}
@@ -388,6 +397,9 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 	case err != nil:
 		return nil, http.StatusBadRequest, err
 	}
+	if r.URL.Path == upPath && f.up != nil {
+		return r, 0, nil
+	}
 	if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); !ok || key == "" || strings.Contains(key, "/") {
 		return nil, http.StatusNotFound, errors.New("404 page not found: WebSockets are served on /app/{key}")
 	}
@@ -396,6 +408,29 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 }
 
 var errHeadTooLarge = errors.New("request head too large")
+
+// upPath is where Options.Up answers; no /app/{key} can be it.
+const upPath = "/up"
+
+// serveUp answers a load balancer's check of the port.
+func (f *Front) serveUp(w *upgradeWriter, r *http.Request) {
+	switch {
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "405 method not allowed: /up answers GET and HEAD", http.StatusMethodNotAllowed)
+		return
+	case f.up():
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ok\n")
+	default:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready\n")
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		w.body = nil
+	}
+}
 
 // readHead reads from c until the end of an HTTP request head (a blank
 // line), into buf and, past its size, a growing copy. It returns the head

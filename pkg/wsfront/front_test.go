@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,4 +270,42 @@ func TestFrontSocketCap(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	require.Eventually(t, func() bool { return f.Open() == 0 }, wait, tick, "every way a socket ends gives its place back")
+}
+
+// TestFrontUp: with Options.Up, GET and HEAD /up answer 200 or 503 as Up
+// says, and neither counts as a refusal; without it, /up is a 404 like any
+// path other than /app/{key}.
+func TestFrontUp(t *testing.T) {
+	var up atomic.Bool
+	f := startFront(t, wsfront.Options{Up: up.Load})
+	for _, tc := range []struct {
+		ready  bool
+		head   string
+		status int
+		body   string
+	}{
+		{false, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusServiceUnavailable, "not ready\n"},
+		{true, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK, "ok\n"},
+		{true, "GET /up?probe=1 HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK, "ok\n"},
+		{true, "HEAD /up HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusOK, ""},
+		{false, "HEAD /up HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusServiceUnavailable, ""},
+	} {
+		up.Store(tc.ready)
+		resp, body := rawRequest(t, f, tc.head)
+		require.Equal(t, tc.status, resp.StatusCode, tc.head)
+		require.Equal(t, tc.body, body, tc.head)
+		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	}
+	require.Zero(t, f.refusals(wsfront.Refused), "a probe is not a refusal, ready or not")
+
+	resp, body := rawRequest(t, f, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, body)
+	require.Equal(t, 1, f.refusals(wsfront.Refused))
+
+	// The WebSocket endpoint is unaffected.
+	require.Equal(t, hello, dialRaw(t, f).read(t))
+
+	without := startFront(t, wsfront.Options{})
+	resp, body = rawRequest(t, without, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
 }

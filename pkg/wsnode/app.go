@@ -190,7 +190,7 @@ func New(opts Options) (_ *App, err error) {
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
 	if a.ws, err = wsfront.Listen(cfg.Addr, wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
-		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }}); err != nil {
+		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}); err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	a.life.Defer(func() { closeUnserved(a.ws) })

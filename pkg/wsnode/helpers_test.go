@@ -168,6 +168,18 @@ func (n *testNode) readyz(t *testing.T) int {
 	return resp.StatusCode
 }
 
+// up is the status GET /up answers on the WebSocket port, 0 when it
+// cannot be reached.
+func (n *testNode) up(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Addr() + "/up")
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 func (n *testNode) url(key, query string) string {
 	return "ws://" + n.Addr() + "/app/" + key + query
 }

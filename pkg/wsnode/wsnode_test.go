@@ -361,12 +361,17 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	subscribe(t, c, "my-channel")
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 
+	require.Equal(t, http.StatusOK, n.up(t), "the public port's /up says what /readyz says")
 	n.redis.Kill()
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick)
+	require.Eventually(t, func() bool { return n.up(t) == http.StatusServiceUnavailable }, wait, tick)
 	pingPong(t, c) // sockets are served meanwhile
 
 	n.redis.Restart(t) // empty: the node's contribution is gone
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusOK }, wait, tick)
+	require.Eventually(t, func() bool { return n.up(t) == http.StatusOK }, wait, tick)
+	require.Zero(t, counterValue(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"),
+		"a load balancer's check is not a refused handshake")
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 	// Stop now: the restarted server is stopped before the node's cleanup.
 	n.cancel()
