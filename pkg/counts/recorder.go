@@ -306,14 +306,20 @@ func (r *Recorder) flush(ctx context.Context, heartbeat bool) error {
 		return r.setHealth(ctx, r.rdb.Ping(ctx).Err())
 	}
 	var err error
+	sent := false
 	// A second round replaces contributions the first found missing (or
 	// could not write for want of scripts); a third is never needed unless
 	// Redis loses data again meanwhile, which the next heartbeat handles.
 	for round := 0; round < 2; round++ {
-		var again bool
-		if again, err = r.flushOnce(ctx, heartbeat && round == 0); err != nil || !again {
+		var again, wrote bool
+		again, wrote, err = r.flushOnce(ctx, heartbeat && round == 0)
+		sent = sent || wrote
+		if err != nil || !again {
 			break
 		}
+	}
+	if !sent {
+		return nil // nothing to write: Redis was not asked, so its health is unknown
 	}
 	return r.setHealth(ctx, err)
 }
@@ -342,10 +348,12 @@ func (r *Recorder) setHealth(ctx context.Context, err error) error {
 	return nil
 }
 
-func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, err error) {
+// flushOnce writes what takeOps gives; sent is false when that was nothing
+// and Redis was not called.
+func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again, sent bool, err error) {
 	ops, newApps := r.takeOps(heartbeat)
 	if len(ops) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	start := time.Now()
 	ops, retired, err := r.republish(ctx, ops)
@@ -376,7 +384,7 @@ func (r *Recorder) flushOnce(ctx context.Context, heartbeat bool) (again bool, e
 		}
 	}
 	r.m.flushes.WithLabelValues(map[bool]string{true: "ok", false: "error"}[err == nil]).Inc()
-	return again && err == nil, err
+	return again && err == nil, true, err
 }
 
 // takeOps moves pending changes into ops under the lock: a replace from the

@@ -435,7 +435,12 @@ func (r *runner) start(sh *shard) {
 	r.b.smu.Unlock()
 }
 
-func (r *runner) close(sh *shard) {
+// close closes sh's connection. Closing one that was down restores
+// nothing, so it never logs a restoration: with reopen (sh's topics go to
+// a new connection) the outage lasts until that one answers; otherwise
+// (its topics are no longer wanted, or Run ends) it ends quietly once no
+// connection is down.
+func (r *runner) close(sh *shard, reopen bool) {
 	r.b.smu.Lock()
 	if r.b.started[sh.key] == sh {
 		delete(r.b.started, sh.key)
@@ -450,13 +455,15 @@ func (r *runner) close(sh *shard) {
 	defer b.hmu.Unlock()
 	if !sh.up.Load() {
 		b.down--
-		b.endOutageLocked()
+		if b.down == 0 && !reopen {
+			b.outage = false
+		}
 	}
 }
 
 func (r *runner) closeAll() {
 	for _, sh := range r.shards {
-		r.close(sh)
+		r.close(sh, false)
 	}
 	r.b.m.subscribed.Set(0)
 	r.b.hmu.Lock()
@@ -547,7 +554,7 @@ func (r *runner) apply(ctx context.Context, key string, c *change) (failed []str
 	if b.cluster != nil && len(sh.topics) == 0 && len(add) == 0 {
 		// The app's last channel left this node: dropping the connection
 		// unsubscribes it all and frees the connection.
-		r.close(sh)
+		r.close(sh, false)
 		return nil
 	}
 	for chunk := range slices.Chunk(remove, subscribeBatch) {
@@ -609,7 +616,7 @@ func (r *runner) rebuildShards() (waiting bool) {
 		// The slot map is reloaded in the background; until it is, the new
 		// SSUBSCRIBE may meet MOVED, which requests another rebuild.
 		b.cluster.ReloadState(context.Background())
-		r.close(sh)
+		r.close(sh, true)
 		b.mu.Lock()
 		for t := range sh.topics {
 			b.dirty[t] = sh.key

@@ -292,6 +292,20 @@ func TestRestart(t *testing.T) {
 	require.Equal(t, float64(1), testutil.ToFloat64(a.m.outages))
 }
 
+// TestStopDuringOutage: a bus stopped while Redis is down does not claim
+// on its way out that the subscriptions were restored.
+func TestStopDuringOutage(t *testing.T) {
+	srv := redistest.New(t)
+	lines := newLineCounter("subscriptions lost", "subscriptions restored")
+	a := newNode(t, srv.Client(t), countingLogger(t, lines)).start(t)
+	a.Join("app-1", "ch")
+	a.waitHealthy(t)
+	srv.Kill()
+	require.Eventually(t, func() bool { return lines.count("subscriptions lost") == 1 }, wait, tick)
+	a.stop(t)
+	require.Zero(t, lines.count("subscriptions restored"), "nothing was restored")
+}
+
 // TestSilentConnection: a connection that stops answering (Redis paused,
 // as a half-open TCP connection would look: writes succeed, nothing comes
 // back) is declared dead after 3 pings' worth of silence and redialled,

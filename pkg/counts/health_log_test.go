@@ -1,0 +1,61 @@
+package counts
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+)
+
+// lockedBuffer is a log sink read while the recorder may write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRecorderClaimsRedisOnlyAfterAWrite: a flush with nothing to write
+// asks Redis nothing, so it neither logs "counts reach Redis" nor makes
+// the recorder healthy; a write that lands does both.
+func TestRecorderClaimsRedisOnlyAfterAWrite(t *testing.T) {
+	ctx := context.Background()
+	var logs lockedBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
+
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)), MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	r := NewRecorder(dead, "n", RecorderOptions{Logger: log})
+	require.NoError(t, r.Flush(ctx), "nothing to write: nothing failed")
+	require.False(t, r.Healthy())
+	require.NotContains(t, logs.String(), "counts reach Redis")
+	r.Add("app", "x", 1)
+	require.Error(t, r.Flush(ctx))
+	require.False(t, r.Healthy())
+	require.NotContains(t, logs.String(), "counts reach Redis")
+
+	r = NewRecorder(redistest.New(t).Client(t), "n", RecorderOptions{Logger: log})
+	require.NoError(t, r.Flush(ctx))
+	require.NotContains(t, logs.String(), "counts reach Redis", "still nothing written")
+	r.Add("app", "x", 1)
+	require.NoError(t, r.Flush(ctx))
+	require.True(t, r.Healthy())
+	require.Contains(t, logs.String(), "counts reach Redis")
+}
