@@ -35,6 +35,9 @@ type Liveness struct {
 	channel string
 	ping    time.Duration
 	log     hclog.Logger
+	// lost says, in the log line of a lost subscription, what that
+	// costs: a node's and a cleaner's canary cost different things.
+	lost string
 
 	since atomic.Int64  // unix ns the current subscription was confirmed; 0: none
 	ups   chan struct{} // one token after each confirmation, see Ups
@@ -43,12 +46,16 @@ type Liveness struct {
 // NewNodeLiveness returns the liveness subscription of node, pinged every
 // ping (a connection silent for two pings is redialled).
 func NewNodeLiveness(rdb redis.UniversalClient, ks keyspace.Space, node string, ping time.Duration, log hclog.Logger) *Liveness {
-	return newLiveness(rdb, keys{ks}.nodeLivenessChannel(node), ping, log)
+	l := newLiveness(rdb, keys{ks}.nodeLivenessChannel(node), ping, log)
+	l.lost = "the cleaner may reap this node meanwhile, and it then republishes"
+	return l
 }
 
 // NewCanary returns a cleaner's own liveness subscription (see Store.Liveness).
 func NewCanary(rdb redis.UniversalClient, ks keyspace.Space, id string, ping time.Duration, log hclog.Logger) *Liveness {
-	return newLiveness(rdb, keys{ks}.canaryChannel(id), ping, log)
+	l := newLiveness(rdb, keys{ks}.canaryChannel(id), ping, log)
+	l.lost = "until it is back, this cleaner reaps dead nodes only at --dead-after"
+	return l
 }
 
 func newLiveness(rdb redis.UniversalClient, channel string, ping time.Duration, log hclog.Logger) *Liveness {
@@ -111,7 +118,7 @@ func (l *Liveness) Run(ctx context.Context) {
 			return
 		}
 		if !down {
-			l.log.Warn("liveness subscription lost; resubscribing (the cleaner may reap this node meanwhile, and it then republishes)", "channel", l.channel, "error", err)
+			l.log.Warn("liveness subscription lost; resubscribing ("+l.lost+")", "channel", l.channel, "error", err)
 		}
 		down = true
 		if errors.Is(err, errSilent) {

@@ -37,14 +37,17 @@ func Main(name string, stdout, stderr io.Writer, parseErr error, c config.Common
 	if code, done := Parsed(name, stdout, stderr, parseErr); done {
 		return code
 	}
-	log := logging.New(name, c.LogLevel, c.LogFormat, stderr)
+	// The app names its logger after itself (wsnode) and its parts add
+	// theirs (wsnode.counts): the root given to it is unnamed.
+	root := logging.New("", c.LogLevel, c.LogFormat, stderr)
+	log := root.Named(name)
 	redis.SetLogger(logging.Redis(log))
 	log.Info("starting", "redis", c.RedisTarget()) // which Redis, never its password
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // restore default handling: a second signal kills
 
-	app, err := start(log, metrics.NewRegistry())
+	app, err := start(root, metrics.NewRegistry())
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return ExitFailed

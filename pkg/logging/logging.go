@@ -1,5 +1,7 @@
-// Package logging builds the one root hclog.Logger of a binary. Packages take
-// that logger and call Named on it; nothing else in headcount creates loggers.
+// Package logging builds the one root hclog.Logger of a binary. The app
+// (wsnode, cleaner, httpapi) names it after itself and its packages call
+// Named on that with their component's name, so every line says
+// <binary>.<component>; nothing else in headcount creates loggers.
 // Loggers are safe for concurrent use.
 package logging
 
@@ -26,7 +28,7 @@ func ParseLevel(s string) (hclog.Level, error) {
 	return l, nil
 }
 
-// New returns the root logger of binary name writing to out. level and
+// New returns a root logger named name ("" for none) writing to out. level and
 // format must have been validated (config does that before anything runs).
 func New(name, level, format string, out io.Writer) hclog.Logger {
 	l, err := ParseLevel(level)
