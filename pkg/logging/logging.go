@@ -1,8 +1,9 @@
 // Package logging builds the one root hclog.Logger of a binary. The app
 // (wsnode, cleaner, httpapi) names it after itself and its packages call
 // Named on that with their component's name, so every line says
-// <binary>.<component>; nothing else in headcount creates loggers.
-// Loggers are safe for concurrent use.
+// <binary>.<component>; nothing else in headcount creates loggers. In both
+// formats a duration reads as Go writes it ("3s"). Loggers are safe for
+// concurrent use.
 package logging
 
 import (
@@ -11,6 +12,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -35,14 +37,58 @@ func New(name, level, format string, out io.Writer) hclog.Logger {
 	if err != nil {
 		l = hclog.Info
 	}
-	return hclog.New(&hclog.LoggerOptions{
+	log := hclog.New(&hclog.LoggerOptions{
 		Name:       name,
 		Level:      l,
 		Output:     out,
 		JSONFormat: format == "json",
 		TimeFormat: "2006-01-02T15:04:05.000Z0700",
 	})
+	if format == "json" {
+		return durations{log}
+	}
+	return log // the text format prints a duration as "3s" already
 }
+
+// durations is a logger whose time.Duration values are written as Go
+// writes them ("3s", "250ms"): hclog's JSON format writes a duration as
+// its nanoseconds (3000000000), which nobody reads right at a glance.
+type durations struct{ hclog.Logger }
+
+// withDurations returns args with each time.Duration value (every second
+// element) replaced by its string; args itself is left alone.
+func withDurations(args []any) []any {
+	var out []any
+	for i := 1; i < len(args); i += 2 {
+		d, ok := args[i].(time.Duration)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		out[i] = d.String()
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+func (d durations) Log(level hclog.Level, msg string, args ...any) {
+	d.Logger.Log(level, msg, withDurations(args)...)
+}
+func (d durations) Trace(msg string, args ...any) { d.Logger.Trace(msg, withDurations(args)...) }
+func (d durations) Debug(msg string, args ...any) { d.Logger.Debug(msg, withDurations(args)...) }
+func (d durations) Info(msg string, args ...any)  { d.Logger.Info(msg, withDurations(args)...) }
+func (d durations) Warn(msg string, args ...any)  { d.Logger.Warn(msg, withDurations(args)...) }
+func (d durations) Error(msg string, args ...any) { d.Logger.Error(msg, withDurations(args)...) }
+
+func (d durations) With(args ...any) hclog.Logger {
+	return durations{d.Logger.With(withDurations(args)...)}
+}
+func (d durations) Named(name string) hclog.Logger      { return durations{d.Logger.Named(name)} }
+func (d durations) ResetNamed(name string) hclog.Logger { return durations{d.Logger.ResetNamed(name)} }
 
 // TestLogger returns a logger that writes through t.Log, so output appears
 // only for failing tests (or with -v) and is attributed to the test.
