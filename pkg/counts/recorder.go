@@ -71,6 +71,9 @@ type Recorder struct {
 	syncMu  sync.Mutex // one flush or removal at a time
 	wake    chan struct{}
 	healthy atomic.Bool
+	// reported: a flush's outcome was logged once (under syncMu), so a
+	// Redis unreachable from the start is logged too.
+	reported bool
 }
 
 type appState struct {
@@ -337,11 +340,13 @@ func (r *Recorder) setHealth(ctx context.Context, err error) error {
 		if ctx.Err() != nil {
 			return err // shutting down: not an outage
 		}
-		if r.healthy.Swap(false) {
+		if r.healthy.Swap(false) || !r.reported {
+			r.reported = true
 			r.log.Warn("cannot write counts to Redis; will republish this node's state when it answers", "error", err)
 		}
 		return err
 	}
+	r.reported = true
 	if !r.healthy.Swap(true) {
 		r.log.Info("counts reach Redis", "node", r.node)
 	}
