@@ -296,6 +296,10 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	} {
 		require.Contains(t, err.Error(), want)
 	}
+	_, err = ParseWSNode([]string{"---x", "-=y", "--drain", "abc"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "bad flag syntax: ---x")
+	require.ErrorContains(t, err, "bad flag syntax: -=y")
+	require.ErrorContains(t, err, `--drain: "abc"`)
 	_, err = ParseHTTPAPI([]string{"--redis-tls=maybe", "--addr", "nowhere"}, env(nil), io.Discard)
 	require.ErrorContains(t, err, `--redis-tls: "maybe" is not a boolean`)
 	require.ErrorContains(t, err, `--addr: "nowhere"`)

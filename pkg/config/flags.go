@@ -166,6 +166,9 @@ func (s *set) parse(args []string, passOn bool) ([]string, error) {
 			return nil, err
 		}
 		rest := s.fs.Args()
+		if err != nil && len(rest) == len(args) {
+			rest = rest[1:] // bad flag syntax (---x) is refused unconsumed
+		}
 		var last string // the argument parsing stopped after
 		if n := len(args) - len(rest); n > 0 {
 			last = args[n-1]
