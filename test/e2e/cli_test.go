@@ -35,7 +35,7 @@ func runBinary(t *testing.T, name string, args ...string) (int, string, string) 
 		}
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // killed: its error says only that
 		t.Fatalf("%s %v still running after a minute; it should have exited. stderr:\n%s", name, args, stderr.String())
 	}
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
