@@ -240,6 +240,48 @@ describe('cache channels after the crash', { timeout: 10000 }, () => {
   });
 });
 
+// A load balancer's view of the crash: node B's public port stops
+// answering /up at once (nothing listens), while node A's keeps answering
+// 200, so a balancer checking /up sends new connections to A only.
+describe('node crash: /up on the public ports', { timeout: 30000 }, () => {
+  const { hosts } = require('./lib');
+  const { setTimeout: delay } = require('node:timers/promises');
+  const up = async (i) => {
+    const { host, port } = hosts[i];
+    const h = host.includes(':') ? `[${host}]` : host;
+    try {
+      const res = await fetch(`http://${h}:${port}/up`, { signal: AbortSignal.timeout(5000) });
+      return res.status;
+    } catch (_) {
+      return 0; // refused: nothing listens
+    }
+  };
+
+  test('SIGKILL of node B: B does not answer /up, A answers 200 throughout', async () => {
+    assert.equal(await up(A), 200, 'node A is ready');
+    const pid = Number(process.env.HC_KILL_PID_B);
+    let alive = true;
+    try {
+      process.kill(pid, 0);
+    } catch (_) {
+      alive = false;
+    }
+    if (alive) {
+      assert.equal(await up(B), 200, 'node B is ready before the kill');
+      process.kill(pid, 'SIGKILL');
+    }
+    // A poll with a deadline: nothing tells a test when a port closes.
+    const deadline = Date.now() + 5000;
+    for (let status; (status = await up(B)) !== 0;) {
+      assert.ok(Date.now() < deadline, `node B still answers /up (${status}) 5 s after the kill`);
+      await delay(20);
+    }
+    for (let i = 0; i < 5; i++) {
+      assert.equal(await up(A), 200, 'node A stays ready after B is gone');
+    }
+  });
+});
+
 describe('Laravel Echo after the crash', { timeout: 15000 }, () => {
   after(() => {
     echo.closeEchoes();
