@@ -29,9 +29,10 @@ const (
 
 // Main is the body of every binary's main once its configuration is
 // parsed: a bad configuration (parseErr) exits 2 with every problem, -h
-// exits 0, --version prints the version to stdout and exits 0; otherwise it builds the logger and registry, starts the app and runs it
-// until SIGINT or SIGTERM (Run releases what start took). A second signal
-// kills the process at once.
+// exits 0, --version prints the version to stdout and exits 0; otherwise
+// it builds the logger and registry, starts the app and runs it until
+// SIGINT or SIGTERM (Run releases what start took). A second signal kills
+// the process at once.
 func Main(name string, stdout, stderr io.Writer, parseErr error, c config.Common,
 	start func(log hclog.Logger, reg *prometheus.Registry) (Service, error)) int {
 	if code, done := Parsed(name, stdout, stderr, parseErr); done {
