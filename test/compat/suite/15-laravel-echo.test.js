@@ -8,7 +8,7 @@
 
 const { describe, test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, server, uid } = require('./lib');
+const { A, B, server, uid, pollChannel } = require('./lib');
 const { AuthServer, echoOn, closeEchoes, subscribed, until, tick, repeatUntil, users } = require('./echo');
 
 const byId = (list) => [...list].sort((x, y) => x.id - y.id);
@@ -34,6 +34,9 @@ describe('Laravel Echo, configured as docs/MIGRATING.md shows', { timeout: 30000
       .leaving((user) => { seen.leaving.push(user); tick(); });
     await until(() => seen.here, 5000, 'alice\'s here');
     assert.deepEqual(seen.here, [users['alice-token']]);
+    // Alice's membership reaches Redis within node A's flush window after
+    // her subscription succeeds: Bob, on node B, arrives once it has.
+    await pollChannel(`presence-${room}`, 'user_count', (c) => c.user_count === 1, 5000, 'alice counted cluster-wide');
 
     let bobHere = null;
     bob.join(room).here((members) => { bobHere = members; tick(); });
