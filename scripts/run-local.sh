@@ -219,6 +219,9 @@ else
 		bash scripts/run-apps.sh >"$apps_file"
 	)
 fi
+# The processes read the apps file; beside it they refuse the default
+# app's variables, which run-apps.sh has already put into it.
+unset HEADCOUNT_APP_ID HEADCOUNT_APP_KEY HEADCOUNT_APP_SECRET
 common=(--redis "$redis_url" --redis-cluster= --apps-file "$apps_file" --log-level "$LOG_LEVEL")
 
 start ws-a bin/wsnode "${common[@]}" --node-id ws-a --addr 127.0.0.1:6001 --admin-addr 127.0.0.1:9601 --drain "$DRAIN"

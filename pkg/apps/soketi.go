@@ -29,11 +29,18 @@ var soketiEnv = []struct{ suffix, field string }{
 // SoketiEnvPrefix starts the names of soketi's default-app variables.
 const SoketiEnvPrefix = "SOKETI_DEFAULT_APP_"
 
-// SoketiEnvSet returns the soketi default-app variables that are set, in
-// soketi's order. Beside an apps file they are refused: soketi would apply
-// them to the file's first app, which headcount does not do.
-func SoketiEnvSet(getenv func(string) string) []string {
+// EnvSet returns the default-app variables that are set: headcount's
+// HEADCOUNT_APP_ID, _KEY and _SECRET, then soketi's in soketi's order.
+// Beside an apps file they are refused: the file holds every app, and
+// soketi would apply its variables to the file's first app, which
+// headcount does not do.
+func EnvSet(getenv func(string) string) []string {
 	var set []string
+	for _, name := range []string{"HEADCOUNT_APP_ID", "HEADCOUNT_APP_KEY", "HEADCOUNT_APP_SECRET"} {
+		if getenv(name) != "" {
+			set = append(set, name)
+		}
+	}
 	for _, e := range soketiEnv {
 		if getenv(SoketiEnvPrefix+e.suffix) != "" {
 			set = append(set, SoketiEnvPrefix+e.suffix)

@@ -63,7 +63,7 @@ func TestFromEnvPrecedence(t *testing.T) {
 	require.ErrorContains(t, err, "SOKETI_DEFAULT_APP_ENABLE_CLIENT_MESSAGES: field enableClientMessages")
 
 	require.Equal(t, []string{"SOKETI_DEFAULT_APP_ID", "SOKETI_DEFAULT_APP_MAX_CONNS"},
-		SoketiEnvSet(envOf(map[string]string{"SOKETI_DEFAULT_APP_MAX_CONNS": "1", "SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEBUG": "1"})))
+		EnvSet(envOf(map[string]string{"SOKETI_DEFAULT_APP_MAX_CONNS": "1", "SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEBUG": "1"})))
 }
 
 // TestParseSoketiConfig: a soketi config file given as the apps file

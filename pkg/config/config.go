@@ -437,9 +437,9 @@ func validateCommon(c *Common, env Env) []error {
 		if c.Apps, err = apps.LoadFile(c.AppsFile); err != nil {
 			errs = append(errs, fmt.Errorf("--apps-file: %s: %w", c.AppsFile, err))
 		}
-		// soketi applies these to its config file's first app; refusing
-		// them beats serving credentials the operator did not mean.
-		if set := apps.SoketiEnvSet(env); len(set) > 0 {
+		// Ignoring them would serve credentials other than those the
+		// operator set; soketi would apply its own to the file's first app.
+		if set := apps.EnvSet(env); len(set) > 0 {
 			errs = append(errs, fmt.Errorf("%s: set beside --apps-file, which holds every app; move the values into the file or unset them", strings.Join(set, ", ")))
 		}
 	} else if c.Apps, err = apps.FromEnv(env); err != nil {

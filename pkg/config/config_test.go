@@ -87,8 +87,8 @@ func TestAppsFile(t *testing.T) {
 }
 
 // TestSoketiAppEnv: soketi's default-app names serve the app from the
-// environment; beside an apps file, which holds every app, they are refused
-// by name rather than ignored.
+// environment; beside an apps file, which holds every app, they and
+// headcount's own HEADCOUNT_APP_* are refused by name rather than ignored.
 func TestSoketiAppEnv(t *testing.T) {
 	c, err := ParseHTTPAPI(nil, env(map[string]string{"SOKETI_DEFAULT_APP_ID": "foo", "SOKETI_DEFAULT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": "s"}), io.Discard)
 	require.NoError(t, err)
@@ -98,6 +98,8 @@ func TestSoketiAppEnv(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(`[{"id":"1","key":"k","secret":"s"}]`), 0o600))
 	_, err = ParseHTTPAPI([]string{"--apps-file", p}, env(map[string]string{"SOKETI_DEFAULT_APP_KEY": "k2"}), io.Discard)
 	require.ErrorContains(t, err, "SOKETI_DEFAULT_APP_KEY: set beside --apps-file")
+	_, err = ParseHTTPAPI([]string{"--apps-file", p}, env(map[string]string{"HEADCOUNT_APP_ID": "x", "HEADCOUNT_APP_SECRET": "y"}), io.Discard)
+	require.ErrorContains(t, err, "HEADCOUNT_APP_ID, HEADCOUNT_APP_SECRET: set beside --apps-file")
 
 	_, err = ParseWSNode(nil, env(map[string]string{"HEADCOUNT_APP_KEY": "a", "SOKETI_DEFAULT_APP_KEY": "b"}), io.Discard)
 	require.ErrorContains(t, err, "HEADCOUNT_APP_KEY and SOKETI_DEFAULT_APP_KEY are both set")
