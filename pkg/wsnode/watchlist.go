@@ -44,7 +44,7 @@ func (a *App) watchUsers(s *socket, users []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
 	if err := a.bus.WaitJoined(ctx, s.app.ID, chs); err != nil {
-		a.log.Debug("watchlist: the bus did not confirm its joins in time; an edge may be missed", "app", s.app.ID, "error", err)
+		a.log.Warn("watchlist: the bus did not confirm its joins in time; an online or offline change may be missed", "app", s.app.ID, "error", err)
 	}
 	online, err := a.store.AreMembers(ctx, s.app.ID, protocol.SignedInChannel, users)
 	if err != nil {
