@@ -113,7 +113,7 @@ func TestAuditExitCodes(t *testing.T) {
 func TestAuditFailsWithoutRedis(t *testing.T) {
 	srv := redistest.New(t)
 	url := srv.URL()
-	srv.Kill()
+	srv.KillAndHold(t)
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"--admin-addr", "", "--redis", url, "audit"}, noEnv, &stdout, &stderr)
 	require.Equal(t, 1, code)

@@ -46,7 +46,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	code, _ := adminGet(t, s.app, "/healthz")
 	require.Equal(t, 200, code)
 
-	srv.Kill()
+	srv.KillAndHold(t)
 	require.Eventually(t, ready(503), 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 0.0, testutil.ToFloat64(s.app.metrics.redisUp))
 	// A read while Redis is down is a 503, never a made-up count.

@@ -405,7 +405,7 @@ func TestPublishErrors(t *testing.T) {
 // made-up success.
 func TestPublishRedisDown(t *testing.T) {
 	s, srv := publishServer(t)
-	srv.Kill()
+	srv.KillAndHold(t)
 	r := s.post(t, "/apps/"+appID+"/events", []byte(`{"name":"e","data":"d","channel":"c","info":"subscription_count"}`))
 	require.Equal(t, http.StatusServiceUnavailable, r.code, r.body)
 	require.Contains(t, r.body, "may or may not have been delivered")

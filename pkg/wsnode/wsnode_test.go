@@ -362,7 +362,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 
 	require.Equal(t, http.StatusOK, n.up(t), "the public port's /up says what /readyz says")
-	n.redis.Kill()
+	n.redis.KillAndHold(t)
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick)
 	require.Eventually(t, func() bool { return n.up(t) == http.StatusServiceUnavailable }, wait, tick)
 	pingPong(t, c) // sockets are served meanwhile

@@ -29,6 +29,8 @@ type Server struct {
 	Addr string
 	cmd  *exec.Cmd
 	dir  string
+	// hold keeps the address of a server KillAndHold killed.
+	hold net.Listener
 }
 
 // PID is the redis-server process's id.
@@ -52,10 +54,39 @@ func (s *Server) Kill() {
 	}
 }
 
-// Restart starts a fresh, empty server on the same address after Kill.
+// KillAndHold kills the server and keeps its address bound until the test
+// ends, closing every connection it accepts, so the server stays down:
+// after a plain Kill the freed port may be handed to a server of another
+// test process, which would then answer in its place.
+func (s *Server) KillAndHold(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("hold the killed server's address %s: %v", s.Addr, err)
+	}
+	s.hold = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+}
+
+// Restart starts a fresh, empty server on the same address after Kill or
+// KillAndHold.
 func (s *Server) Restart(t testing.TB, extra ...string) {
 	t.Helper()
 	s.Kill()
+	if s.hold != nil { // KillAndHold's: the new server takes the address
+		_ = s.hold.Close()
+		s.hold = nil
+	}
 	_, port, _ := net.SplitHostPort(s.Addr)
 	n, _ := strconv.Atoi(port)
 	ns := start(t, n, s.dir, extra...)
