@@ -30,7 +30,7 @@ func (a *Announcer) Admission(ctx context.Context, app *apps.App, ch string, st 
 	}
 	a.opts.Metrics.Observe(app.ID, ch, st, c)
 	if evs := admissionEvents(app, ch, admitted, c.Dropped); len(evs) > 0 {
-		if err := webhook.Append(ctx, a.opts.Redis, a.opts.Keyspace, app.ID, evs...); err != nil {
+		if _, err := webhook.Append(ctx, a.opts.Redis, a.opts.Keyspace, app, evs...); err != nil {
 			a.log.Warn("cannot log admission webhook events", "app", app.ID, "channel", ch, "events", len(evs), "error", err)
 		}
 	}

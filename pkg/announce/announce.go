@@ -14,7 +14,6 @@ import (
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/webhook"
 )
 
 // Subscription counts of channels with more than BusyChannel subscribers
@@ -29,11 +28,6 @@ const (
 // (Options.WaitJoined): an outage delays counts and stops nothing.
 const joinWait = time.Second
 
-// Hooks takes webhook events without blocking (webhook.Producer).
-type Hooks interface {
-	Enqueue(app *apps.App, ev webhook.Event)
-}
-
 // Options configure an Announcer.
 type Options struct {
 	// Apps says what each app asks for. A nil registry knows no app: only
@@ -41,18 +35,14 @@ type Options struct {
 	Apps *apps.Registry
 	// Bus carries the events to the nodes' subscribers. Required.
 	Bus *fanout.Bus
-	// Redis holds the apps' event logs, where admission events, and count
-	// events when Hooks is nil, are appended. Required.
+	// Redis holds the apps' event logs, where admission events are
+	// appended. Required.
 	Redis redis.UniversalClient
 	// Keyspace names those logs; the zero Keyspace has the default prefix.
 	Keyspace keyspace.Space
 	// Gate is the admission gate where members who left start their
 	// grace; nil makes no gate calls.
 	Gate *admission.Gate
-	// Hooks, if set, takes the subscription_count webhook events (a
-	// wsnode's producer, so a slow Redis never holds up a flush); nil
-	// appends them to the app's log before Announce returns.
-	Hooks Hooks
 	// Metrics records gate calls (Admission); nil records none.
 	Metrics *admission.Metrics
 	// Logger defaults to a null logger.
@@ -93,9 +83,13 @@ type chanKey struct{ app, channel string }
 
 type countState struct {
 	sentAt  time.Time
-	pending int64
+	pending count
 	dirty   bool
 }
+
+// count is a channel's subscription count and its version
+// (counts.Edges.Versions).
+type count struct{ n, version int64 }
 
 // New returns an Announcer.
 func New(opts Options) *Announcer {
@@ -114,10 +108,10 @@ func (a *Announcer) Wants(e counts.Edges) bool {
 	return len(e.Members) > 0 || (len(e.Channels) > 0 && wantsCounts(a.opts.Apps.ByID(e.App)))
 }
 
-// wantsCounts: the app's clients get pusher_internal:subscription_count,
-// or its webhooks subscription_count events.
+// wantsCounts: the app's clients get pusher_internal:subscription_count.
+// (Its subscription_count webhooks are logged by the count scripts.)
 func wantsCounts(ap *apps.App) bool {
-	return ap != nil && (ap.EnableSubscriptionCount || webhook.Wants(ap, webhook.SubscriptionCount))
+	return ap != nil && ap.EnableSubscriptionCount
 }
 
 // Announce announces what each edge set of batch causes, in order: member
@@ -135,14 +129,12 @@ func (a *Announcer) Announce(ctx context.Context, batch ...counts.Edges) {
 		if !wantsCounts(ap) {
 			continue
 		}
-		var hooks []webhook.Event
 		for ch, n := range e.Channels {
-			if !protocol.ChannelKind(ch).AnnouncesCounts() || !a.pass(chanKey{e.App, ch}, n, now) {
-				continue
+			c := count{n, e.Versions[ch]}
+			if protocol.ChannelKind(ch).AnnouncesCounts() && a.pass(chanKey{e.App, ch}, c, now) {
+				a.sendCount(ctx, ap, ch, c)
 			}
-			hooks = a.sendCount(ctx, ap, ch, n, hooks)
 		}
-		a.hook(ctx, ap, hooks)
 	}
 }
 
@@ -197,10 +189,11 @@ func (a *Announcer) left(ctx context.Context, ap *apps.App, ch, user string) {
 	}
 }
 
-// pass decides whether channel k's new count n goes out now. A vacated
+// pass decides whether channel k's new count c goes out now. A vacated
 // channel has nobody to tell. With Throttle, a busy channel's count waits
 // until CountEvery has passed since its last one (Trailing sends it).
-func (a *Announcer) pass(k chanKey, n int64, now time.Time) bool {
+func (a *Announcer) pass(k chanKey, c count, now time.Time) bool {
+	n := c.n
 	if !a.opts.Throttle {
 		return n > 0
 	}
@@ -216,7 +209,9 @@ func (a *Announcer) pass(k chanKey, n int64, now time.Time) bool {
 		a.counts[k] = st
 	}
 	if n > BusyChannel && now.Sub(st.sentAt) < CountEvery {
-		st.pending, st.dirty = n, true
+		if !st.dirty || c.version >= st.pending.version {
+			st.pending, st.dirty = c, true
+		}
 		return false
 	}
 	st.sentAt, st.dirty = now, false
@@ -229,7 +224,7 @@ func (a *Announcer) pass(k chanKey, n int64, now time.Time) bool {
 func (a *Announcer) Trailing(ctx context.Context, now time.Time) {
 	type due struct {
 		k chanKey
-		n int64
+		c count
 	}
 	var send []due
 	a.mu.Lock()
@@ -245,41 +240,17 @@ func (a *Announcer) Trailing(ctx context.Context, now time.Time) {
 	a.mu.Unlock()
 	for _, d := range send {
 		if ap := a.opts.Apps.ByID(d.k.app); ap != nil {
-			a.hook(ctx, ap, a.sendCount(ctx, ap, d.k.channel, d.n, nil))
+			a.sendCount(ctx, ap, d.k.channel, d.c)
 		}
 	}
 }
 
 // sendCount tells a channel's new subscription count to its subscribers,
-// as the app asks, and adds its webhook event to hooks if the app wants
-// one.
-func (a *Announcer) sendCount(ctx context.Context, ap *apps.App, ch string, n int64, hooks []webhook.Event) []webhook.Event {
-	if ap.EnableSubscriptionCount {
-		a.publish(ctx, ap.ID, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount, Data: protocol.SubscriptionCountData(n)})
-	}
-	if webhook.Wants(ap, webhook.SubscriptionCount) {
-		hooks = append(hooks, webhook.Event{Name: webhook.SubscriptionCount, Channel: ch, SubscriptionCount: &n})
-	}
-	return hooks
-}
-
-// hook hands count webhook events to Hooks, or appends them to the app's
-// log in one call.
-func (a *Announcer) hook(ctx context.Context, ap *apps.App, evs []webhook.Event) {
-	if len(evs) == 0 {
-		return
-	}
-	if a.opts.Hooks != nil {
-		for _, ev := range evs {
-			a.opts.Hooks.Enqueue(ap, ev)
-		}
-		return
-	}
-	ctx, cancel := a.timeout(ctx)
-	defer cancel()
-	if err := webhook.Append(ctx, a.opts.Redis, a.opts.Keyspace, ap.ID, evs...); err != nil {
-		a.log.Warn("cannot log subscription_count webhook events", "app", ap.ID, "events", len(evs), "error", err)
-	}
+// with its version, so a node that got a later count drops this one
+// should it come second.
+func (a *Announcer) sendCount(ctx context.Context, ap *apps.App, ch string, c count) {
+	a.publish(ctx, ap.ID, fanout.Message{Channel: ch, Event: protocol.EventSubscriptionCount,
+		Data: protocol.SubscriptionCountData(c.n), Version: c.version})
 }
 
 // waitJoined waits, within joinWait in all, until the bus has joined the

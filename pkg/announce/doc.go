@@ -16,14 +16,15 @@
 //     capacity-limited channel keeps their seat for the grace;
 //   - the new count of each channel whose kind announces counts
 //     (protocol.Kind.AnnouncesCounts), as pusher_internal:subscription_count
-//     when the app enables it and as the subscription_count webhook when
-//     one of its webhooks asks for it. A vacated channel announces no count
-//     (its subscribers are gone; the webhooks hear channel_vacated), and a
-//     presence channel announces members instead.
+//     when the app enables it, with the count's version
+//     (counts.Edges.Versions), so a node that delivered a later count drops
+//     an earlier one that arrives after it. A vacated channel announces no
+//     count (its subscribers are gone), and a presence channel announces
+//     members instead.
 //
-// channel_occupied, channel_vacated, member_added and member_removed
-// webhooks are not sent from here: the count scripts append them to the
-// app's event log in the same atomic unit as the change.
+// No count change's webhook is sent from here: the count scripts log
+// occupancy, member and subscription_count webhooks to the app's event log
+// in the same atomic unit as the change.
 //
 // For gate calls, Admission records the call's metrics, appends the
 // admission webhooks the app asks for, and tells the nodes holding the
@@ -37,7 +38,7 @@
 //   - The rule of what is announced lives here only; callers choose how:
 //     Throttle holds back counts of busy channels (Pusher's documented
 //     rule), WaitJoined delays counts until the caller's own bus has
-//     joined the channels, Hooks queues webhook events without blocking.
+//     joined the channels.
 //   - An Announcer is safe for concurrent use. Concurrent Announce calls
 //     may interleave their publishes; a caller that needs one order per
 //     channel (a wsnode) serializes its calls.

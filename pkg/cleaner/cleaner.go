@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/pkg/announce"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
@@ -206,7 +207,7 @@ func New(opts Options) (_ *App, err error) {
 	// A reap appends what it vacated and removed to the webhook log of apps
 	// that ask for it (each slice in its own atomic unit), so a node's death
 	// sends the webhooks its sockets' leaving would have.
-	a.store.LogEvents = func(app string) bool { return webhook.LogsOccupancy(opts.Config.Apps.ByID(app)) }
+	a.store.LogEvents = func(app string) eventlog.Spec { return webhook.LogSpec(opts.Config.Apps.ByID(app)) }
 	if a.auditEvery == 0 {
 		a.auditEvery = DefaultAuditInterval
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -106,7 +107,7 @@ func BenchmarkApply(b *testing.B) {
 
 // applyOne writes one change as its own atomic unit.
 func applyOne(ctx context.Context, rdb redis.UniversalClient, app, node, ch string, n int64) error {
-	res, err := parseResult(applyScript.Run(ctx, rdb, testKeys.scriptKeys(app, node, false), append(append([]any{node, "delta", testKeys.appPrefix(app)}, logArgs(false)...), 1, channelField(ch), n)...))
+	res, err := parseResult(applyScript.Run(ctx, rdb, testKeys.scriptKeys(app, node, false), append(append([]any{node, "delta", testKeys.appPrefix(app)}, logArgs(eventlog.Spec{})...), 1, channelField(ch), n)...))
 	if err == nil && res.status != 1 {
 		err = fmt.Errorf("apply returned %d", res.status)
 	}

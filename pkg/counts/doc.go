@@ -65,15 +65,23 @@
 //     failure to record it never fails a flush. Remove, and the cleaner
 //     once it has reaped a node everywhere (ForgetNode), delete it.
 //
-// The event log (package eventlog, which owns its key, entry cap and
-// Lua): the count scripts append an app's occupancy and member events in
-// the same unit as the count change, declaring the log among their keys
-// and getting its cap as an argument, and the name prefix of the server's
-// internal channels (protocol.InternalPrefix), whose edges they never log:
+// The event log (package eventlog, which owns its keys, entry cap, budget
+// and Lua): the count scripts log an app's occupancy, member and count
+// changes as markers in the same unit as the count change, declaring the
+// log and its index among their keys and getting what to log as an
+// argument (eventlog.Spec), with the name prefix of the server's internal
+// channels (protocol.InternalPrefix), whose edges they never log:
 // protocol.SignedInChannel's members (the signed-in users) are counted like
-// presence members but are nobody's webhook. Those events are never refused for
-// the log's byte budget: their count change is made, so refusing them
-// would lose their webhook; they count toward the budget.
+// presence members but are nobody's webhook; and that of presence
+// channels, whose counts they never log. Markers are held to the log's
+// byte budget like every event: with the log full, the count change is
+// made and its marker refused and counted.
+//
+// Versions: every unit that changes a channel count gives its counts a
+// version (scripts/lib.lua next_version), above every earlier unit's of the
+// app, from the app's seq key and the shard's clock; Edges.Versions carries
+// it, and merged edges keep each channel's latest, so the announcements of
+// different nodes can be ordered by their receivers.
 //
 // Audit and repair (audit.go, scripts/audit.lua, scripts/repair.lua):
 //

@@ -41,14 +41,62 @@ func eventLog(t *testing.T, rdb redis.UniversalClient, app string) []string {
 	return out
 }
 
-// TestEventLog: with LogEvents, the count scripts append exactly the edges
-// they make to the app's event log, in the same unit: a channel occupied
-// then vacated, a member's first socket and last, on any node; a reaped
-// node's channels and members; nothing for apps without a log.
+// logAll is a Spec that logs every marker event, unbounded.
+var logAll = eventlog.Spec{Names: []string{eventlog.ChannelOccupied, eventlog.ChannelVacated,
+	eventlog.MemberAdded, eventlog.MemberRemoved, eventlog.SubscriptionCount}}
+
+// claimAll claims every marker of app's log, as a deliverer does before
+// posting, and returns what each claim said, by line as eventLog has it.
+func claimAll(t *testing.T, rdb redis.UniversalClient, app string) map[string]string {
+	t.Helper()
+	entries, err := rdb.XRange(context.Background(), eventlog.Key(testKeys.ks, app), "-", "+").Result()
+	require.NoError(t, err)
+	var ms []eventlog.Marker
+	var lines []string
+	for i, e := range entries {
+		k, _ := e.Values["k"].(string)
+		if k == "" {
+			continue
+		}
+		var ev struct {
+			Name    string `json:"name"`
+			Channel string `json:"channel"`
+			UserID  string `json:"user_id"`
+		}
+		raw, _ := e.Values["ev"].(string)
+		require.NoError(t, json.Unmarshal([]byte(raw), &ev))
+		m := eventlog.Marker{ID: e.ID, Kind: k[0], Name: ev.Name, Channel: ev.Channel, UserID: ev.UserID}
+		if ev.UserID != "" {
+			m.Members = MembersKey(testKeys.ks, app, ev.Channel)
+		}
+		ms = append(ms, m)
+		lines = append(lines, eventLog(t, rdb, app)[i])
+	}
+	got, err := eventlog.For(testKeys.ks, app).Claim(context.Background(), rdb, 0, ChannelsKey(testKeys.ks, app), ms)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for i, l := range lines {
+		out[l] = got[i]
+	}
+	return out
+}
+
+// TestEventLog: with LogEvents, the count scripts log exactly the edges
+// they make to the app's event log as markers, in the same unit: a channel
+// occupied then vacated, a member's first socket and last, on any node; a
+// reaped node's channels and members; the counts of channels that are not
+// presence channels; nothing for apps without a log. While a marker is
+// unclaimed, later changes of the same state log nothing; a claim reads
+// the state they left.
 func TestEventLog(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		logs := func(app string) bool { return app == "app" }
+		logs := func(app string) eventlog.Spec {
+			if app == "app" {
+				return logAll
+			}
+			return eventlog.Spec{}
+		}
 		rec := func(node string) *Recorder {
 			return NewRecorder(rdb, node, RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs})
 		}
@@ -58,7 +106,7 @@ func TestEventLog(t *testing.T) {
 		n1.Add("app", "news", 1)
 		n1.Add("other", "news", 1)
 		flush(n1)
-		n2.Add("app", "news", 1) // no edge: already occupied
+		n2.Add("app", "news", 1) // no edge: already occupied; its count marker is pending
 		n2.Add("app", "presence-r", 1)
 		n2.AddMember("app", "presence-r", "u1", []byte(`{}`), 1)
 		flush(n2)
@@ -68,9 +116,16 @@ func TestEventLog(t *testing.T) {
 		flush(n1)
 		require.Equal(t, []string{
 			"channel_occupied news",
+			"subscription_count news",
 			"channel_occupied presence-r",
 			"member_added presence-r u1",
 		}, eventLog(t, rdb, "app"))
+		require.Equal(t, map[string]string{
+			"channel_occupied news":       eventlog.ClaimPost,
+			"subscription_count news":     "1",
+			"channel_occupied presence-r": eventlog.ClaimPost,
+			"member_added presence-r u1":  eventlog.ClaimPost,
+		}, claimAll(t, rdb, "app"))
 
 		// n2 dies: reaping it removes news's last subscriber; u1 still has n1.
 		s := NewStore(rdb, testKeys.ks)
@@ -82,14 +137,27 @@ func TestEventLog(t *testing.T) {
 		n1.AddMember("app", "presence-r", "u1", nil, -1)
 		flush(n1)
 		require.Equal(t, []string{
-			"channel_occupied news",
-			"channel_occupied presence-r",
-			"member_added presence-r u1",
 			"channel_vacated news",
 			"member_removed presence-r u1",
 			"channel_vacated presence-r",
-		}, eventLog(t, rdb, "app"))
+		}, eventLog(t, rdb, "app")[4:])
 		require.Empty(t, eventLog(t, rdb, "other"))
+
+		// news comes back, goes and comes back before anyone claims: one
+		// marker, whose claim finds the vacated undone.
+		for range 3 {
+			n1.Add("app", "news", 1)
+			flush(n1)
+			n1.Add("app", "news", -1)
+			flush(n1)
+		}
+		n1.Add("app", "news", 1)
+		flush(n1)
+		require.Equal(t, []string{"subscription_count news"}, eventLog(t, rdb, "app")[7:],
+			"only the count: the vacated marker is unclaimed")
+		got := claimAll(t, rdb, "app")
+		require.Equal(t, eventlog.ClaimUndone, got["channel_vacated news"], "news is occupied again")
+		require.Equal(t, "1", got["subscription_count news"])
 	})
 }
 
@@ -146,22 +214,24 @@ func logSize(t *testing.T, rdb redis.UniversalClient, app string) (bytes, n int6
 func requireLogBytes(t *testing.T, rdb redis.UniversalClient, app string) int64 {
 	t.Helper()
 	want, _ := logSize(t, rdb, app)
-	got, err := eventlog.For(testKeys.ks, app).Bytes(context.Background(), rdb)
+	st, err := eventlog.For(testKeys.ks, app).Stats(context.Background(), rdb)
 	require.NoError(t, err)
-	require.Equal(t, want, got, "Bytes disagrees with the entries")
-	return got
+	require.Equal(t, want, st.Bytes, "Stats disagrees with the entries")
+	return st.Bytes
 }
 
-// clientEvent is a bounded event of about size bytes of JSON.
-func clientEvent(i, size int) eventlog.Entry {
+// clientEvent is an event of size bytes of JSON.
+func clientEvent(i, size int) string {
 	head := fmt.Sprintf(`{"name":"client_event","channel":"private-c","event":"client-x","socket_id":"1.%d","data":"`, i)
-	return eventlog.Entry{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
+	return head + strings.Repeat("x", size-len(head)-2) + `"}`
 }
 
 // TestEventLogBudget: many appenders at once (as many wsnodes would) flood
-// the log with 10 KB bounded events; the log stops at its byte budget, the
-// refusals are counted, and occupancy events from the count scripts still
-// get in past it and count toward it.
+// the log with 10 KB events; the log stops at its byte budget and the
+// refusals are counted. The count scripts' markers are held to it too: a
+// count change with the log full is made, its event refused and counted,
+// and once there is room the next one comes after an events_dropped
+// notice.
 func TestEventLogBudget(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -171,12 +241,13 @@ func TestEventLogBudget(t *testing.T) {
 			appenders = 8
 			each      = 10
 		)
+		log := eventlog.For(testKeys.ks, "app")
 		var refused atomic.Int64
 		var wg sync.WaitGroup
 		for a := range appenders {
 			wg.Go(func() {
 				for i := range each {
-					n, bytes, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, budget, clientEvent(a*each+i, size))
+					n, bytes, err := log.Append(ctx, rdb, budget, clientEvent(a*each+i, size))
 					assert.NoError(t, err) // not require: this is not the test's goroutine
 					assert.LessOrEqual(t, bytes, int64(budget))
 					refused.Add(int64(n))
@@ -191,32 +262,32 @@ func TestEventLogBudget(t *testing.T) {
 		require.Equal(t, int64(appenders*each), n+refused.Load(), "every event is either logged or refused")
 		require.Equal(t, bytes, requireLogBytes(t, rdb, "app"))
 
-		// Occupancy events are never refused: with the log exactly full
-		// (a budget of its bytes), the count scripts' events still get in
-		// and count toward it; a bounded event is then refused whatever its
-		// size, and an unbounded one (Append's other callers) gets in.
-		full := bytes
-		rec := NewRecorder(rdb, "n1", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: func(string) bool { return true }})
+		// With the log exactly full (a budget of its bytes), a flush's
+		// markers are refused, its counts made.
+		spec := logAll
+		spec.Budget = bytes
+		rec := NewRecorder(rdb, "n1", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
+			LogEvents: func(string) eventlog.Spec { return spec }})
 		rec.Add("app", "presence-r", 1)
 		rec.AddMember("app", "presence-r", "u1", []byte(`{}`), 1)
 		require.NoError(t, rec.Flush(ctx))
-		require.Equal(t, []string{"channel_occupied presence-r", "member_added presence-r u1"}, eventLog(t, rdb, "app")[n:])
-		over := requireLogBytes(t, rdb, "app")
-		require.Greater(t, over, full)
-		small := eventlog.Entry{JSON: `{"name":"client_event"}`, Bounded: true}
-		got, after, err := eventlog.For(testKeys.ks, "app").Append(ctx, rdb, full, small)
+		require.Len(t, eventLog(t, rdb, "app"), int(n))
+		require.Equal(t, bytes, requireLogBytes(t, rdb, "app"))
+		users, err := NewStore(rdb, testKeys.ks).UserCount(ctx, "app", "presence-r")
 		require.NoError(t, err)
-		require.Equal(t, 1, got)
-		require.Equal(t, over, after)
-		admitted := eventlog.Entry{JSON: `{"name":"admission_admitted"}`}
-		got, after, err = eventlog.For(testKeys.ks, "app").Append(ctx, rdb, full, admitted, small)
+		require.EqualValues(t, 1, users, "the count change is made whatever the log")
+		st, err := log.Stats(ctx, rdb)
 		require.NoError(t, err)
-		require.Equal(t, 1, got, "the bounded one of the two was refused")
-		require.Equal(t, requireLogBytes(t, rdb, "app"), after)
-		require.Greater(t, after, over)
-		// No budget: nothing is refused.
-		got, _, err = eventlog.For(testKeys.ks, "app").Append(ctx, rdb, 0, small)
+		require.Equal(t, refused.Load()+2, st.Dropped, "the occupied and member_added markers")
+		require.Equal(t, st.Dropped, st.Untold)
+
+		// Room again: the next change's marker comes after the notice.
+		require.NoError(t, rdb.XTrimMaxLen(ctx, log.Key, 0).Err())
+		rec.Add("app", "news", 1)
+		require.NoError(t, rec.Flush(ctx))
+		require.Equal(t, []string{"events_dropped ", "channel_occupied news", "subscription_count news"}, eventLog(t, rdb, "app"))
+		st, err = log.Stats(ctx, rdb)
 		require.NoError(t, err)
-		require.Zero(t, got)
+		require.Zero(t, st.Untold)
 	})
 }

@@ -29,6 +29,11 @@ func (k keys) membersKey(app, ch string) string { return k.appPrefix(app) + "mem
 func (k keys) infoKey(app, ch string) string    { return k.appPrefix(app) + "info:" + ch }
 func (k keys) connsKey(app string) string       { return k.appPrefix(app) + "conns" }
 
+// versionKey holds the version of the app's last count change (see
+// next_version in scripts/lib.lua), which orders subscription counts
+// announced by different processes.
+func (k keys) versionKey(app string) string { return k.appPrefix(app) + "seq" }
+
 // A node's contribution being reaped lives under reapingKey(app, id) from
 // the reap's first unit until its last slice (see reap.lua): id is
 // "<nonce>:<node>", nonce random (see newReapID), so each reap has a key of
@@ -90,28 +95,32 @@ func (k keys) appsKey() string { return k.ks.Name("apps") }
 // it.
 func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []string {
 	keys := []string{k.nodesKey(app), k.nodeKey(app, node), k.globalKey(app)}
-	if logEvents {
-		keys = append(keys, eventlog.Key(k.ks, app))
-	}
-	return append(keys, k.fieldKeys(app, fields...)...)
+	return append(k.logKeys(keys, app, logEvents), k.fieldKeys(app, fields...)...)
 }
 
-// logArgs are the ARGVs of apply.lua and reap_slice.lua that say whether
-// KEYS[4] is the event log (its entry cap, or 0 for no log) and which
-// channels' edges are never logged: the server's internal ones
-// (protocol.Kind.Logged), by the prefix that makes them internal.
-func logArgs(logEvents bool) []any {
+// logKeys appends to keys, if logEvents, the app's event log and its index
+// (KEYS[4] and KEYS[5] of apply.lua and reap_slice.lua).
+func (k keys) logKeys(keys []string, app string, logEvents bool) []string {
 	if logEvents {
-		return []any{eventlog.MaxEntries, protocol.InternalPrefix}
+		keys = append(keys, eventlog.Key(k.ks, app), eventlog.IndexKey(k.ks, app))
 	}
-	return []any{0, ""}
+	return keys
+}
+
+// logArgs are the ARGVs of apply.lua and reap_slice.lua that say what the
+// unit logs to the event log (spec's Arg, "" for nothing), which channels'
+// edges are never logged: the server's internal ones
+// (protocol.Kind.Logged), and whose counts are not: presence channels
+// (protocol.Kind.AnnouncesCounts); each by the prefix of its kind.
+func logArgs(spec eventlog.Spec) []any {
+	return []any{spec.Arg(), protocol.InternalPrefix, protocol.PresencePrefix}
 }
 
 // fieldKeys are the keys contribution fields touch beside the global
-// counts: the connection count, and the members and info hashes of each
-// presence channel among fields.
+// counts: the connection count, the version of the counts, and the members
+// and info hashes of each presence channel among fields.
 func (k keys) fieldKeys(app string, fields ...string) []string {
-	keys := []string{k.connsKey(app)}
+	keys := []string{k.connsKey(app), k.versionKey(app)}
 	seen := map[string]bool{}
 	for _, f := range fields {
 		rest, ok := strings.CutPrefix(f, "m:")
@@ -231,6 +240,12 @@ func (k keys) snapshotBuildKey(app, id string) string {
 
 // snapshotLockKey is held by the one caller copying a snapshot of app.
 func (k keys) snapshotLockKey(app string) string { return k.appPrefix(app) + "snap-lock" }
+
+// ChannelsKey names, in ks, app's global channel counts (a sorted set
+// channel -> subscriptions cluster-wide). It is exported, as MembersKey is,
+// for the scripts of packages that must read counts inside their own atomic
+// unit (the event log's claims); only counts writes it.
+func ChannelsKey(ks keyspace.Space, app string) string { return keys{ks}.globalKey(app) }
 
 // MembersKey names, in ks, the hash of a presence channel's members (user
 // id -> their sockets cluster-wide). It is exported for the scripts of

@@ -32,9 +32,32 @@ type Edges struct {
 	// Channels holds the global subscription count, right after the unit,
 	// of every channel whose count it changed (0: vacated).
 	Channels map[string]int64
+	// Versions holds the version of each count in Channels: the units of
+	// an app number their counts in the order Redis ran them, whichever
+	// process ran them, so of two counts of a channel the higher version is
+	// the later. Edges merged from several units keep each channel's latest.
+	Versions map[string]int64
 	// Members lists the presence joins and leaves the unit caused (a reap
 	// causes leaves only).
 	Members []MemberEdge
+}
+
+// merge adds the edges of a later unit (or units) of the same app: each
+// channel keeps its latest count, by version, and o's member edges follow
+// e's.
+func (e *Edges) merge(o Edges) {
+	for ch, n := range o.Channels {
+		if v, ok := e.Versions[ch]; ok && v > o.Versions[ch] {
+			continue
+		}
+		if e.Channels == nil {
+			e.Channels = make(map[string]int64, len(o.Channels))
+			e.Versions = make(map[string]int64, len(o.Channels))
+		}
+		e.Channels[ch] = n
+		e.Versions[ch] = o.Versions[ch]
+	}
+	e.Members = append(e.Members, o.Members...)
 }
 
 // Empty reports whether the unit changed nothing cluster-wide.
@@ -68,11 +91,24 @@ type Reaped struct {
 type scriptResult struct {
 	status   int64
 	channels map[string]int64
+	version  int64 // of every count in channels
 	members  []MemberEdge
 	left     int64 // reap_slice.lua only: fields left to reap
 	// undeclared lists fields whose keys the call did not declare (status
 	// statusUndeclared): nothing was written; retry declaring them.
 	undeclared []string
+}
+
+// edges returns what the unit changed as Edges of app.
+func (r scriptResult) edges(app string) Edges {
+	e := Edges{App: app, Channels: r.channels, Members: r.members}
+	if len(r.channels) > 0 {
+		e.Versions = make(map[string]int64, len(r.channels))
+		for ch := range r.channels {
+			e.Versions[ch] = r.version
+		}
+	}
+	return e
 }
 
 // statusUndeclared is the scripts' answer to fields with keys not in KEYS.
@@ -103,6 +139,12 @@ func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 		return res, nil
 	}
 	chans, _ := v[1].([]any)
+	if len(chans) > 0 {
+		if res.version, err = toInt(chans[0]); err != nil {
+			return res, err
+		}
+		chans = chans[1:]
+	}
 	for i := 0; i+1 < len(chans); i += 2 {
 		ch, _ := chans[i].(string)
 		n, err := toInt(chans[i+1])

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -38,9 +38,10 @@ type RecorderOptions struct {
 	// cluster-wide (new global counts, presence joins and leaves), so the
 	// node can announce them. It runs on the flushing goroutine: keep it short.
 	OnFlushed func(Edges)
-	// LogEvents, if set, says which apps keep an event log (eventlog.Key):
-	// every flush and the final Remove append their edges to it.
-	LogEvents func(app string) bool
+	// LogEvents, if set, says what each app's event log (eventlog.Key)
+	// takes: every flush and the final Remove log their edges to it as the
+	// app's Spec says.
+	LogEvents func(app string) eventlog.Spec
 	// Liveness, if set, is the node's liveness subscription (its Ups are
 	// read by Run). Every flush then also records the node-level last-seen
 	// on the liveness shard, marked subscribed while Liveness is confirmed,
@@ -497,7 +498,7 @@ func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]
 
 // drainRetired subtracts the contributions republish retired, after the
 // new ones are written, and adds what that changed to flushed (the later
-// count of a channel wins; the leaves follow the joins). One that fails
+// count of a channel, by version, wins; the leaves follow the joins). One that fails
 // half-way stays listed as a reap under way, for the cleaner to finish.
 func (r *Recorder) drainRetired(ctx context.Context, retired map[string]string, flushed []Edges) []Edges {
 	s := r.store()
@@ -514,12 +515,7 @@ func (r *Recorder) drainRetired(ctx context.Context, retired map[string]string, 
 			flushed = append(flushed, reaped.Edges)
 			continue
 		}
-		e := &flushed[i]
-		if e.Channels == nil {
-			e.Channels = map[string]int64{}
-		}
-		maps.Copy(e.Channels, reaped.Channels)
-		e.Members = append(e.Members, reaped.Members...)
+		flushed[i].merge(reaped.Edges)
 	}
 	return flushed
 }
@@ -590,7 +586,7 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			// A replace never gets here: republish turned it into deltas.
 			const mode = "delta"
 			logs := r.logs(o.app)
-			args := make([]any, 0, 6+2*len(o.pairs)+2*len(o.infos))
+			args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
 			args = append(args, r.node, mode, r.appPrefix(o.app))
 			args = append(args, logArgs(logs)...)
 			args = append(args, len(o.pairs))
@@ -605,7 +601,7 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 				fields = append(fields, f)
 			}
 			fields = append(fields, o.declare...)
-			o.cmd = applyScript.EvalSha(ctx, p, r.scriptKeys(o.app, r.node, logs, fields...), args...)
+			o.cmd = applyScript.EvalSha(ctx, p, r.scriptKeys(o.app, r.node, logs.Logs(), fields...), args...)
 		}
 		// After the apps' writes: on one Redis the node-level last-seen
 		// is then never older than the per-app ones it summarises.
@@ -690,7 +686,7 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 		switch {
 		case err == nil && res.status >= 0:
 			if len(res.channels) > 0 || len(res.members) > 0 {
-				flushed = append(flushed, Edges{App: o.app, Channels: res.channels, Members: res.members})
+				flushed = append(flushed, res.edges(o.app))
 			}
 		case err == nil && res.status == statusUndeclared:
 			// Old fields of ours in Redis that the local truth dropped:
@@ -721,7 +717,15 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 	return again, flushed
 }
 
-func (r *Recorder) logs(app string) bool { return r.opts.LogEvents != nil && r.opts.LogEvents(app) }
+func (r *Recorder) logs(app string) eventlog.Spec { return logSpec(r.opts.LogEvents, app) }
+
+// logSpec is what app's event log takes under logEvents (nil: nothing).
+func logSpec(logEvents func(string) eventlog.Spec, app string) eventlog.Spec {
+	if logEvents == nil {
+		return eventlog.Spec{}
+	}
+	return logEvents(app)
+}
 
 // Remove deletes this node's contribution from every app (a graceful stop)
 // and stops further writes; OnFlushed hears what that changed, so members

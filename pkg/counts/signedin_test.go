@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -20,7 +21,7 @@ import (
 func TestSignedInChannel(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		logs := func(string) bool { return true }
+		logs := func(string) eventlog.Spec { return logAll }
 		var edges []MemberEdge
 		rec := func(node string) *Recorder {
 			return NewRecorder(rdb, node, RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs,

@@ -18,9 +18,10 @@ import (
 type Store struct {
 	keys
 	rdb redis.UniversalClient
-	// LogEvents, if set before use, says which apps keep an event log
-	// (eventlog.Key): reaping a node of such an app appends its edges to it.
-	LogEvents func(app string) bool
+	// LogEvents, if set before use, says what each app's event log
+	// (eventlog.Key) takes: reaping a node logs its edges to it as the
+	// app's Spec says.
+	LogEvents func(app string) eventlog.Spec
 	// SliceSize, if set before use, bounds the work of one atomic unit:
 	// the contribution fields a slice of a reap takes, and (times four,
 	// shared among the contributions) the values a slice of an audit
@@ -277,15 +278,12 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 }
 
 func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, into *Reaped) error {
-	logEvents := s.LogEvents != nil && s.LogEvents(app)
-	keys := []string{s.reapsKey(app), s.reapingKey(app, id), s.globalKey(app)}
-	if logEvents {
-		keys = append(keys, eventlog.Key(s.ks, app))
-	}
+	spec := logSpec(s.LogEvents, app)
+	keys := s.logKeys([]string{s.reapsKey(app), s.reapingKey(app, id), s.globalKey(app)}, app, spec.Logs())
 	keys = append(keys, s.fieldKeys(app, fields...)...)
-	args := make([]any, 0, 4+len(fields))
+	args := make([]any, 0, 5+len(fields))
 	args = append(args, id, s.appPrefix(app))
-	args = append(args, logArgs(logEvents)...)
+	args = append(args, logArgs(spec)...)
 	for _, f := range fields {
 		args = append(args, f)
 	}
@@ -298,12 +296,6 @@ func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, 
 		return fmt.Errorf("reap a slice: script returned %d", res.status)
 	}
 	into.Fields += int(res.status)
-	if len(res.channels) > 0 && into.Channels == nil {
-		into.Channels = make(map[string]int64, len(res.channels))
-	}
-	for ch, c := range res.channels {
-		into.Channels[ch] = c
-	}
-	into.Members = append(into.Members, res.members...)
+	into.merge(res.edges(app))
 	return nil
 }

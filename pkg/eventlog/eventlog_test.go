@@ -35,21 +35,23 @@ func requireBytes(t *testing.T, rdb redis.UniversalClient) int64 {
 		ev, _ := e.Values["ev"].(string)
 		want += int64(len(ts) + len(ev))
 	}
-	got, err := testLog.Bytes(context.Background(), rdb)
+	st, err := testLog.Stats(context.Background(), rdb)
 	require.NoError(t, err)
-	require.Equal(t, want, got, "Bytes disagrees with the entries")
-	return got
+	require.Equal(t, want, st.Bytes, "Stats disagrees with the entries")
+	return st.Bytes
 }
 
-// clientEvent is a bounded event of about size bytes of JSON.
-func clientEvent(i, size int) Entry {
+// clientEvent is an event of size bytes of JSON.
+func clientEvent(i, size int) string {
 	head := fmt.Sprintf(`{"name":"client_event","channel":"private-c","event":"client-x","socket_id":"1.%d","data":"`, i)
-	return Entry{JSON: head + strings.Repeat("x", size-len(head)-2) + `"}`, Bounded: true}
+	return head + strings.Repeat("x", size-len(head)-2) + `"}`
 }
 
 func TestKey(t *testing.T) {
 	require.Equal(t, "blue:{app-1}:events", Key(keyspace.New("blue"), "app-1"))
 	require.Equal(t, "blue:{app-1}:events", For(keyspace.New("blue"), "app-1").Key)
+	require.Equal(t, "blue:{app-1}:events-index", IndexKey(keyspace.New("blue"), "app-1"))
+	require.Equal(t, IndexKey(keyspace.New("blue"), "app-1"), For(keyspace.New("blue"), "app-1").Index)
 }
 
 // TestCapIsAnArgument: the entry cap reaches XADD from the caller's
@@ -59,7 +61,7 @@ func TestCapIsAnArgument(t *testing.T) {
 		ctx := context.Background()
 		const maxEntries = 10
 		for i := range 1000 {
-			require.NoError(t, appendScript.Run(ctx, rdb, []string{testLog.Key}, maxEntries, 0, "0", fmt.Sprintf(`{"i":%d}`, i)).Err())
+			require.NoError(t, appendScript.Run(ctx, rdb, []string{testLog.Key, testLog.Index}, maxEntries, 0, fmt.Sprintf(`{"i":%d}`, i)).Err())
 		}
 		n, err := rdb.XLen(ctx, testLog.Key).Result()
 		require.NoError(t, err)
@@ -103,11 +105,11 @@ func TestBytesTrim(t *testing.T) {
 		for range 3 {
 			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: testLog.Key, Values: []any{"t", "1", "ev", strings.Repeat("x", 999)}}).Err())
 		}
-		_, after, err = testLog.Append(ctx, rdb, 0, Entry{JSON: "{}"})
+		_, after, err = testLog.Append(ctx, rdb, 0, "{}")
 		require.NoError(t, err)
-		n, err := testLog.Bytes(ctx, rdb)
+		st, err := testLog.Stats(ctx, rdb)
 		require.NoError(t, err)
-		require.Equal(t, after, n)
-		require.Equal(t, int64(1000+13+2), n)
+		require.Equal(t, after, st.Bytes)
+		require.Equal(t, int64(1000+13+2), st.Bytes)
 	})
 }

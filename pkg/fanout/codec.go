@@ -4,12 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // The wire format of one message, the payload of a Redis pub/sub message:
 //
 //	version byte (1), then event, data, user_id, except_socket, except_user,
-//	each as a uvarint length followed by that many bytes.
+//	each as a uvarint length followed by that many bytes, then, unless it
+//	is 0, the message's Version as a uvarint (added later: absent reads
+//	as 0).
 //
 // The channel is not carried: the Redis topic names it. A length prefix
 // instead of JSON because Data is itself JSON, which JSON would escape
@@ -28,7 +31,7 @@ var (
 // encode returns m's wire form (m.Channel excluded).
 func encode(m *Message) []byte {
 	fields := [...]string{m.Event, m.Data, m.UserID, m.ExceptSocket, m.ExceptUser}
-	n := 1
+	n := 1 + uvarintLen(uint64(max(m.Version, 0)))
 	for _, f := range fields {
 		n += uvarintLen(uint64(len(f))) + len(f)
 	}
@@ -37,6 +40,9 @@ func encode(m *Message) []byte {
 	for _, f := range fields {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
+	}
+	if m.Version > 0 {
+		b = binary.AppendUvarint(b, uint64(m.Version))
 	}
 	return b
 }
@@ -62,6 +68,13 @@ func decode(p string) (Message, error) {
 	}
 	if m.Event == "" {
 		return Message{}, errNoEvent
+	}
+	if len(p) > 0 {
+		v, k := uvarint(p)
+		if k <= 0 || v > math.MaxInt64 {
+			return Message{}, errTruncated
+		}
+		m.Version = int64(v)
 	}
 	return m, nil
 }

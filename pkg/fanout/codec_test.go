@@ -15,6 +15,8 @@ var codecCases = []Message{
 	{Event: "pusher_internal:member_added", Data: `{"user_id":"u","user_info":{"name":"Zoë 👋"}}`, ExceptUser: "u"},
 	{Event: "big", Data: strings.Repeat("x", 70000), UserID: strings.Repeat("u", 128)},
 	{Event: "nul\x00bytes", Data: "\x00\x01\xff"},
+	{Event: "pusher_internal:subscription_count", Data: `{"subscription_count":2}`, Version: 1795470135710257},
+	{Event: "v1", Version: 1},
 }
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -58,6 +60,17 @@ func TestDecodeErrors(t *testing.T) {
 	m, err := decode(valid + "\x03new")
 	require.NoError(t, err)
 	require.Equal(t, "data", m.Data)
+
+	// A message from a node that predates Version reads as unversioned; a
+	// Version cut short is an error.
+	versioned := string(encode(&Message{Event: "ev", Version: 1 << 40}))
+	m, err = decode(versioned[:len(string(encode(&Message{Event: "ev"})))])
+	require.NoError(t, err)
+	require.Zero(t, m.Version)
+	_, err = decode(versioned[:len(versioned)-1])
+	require.Error(t, err)
+	_, err = decode(string(encode(&Message{Event: "ev"})) + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")
+	require.Error(t, err, "a Version past int64")
 }
 
 func FuzzDecode(f *testing.F) {

@@ -29,6 +29,10 @@ type Message struct {
 	ExceptSocket string `json:"except_socket,omitempty"`
 	// ExceptUser is a presence user id whose sockets must not receive it (member_added goes to the others).
 	ExceptUser string `json:"except_user,omitempty"`
+	// Version orders the messages of one channel that say the same thing
+	// anew (a subscription count: counts.Edges.Versions): a receiver that
+	// got a higher one drops a lower one. 0: unversioned.
+	Version int64 `json:"version,omitempty"`
 }
 
 // Options configures a Bus. The zero value works.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
@@ -184,14 +186,19 @@ func (t *target) wants(ev Event) bool {
 
 // entry is one event of the log on its way to this target.
 type entry struct {
-	id       string
-	t        int64 // creation, unix ms
-	ev       Event
+	id string
+	t  int64 // creation, unix ms
+	ev Event
+	// kind is a marker's (eventlog.Marker.Kind), 0 for a plain event; a
+	// marker's event is decided when it is claimed, just before its first
+	// attempt (see claim).
+	kind     byte
+	claimed  bool
 	attempts int
 	next     time.Time // no attempt before
 	seen     time.Time // read into the queue (a batch's wait counts from it)
 	inFlight bool
-	done     bool // delivered, given up or debounced: ack and forget
+	done     bool // delivered, given up or undone: ack and forget
 }
 
 // attempt is one POST of a batch of entries and its outcome: one entry,
@@ -223,9 +230,14 @@ func (t *target) deliver(ctx context.Context) {
 		s.trim(ctx)
 		now := time.Now()
 		due, wake := s.due(now)
+		due, ok := s.claim(ctx, due)
+		if !ok {
+			s.read(ctx, now.Add(time.Second)) // Redis failed: wait a little
+			continue
+		}
 		wake = s.dispatch(ctx, due, now, wake)
 		if len(s.acks) > 0 {
-			continue // debounced pairs: acknowledge them before anything else
+			continue // markers undone: acknowledge them before anything else
 		}
 		s.read(ctx, wake)
 		s.collect(ctx)
@@ -277,6 +289,10 @@ type session struct {
 	inFlight int      // attempts started and not collected
 	acks     []string // ids finished since the last ack
 	lastTrim time.Time
+	// sweep is the cursor of the sweep of the log's index (trim).
+	sweep uint64
+	// lastFullLog is when the log-full warning was last logged (trim).
+	lastFullLog time.Time
 }
 
 // ack acknowledges what is finished (one round trip), then forgets it.
@@ -300,31 +316,47 @@ func (s *session) ack(ctx context.Context) {
 }
 
 // trim trims the app's log every TrimEvery, if this target is the one that
-// trims it, and reports the log's size.
+// trims it, sweeps a slice of its index, and reports the log's size and the
+// events its budget refused.
 func (s *session) trim(ctx context.Context) {
 	t := s.t
 	if !t.trims || time.Since(s.lastTrim) < t.d.opts.TrimEvery {
 		return
 	}
-	t.trim(ctx)
-	if n, err := eventlog.For(t.d.opts.Keyspace, t.app.ID).Bytes(ctx, t.d.rdb); err == nil {
-		t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(n))
-	}
 	s.lastTrim = time.Now()
+	t.trim(ctx)
+	log := eventlog.For(t.d.opts.Keyspace, t.app.ID)
+	if next, err := log.Sweep(ctx, t.d.rdb, s.sweep, sweepSlice); err == nil {
+		s.sweep = next
+	} else {
+		t.log.Debug("cannot sweep the webhook log's index", "error", err)
+	}
+	st, err := log.Stats(ctx, t.d.rdb)
+	if err != nil {
+		return
+	}
+	t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(st.Bytes))
+	t.d.m.logDropped.set(t.app.ID, st.Dropped)
+	if st.Untold > 0 && time.Since(s.lastFullLog) >= logFullEvery {
+		s.lastFullLog = time.Now()
+		t.log.Error("the app's webhook event log is full: events are being dropped (its webhooks are failing or far behind); receivers that ask for events_dropped are told how many once there is room",
+			"dropped", st.Untold, "since", st.UntoldSince, "log_bytes", st.Bytes, "budget_bytes", LogBudget(t.app))
+	}
 }
+
+// sweepSlice is how many index slots a trim's sweep looks at.
+const sweepSlice = 500
 
 // due returns the entries that may be posted now, in log order: per
 // channel only the first unfinished one (ordering) or, for a batching
 // webhook, the unbroken run of them from the first (one request keeps
 // their order), and only once its debounce and its retry backoff are
-// over. A debounced event whose opposite came back within the debounce is
-// finished with it (both to be acknowledged). wake is when the next held entry is due, at most a
-// second away.
+// over. wake is when the next held entry is due, at most a second away.
 func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 	t := s.t
 	wake = now.Add(time.Second)
 	blocked := map[string]bool{}
-	for i, e := range s.queue {
+	for _, e := range s.queue {
 		if e.done {
 			continue
 		}
@@ -332,12 +364,7 @@ func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 			blocked[e.ev.Channel] = true
 			continue
 		}
-		if until, cancelledBy := t.debounce(s.queue, i, now); cancelledBy != nil {
-			e.done, cancelledBy.done = true, true
-			s.acks = append(s.acks, e.id, cancelledBy.id)
-			t.d.m.debounced.WithLabelValues(t.app.ID, t.group).Add(2)
-			continue
-		} else if now.Before(until) {
+		if until := t.debounced(e); now.Before(until) {
 			blocked[e.ev.Channel] = true
 			wake = earliest(wake, until)
 			continue
@@ -497,6 +524,9 @@ func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage)
 		e := &entry{id: m.ID, seen: now}
 		raw, _ := m.Values["ev"].(string)
 		ts, _ := m.Values["t"].(string)
+		if k, _ := m.Values["k"].(string); len(k) == 1 {
+			e.kind = k[0]
+		}
 		var err error
 		if e.t, err = strconv.ParseInt(ts, 10, 64); err == nil {
 			err = json.Unmarshal([]byte(raw), &e.ev)
@@ -520,27 +550,60 @@ func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage)
 	return queue
 }
 
-// debounce decides for queue[i] if it is a channel_vacated or
-// member_removed: held until its debounce ends (until), or cancelled by the
-// channel_occupied / member_added that came back within it.
-func (t *target) debounce(queue []*entry, i int, _ time.Time) (until time.Time, cancelledBy *entry) {
-	e := queue[i]
-	var back string
-	switch e.ev.Name {
-	case ChannelVacated:
-		back = ChannelOccupied
-	case MemberRemoved:
-		back = MemberAdded
-	default:
-		return time.Time{}, nil
+// debounced is when e may first be posted: a channel_vacated or
+// member_removed waits the debounce, so a channel or member that comes
+// back within it (a page reload) has undone it by the time it is claimed.
+func (t *target) debounced(e *entry) time.Time {
+	if e.claimed || (e.ev.Name != ChannelVacated && e.ev.Name != MemberRemoved) {
+		return time.Time{}
 	}
-	deadline := e.t + t.d.opts.Debounce.Milliseconds()
-	for _, f := range queue[i+1:] {
-		if !f.done && !f.inFlight && f.ev.Name == back && f.ev.Channel == e.ev.Channel && f.ev.UserID == e.ev.UserID && f.t <= deadline {
-			return time.Time{}, f
+	return time.UnixMilli(e.t + t.d.opts.Debounce.Milliseconds())
+}
+
+// claim claims the markers among due that are not claimed yet, in one
+// script, and settles what each says now (eventlog.Log.Claim): a change
+// undone, one logged again after its channel's occupancy change, or one
+// trimmed meanwhile is finished unsent; a subscription count takes the
+// channel's count now. It returns the entries of due still to post, and
+// false if Redis failed (nothing is to be posted then).
+func (s *session) claim(ctx context.Context, due []*entry) ([]*entry, bool) {
+	t := s.t
+	var markers []eventlog.Marker
+	var claiming []*entry
+	for _, e := range due {
+		if e.kind == 0 || e.claimed {
+			continue
+		}
+		m := eventlog.Marker{ID: e.id, Kind: e.kind, Name: e.ev.Name, Channel: e.ev.Channel, UserID: e.ev.UserID}
+		if e.kind == eventlog.KindMember {
+			m.Members = counts.MembersKey(t.d.opts.Keyspace, t.app.ID, e.ev.Channel)
+		}
+		markers, claiming = append(markers, m), append(claiming, e)
+	}
+	if len(markers) == 0 {
+		return due, true
+	}
+	res, err := eventlog.For(t.d.opts.Keyspace, t.app.ID).Claim(ctx, t.d.rdb, LogBudget(t.app), counts.ChannelsKey(t.d.opts.Keyspace, t.app.ID), markers)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("cannot claim webhook events; retrying", "error", err)
+		}
+		return nil, false
+	}
+	for i, e := range claiming {
+		e.claimed = true
+		n, _ := strconv.ParseInt(res[i], 10, 64)
+		switch {
+		case e.kind == eventlog.KindCount && n > 0:
+			e.ev.SubscriptionCount = &n
+		case e.kind != eventlog.KindCount && res[i] == eventlog.ClaimPost:
+		default:
+			e.done = true
+			s.acks = append(s.acks, e.id)
+			t.d.m.debounced.WithLabelValues(t.app.ID, t.group).Inc()
 		}
 	}
-	return time.UnixMilli(deadline), nil
+	return slices.DeleteFunc(due, func(e *entry) bool { return e.done }), true
 }
 
 // post makes one delivery attempt of a batch: one POST carrying its

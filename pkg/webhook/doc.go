@@ -1,18 +1,22 @@
 // Package webhook delivers Pusher's webhooks (channel_occupied/_vacated,
 // member_added/_removed, client_event, subscription_count, cache_miss) and
-// headcount's admission_admitted/_dropped, at least once, from a durable
-// per-app log.
+// headcount's admission_admitted/_dropped and events_dropped, at least
+// once, from a durable per-app log.
 //
 // Guarantees:
 //
-//   - Occupancy and member events are written to the app's event log
-//     (eventlog.Key, a Redis stream) by the count scripts themselves,
-//     in the same atomic unit as the count change, on a wsnode's flush and
-//     on the cleaner's reap alike: a node's death produces exactly the
-//     events its sockets' leaving would have, and no change is logged
-//     without its count or counted without its event. Other producers
-//     (client events, subscription counts, admission) append with Append,
-//     or through a Producer (client events and cache misses, from wsnodes).
+//   - Occupancy, member and subscription_count events are logged to the
+//     app's event log (eventlog.Key, a Redis stream) by the count scripts
+//     themselves, in the same atomic unit as the count change, on a
+//     wsnode's flush and on the cleaner's reap alike: a node's death
+//     produces exactly the events its sockets' leaving would have, and no
+//     change is logged without its count or counted without its event.
+//     They are markers (package eventlog): each is claimed just before its
+//     first attempt, which decides its event from the state in Redis then,
+//     so a change undone before it is posted is not posted, and a count is
+//     the count at posting. Other producers (client events, admission)
+//     append with Append, or through a Producer (client events and cache
+//     misses, from wsnodes).
 //   - Each (app, webhook URL) is a consumer group on the log, delivered by
 //     one replica at a time, the holder of its lease; every httpapi replica
 //     contends, so the work spreads and a dead holder's webhooks are taken
@@ -35,9 +39,9 @@
 //     acknowledged for it at once, and a client event no webhook of its
 //     app wants is not logged at all (Producer.Enqueue). Its headers are sent with each request;
 //     apps refuses those the signature or framing depends on.
-//   - channel_vacated and member_removed wait the debounce (3 s) and are
-//     dropped together with the channel_occupied / member_added that
-//     undid them within it (a page reload sends nothing).
+//   - channel_vacated and member_removed wait the debounce (3 s) before
+//     they are claimed, so a channel or member that comes back within it
+//     (a page reload) sends nothing.
 //   - A failed post (no answer in 5 s, or not 2xx) is retried with
 //     exponential backoff (0.5 s doubling to 30 s, jittered) until the event
 //     is RetryWindow (5 min) old; then it is dropped with an error log line
@@ -54,18 +58,15 @@
 //   - The log is trimmed below what every webhook of the app has finished,
 //     and capped at about a million entries in case nothing delivers.
 //   - It is also bounded by bytes (LogBudget: the app's
-//     maxWebhookLogSizeInMb, 64 MiB by default), because client events, up
-//     to 10 KB each, would otherwise reach 10 GB at the entry cap while a
-//     client_event webhook fails. Once the log holds its budget, Redis
-//     refuses further client events in the same script that would append
-//     them (eventlog.Log.Append), so the bound holds across every wsnode;
-//     cache_miss events, whose rate clients choose too (one per new empty
-//     cache channel they subscribe to), are held to it alike;
-//     each refusal is counted in headcount_webhook_events_dropped_total
-//     {reason="log_full"} and the Producer warns at most once a minute per
-//     app. Occupancy and member events, subscription counts and admission
-//     events record changes of state, are small, and are never refused; they
-//     count toward the budget. Trimming delivered entries frees it at once,
+//     maxWebhookLogSizeInMb, 64 MiB by default): every event is held to
+//     it, atomically across processes, because clients choose the size
+//     and rate of client events (up to 10 KB each), of cache misses, and,
+//     through the channels they subscribe to, of occupancy changes and
+//     counts. Refusals are counted in the log's index and reported by the
+//     replica that trims the log (headcount_webhook_log_dropped_total, and
+//     an error log line at most once a minute per app); webhooks that ask
+//     for events_dropped get a notice where the events went missing once
+//     there is room. Trimming delivered entries frees the budget at once,
 //     and the trimming replica reports the log's size in
 //     headcount_webhook_log_bytes.
 package webhook

@@ -26,7 +26,12 @@ const (
 	CacheMiss         = eventlog.CacheMiss
 	AdmissionAdmitted = eventlog.AdmissionAdmitted
 	AdmissionDropped  = eventlog.AdmissionDropped
+	EventsDropped     = eventlog.EventsDropped
 )
+
+// markers are the events the count scripts log as markers (eventlog's
+// Spec).
+var markers = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, SubscriptionCount}
 
 // Event is one webhook event as Pusher sends it. Data of a client_event is
 // the client's data as a string (pusher-http-go decodes it into a string).
@@ -38,6 +43,10 @@ type Event struct {
 	Data              string `json:"data,omitempty"`
 	SocketID          string `json:"socket_id,omitempty"`
 	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
+	// Dropped and SinceMs are an events_dropped notice's: how many events
+	// the app's log refused, the first of them at SinceMs (unix ms).
+	Dropped *int64 `json:"dropped,omitempty"`
+	SinceMs int64  `json:"since_ms,omitempty"`
 }
 
 // Wants reports whether any of app's webhooks asks for events named name.
@@ -54,10 +63,11 @@ func Wants(app *apps.App, name string) bool {
 }
 
 // wantsEvent reports whether any of hooks asks for ev: its type, and its
-// channel through the webhook's filter.
+// channel through the webhook's filter. An events_dropped notice is about
+// the whole log, so filters do not apply to it.
 func wantsEvent(hooks []apps.Webhook, ev Event) bool {
 	for _, w := range hooks {
-		if wantsType(w, ev.Name) && w.Filter.Matches(ev.Channel) {
+		if wantsType(w, ev.Name) && (ev.Name == EventsDropped || w.Filter.Matches(ev.Channel)) {
 			return true
 		}
 	}
@@ -73,68 +83,62 @@ func wantsType(w apps.Webhook, name string) bool {
 	return false
 }
 
-// LogsOccupancy reports whether app's count updates must append their
-// edges to its event log (counts.RecorderOptions.LogEvents).
-func LogsOccupancy(app *apps.App) bool {
-	return Wants(app, ChannelOccupied) || Wants(app, ChannelVacated) || Wants(app, MemberAdded) || Wants(app, MemberRemoved)
+// LogSpec is what the count scripts log to app's event log
+// (counts.RecorderOptions.LogEvents): the changes its webhooks ask for, as
+// markers, held to its LogBudget.
+func LogSpec(app *apps.App) eventlog.Spec {
+	var names []string
+	for _, name := range markers {
+		if Wants(app, name) {
+			names = append(names, name)
+		}
+	}
+	return eventlog.Spec{Names: names, Budget: LogBudget(app)}
 }
 
 // Append adds events to app's event log in ks, where the deliverers find
-// them after the count scripts' own. Callers check Wants first, so apps without
-// webhooks write nothing. The events are not held to the log's byte budget
-// (see LogBudget): Append's callers log changes already made (admission),
-// few and small, whose webhooks must not be lost.
-func Append(ctx context.Context, rdb redis.UniversalClient, ks keyspace.Space, app string, events ...Event) error {
-	_, err := appendEvents(ctx, rdb, eventlog.For(ks, app), 0, events)
-	return err
-}
-
-// appendEvents appends events to log, client events held to budget (0:
-// none), and returns how many were refused for it.
-func appendEvents(ctx context.Context, rdb redis.UniversalClient, log eventlog.Log, budget int64, events []Event) (refused int, err error) {
+// them after the count scripts' own, held to the app's LogBudget like every
+// event. Callers check Wants first, so apps without webhooks write nothing.
+// It returns how many the budget refused.
+func Append(ctx context.Context, rdb redis.UniversalClient, ks keyspace.Space, app *apps.App, events ...Event) (refused int, err error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	entries := make([]eventlog.Entry, len(events))
+	log := eventlog.For(ks, app.ID)
+	entries := make([]string, len(events))
 	for i, ev := range events {
 		b, err := json.Marshal(ev)
 		if err != nil {
-			return 0, fmt.Errorf("webhook log of app %s: %w", log.App, err)
+			return 0, fmt.Errorf("webhook log of app %s: %w", app.ID, err)
 		}
-		entries[i] = eventlog.Entry{JSON: string(b), Bounded: clientDriven(ev.Name)}
+		entries[i] = string(b)
 	}
-	refused, _, err = log.Append(ctx, rdb, budget, entries...)
+	refused, _, err = log.Append(ctx, rdb, LogBudget(app), entries...)
 	if err != nil {
-		return 0, fmt.Errorf("webhook log of app %s: %w", log.App, err)
+		return 0, fmt.Errorf("webhook log of app %s: %w", app.ID, err)
 	}
 	return refused, nil
 }
 
-// clientDriven reports whether events named name come at a rate clients
-// choose: client events, and cache misses (a client may subscribe to one
-// new empty cache channel after another). Those are held to the log's
-// byte budget.
-func clientDriven(name string) bool { return name == ClientEvent || name == CacheMiss }
-
 // DefaultLogBudget is the byte budget of an app's event log unless its
 // maxWebhookLogSizeInMb says otherwise: 64 MiB. It holds a whole retry
 // window (5 min) of client events at 1,000 a second of about 200 bytes, or
-// 6,500 of the largest (10 KB); and it bounds what client events can add to
-// an app's log in Redis at 64 MiB, beside the 98.6 MB docs/SCALING.md
-// reserves for occupancy events at the million-entry cap, where without it
-// they could reach 10 GB.
+// 6,500 of the largest (10 KB), beside the markers of about 300,000
+// channels and members (about 100 bytes each) whose webhooks are behind.
 const DefaultLogBudget = 64 << 20
 
-// LogBudget returns the bytes app's event log may hold before client
-// events are refused: maxWebhookLogSizeInMb MiB, or DefaultLogBudget.
+// LogBudget returns the bytes app's event log may hold:
+// maxWebhookLogSizeInMb MiB, or DefaultLogBudget.
 //
-// Only client events are held to it: their size (up to 10 KB) and rate are
-// the clients' to choose, so they are what can fill the log while a
-// client_event webhook fails. Occupancy and member events (written by the
-// count scripts with the count change), subscription counts and admission
-// events record changes of state, are small and as frequent as those
-// changes; they always get in and count toward the budget, and the log's
-// entry cap bounds them.
+// Every event is held to it, whoever logs it: clients choose the size (up
+// to 10 KB) and rate of client events and cache misses, and, through the
+// channels they subscribe to, the rate of occupancy changes and counts. A
+// marker pending for a channel takes its further changes at no cost (see
+// eventlog), so only receivers far behind on many distinct channels fill
+// the log with those. An event refused is counted in the log's index, and
+// the next one let in is preceded by an events_dropped notice; webhooks that
+// ask for it get it, and the deliverers report the count
+// (headcount_webhook_log_dropped_total).
 func LogBudget(app *apps.App) int64 {
 	if app != nil && app.MaxWebhookLogSizeInMb > 0 {
 		return max(int64(app.MaxWebhookLogSizeInMb*(1<<20)), 1)

@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -15,11 +17,50 @@ type metrics struct {
 	depth                            *prometheus.GaugeVec
 	active                           *prometheus.GaugeVec
 	logBytes                         *prometheus.GaugeVec
+	logDropped                       *droppedCollector
+}
+
+// droppedCollector reports each app's count of events its log's budget
+// refused, as the log's index keeps it (eventlog.Stats.Dropped), from the
+// replica that trims the log: a counter kept in Redis, so every appender's
+// refusals are in it and it survives the trimming moving to another
+// replica.
+type droppedCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	v    map[string]float64
+}
+
+func (c *droppedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *droppedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for app, v := range c.v {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, v, app)
+	}
+}
+
+// set records app's count; forget stops reporting it.
+func (c *droppedCollector) set(app string, v int64) {
+	c.mu.Lock()
+	c.v[app] = float64(v)
+	c.mu.Unlock()
+}
+
+func (c *droppedCollector) forget(app string) {
+	c.mu.Lock()
+	delete(c.v, app)
+	c.mu.Unlock()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	labels := []string{"app", "webhook"}
+	dropped := &droppedCollector{v: map[string]float64{}, desc: prometheus.NewDesc("headcount_webhook_log_dropped_total",
+		"Events the app's event log refused because it held its byte budget (maxWebhookLogSizeInMb), whoever logged them; reported by the replica that trims the log. Webhooks that ask for events_dropped are told where they went missing.",
+		[]string{"app"}, nil)}
+	reg.MustRegister(dropped)
 	return &metrics{
 		sent: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_webhook_sent_total", Help: "Webhook events delivered (the receiver answered 2xx).",
@@ -34,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_webhook_dropped_total", Help: "Webhook events given up after the retry window (each also logged), or unreadable in the log.",
 		}, append(labels, "reason")),
 		debounced: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "headcount_webhook_debounced_total", Help: "channel_vacated/member_removed not sent because the channel or member came back within the debounce, with the event that cancelled them.",
+			Name: "headcount_webhook_debounced_total", Help: "Logged changes not sent because they were undone before this webhook's turn came (a reload's channel_vacated and occupied, a blip's member_added and removed), or logged again after their channel's occupancy change.",
 		}, labels),
 		latency: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "headcount_webhook_delivery_seconds",
@@ -55,5 +96,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		active: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_delivering", Help: "1 while this replica holds the lease to deliver this webhook.",
 		}, labels),
+		logDropped: dropped,
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
@@ -24,11 +23,12 @@ const logFullEvery = time.Minute
 // Producer appends events to app logs from callers that must not wait on
 // Redis (a socket's handler): Enqueue never blocks, and one goroutine
 // writes what was queued, one script per app. When the queue is full (Redis down
-// for long), events are dropped with a metric and a log line. Client
-// events are held to the app's log budget (LogBudget): once the log holds
-// that many bytes, Redis refuses them, atomically across every node, and
-// they are counted in headcount_webhook_events_dropped_total{reason=
-// "log_full"} with a warning at most once a minute per app.
+// for long), events are dropped with a metric and a log line. Events are
+// held to the app's log budget (LogBudget): once the log holds that many
+// bytes, Redis refuses them, atomically across every node, and they are
+// counted in headcount_webhook_events_dropped_total{reason="log_full"}
+// with a warning at most once a minute per app (and, with every other
+// appender's, in the log's own count).
 type Producer struct {
 	rdb     redis.UniversalClient
 	ks      keyspace.Space
@@ -106,8 +106,7 @@ func (p *Producer) flush(ctx context.Context, first queued, has bool) {
 		}
 	}
 	for app, evs := range byApp {
-		budget := LogBudget(app)
-		refused, err := appendEvents(ctx, p.rdb, eventlog.For(p.ks, app.ID), budget, evs)
+		refused, err := Append(ctx, p.rdb, p.ks, app, evs...)
 		if err != nil {
 			p.dropped.Add(float64(len(evs)))
 			p.log.Warn("webhook events dropped: Redis did not take them", "app", app.ID, "events", len(evs), "error", err)
@@ -119,8 +118,8 @@ func (p *Producer) flush(ctx context.Context, first queued, has bool) {
 		p.refused.WithLabelValues(app.ID, "log_full").Add(float64(refused))
 		if now := time.Now(); now.Sub(p.lastFull[app.ID]) >= logFullEvery {
 			p.lastFull[app.ID] = now
-			p.log.Warn("client events not logged for webhooks: the app's event log is full (its client_event webhook is failing or slow); counted in headcount_webhook_events_dropped_total",
-				"app", app.ID, "refused", refused, "budget_bytes", budget)
+			p.log.Warn("client events not logged for webhooks: the app's event log is full (its webhooks are failing or slow); counted in headcount_webhook_events_dropped_total",
+				"app", app.ID, "refused", refused, "budget_bytes", LogBudget(app))
 		}
 	}
 }

@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +29,7 @@ import (
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
-var allTypes = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, ClientEvent, SubscriptionCount, AdmissionAdmitted, AdmissionDropped, CacheMiss}
+var allTypes = eventlog.Names
 
 // receiver is a real HTTP server that validates every request the way
 // pusher-http-go v5.1.1 does and records the events; fail decides whether
@@ -59,8 +61,19 @@ func newReceiver(t *testing.T, app *apps.App) *receiver {
 		}
 		e := hook.Events[0]
 		line := strings.TrimSpace(e.Name + " " + e.Channel + " " + e.UserID)
-		if e.Name == ClientEvent {
+		switch e.Name {
+		case ClientEvent:
 			line = e.Name + " " + e.Channel + " " + e.Event + " " + e.Data + " " + e.SocketID
+		case SubscriptionCount, EventsDropped:
+			// pusher-http-go has no field for these: read the body's.
+			var raw struct{ Events []Event }
+			if err := json.Unmarshal(body, &raw); err != nil || len(raw.Events) != 1 {
+				r.errs = append(r.errs, fmt.Sprintf("invalid webhook %s: %v", body, err))
+			} else if c := raw.Events[0].SubscriptionCount; c != nil {
+				line += " " + strconv.FormatInt(*c, 10)
+			} else if d := raw.Events[0].Dropped; d != nil {
+				line += " " + strconv.FormatInt(*d, 10)
+			}
 		}
 		r.tries[line]++
 		if r.fail != nil && r.fail(line) {
@@ -127,7 +140,15 @@ func (f *fixture) start(t *testing.T, replica string, opts Options) (stop func()
 
 func (f *fixture) append(t *testing.T, evs ...Event) {
 	t.Helper()
-	require.NoError(t, Append(context.Background(), f.rdb, keyspace.Space{}, f.app.ID, evs...))
+	_, err := Append(context.Background(), f.rdb, keyspace.Space{}, f.app, evs...)
+	require.NoError(t, err)
+}
+
+// recorder is a node's counts recorder that logs the fixture app's
+// changes as its webhooks ask (as a wsnode's does).
+func (f *fixture) recorder(t *testing.T, node string) *counts.Recorder {
+	return counts.NewRecorder(f.rdb, node, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
+		LogEvents: func(string) eventlog.Spec { return LogSpec(f.app) }})
 }
 
 func backends(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
@@ -153,7 +174,7 @@ func TestDelivery(t *testing.T) {
 			Event{Name: SubscriptionCount, Channel: "news", SubscriptionCount: &n},
 		)
 		// The count scripts' own events, in the same unit as the counts.
-		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, LogEvents: func(string) bool { return true }})
+		rec := f.recorder(t, "n1")
 		rec.Add(f.app.ID, "presence-r", 1)
 		rec.AddMember(f.app.ID, "presence-r", "u1", []byte(`{}`), 1)
 		require.NoError(t, rec.Flush(context.Background()))
@@ -164,7 +185,7 @@ func TestDelivery(t *testing.T) {
 			"channel_occupied presence-r",
 			`client_event private-a client-typing {"x":1} 1.2`,
 			"member_added presence-r u1",
-			"subscription_count news",
+			"subscription_count news 3",
 		}, got)
 		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "sent")) == 4 }, 5*time.Second, 10*time.Millisecond)
 	})
@@ -211,18 +232,31 @@ func TestDebounce(t *testing.T) {
 	f := newFixture(t, redistest.New(t).Client(t))
 	const debounce = 400 * time.Millisecond
 	f.start(t, "r1", Options{Debounce: debounce})
-	f.append(t, Event{Name: ChannelOccupied, Channel: "reload"}, Event{Name: MemberAdded, Channel: "reload", UserID: "u"})
-	f.rcv.waitFor(t, 2)
+	rec := f.recorder(t, "n1")
+	flush := func() { require.NoError(t, rec.Flush(context.Background())) }
+	rec.Add(f.app.ID, "presence-reload", 1)
+	rec.AddMember(f.app.ID, "presence-reload", "u", []byte(`{}`), 1)
+	rec.Add(f.app.ID, "gone", 1)
+	flush()
+	got := f.rcv.waitFor(t, 4)
+	slices.Sort(got)
+	require.Equal(t, []string{"channel_occupied gone", "channel_occupied presence-reload", "member_added presence-reload u", "subscription_count gone 1"}, got)
+
 	start := time.Now()
-	f.append(t, Event{Name: MemberRemoved, Channel: "reload", UserID: "u"}, Event{Name: ChannelVacated, Channel: "reload"},
-		Event{Name: ChannelVacated, Channel: "gone"},
-		Event{Name: ChannelOccupied, Channel: "reload"}, Event{Name: MemberAdded, Channel: "reload", UserID: "u"})
-	got := f.rcv.waitFor(t, 3)
+	rec.Add(f.app.ID, "presence-reload", -1)
+	rec.AddMember(f.app.ID, "presence-reload", "u", nil, -1)
+	rec.Add(f.app.ID, "gone", -1)
+	flush()
+	rec.Add(f.app.ID, "presence-reload", 1)
+	rec.AddMember(f.app.ID, "presence-reload", "u", []byte(`{}`), 1)
+	flush()
+	got = f.rcv.waitFor(t, 5)
 	require.GreaterOrEqual(t, time.Since(start), debounce, "vacated was sent before the debounce ended")
-	require.Equal(t, []string{"channel_occupied reload", "member_added reload u", "channel_vacated gone"}, got)
-	// Nothing else comes: the reload's four events cancelled out.
-	f.append(t, Event{Name: ChannelOccupied, Channel: "marker"})
-	require.Equal(t, "channel_occupied marker", f.rcv.waitFor(t, 4)[3])
+	require.Equal(t, "channel_vacated gone", got[4])
+	// Nothing else comes: the reload's four changes cancelled out.
+	rec.Add(f.app.ID, "marker", 1)
+	flush()
+	require.Equal(t, "channel_occupied marker", f.rcv.waitFor(t, 6)[5])
 }
 
 // TestTakeover: a replica that read events and died before delivering them
@@ -332,7 +366,8 @@ func TestRedirectNotFollowed(t *testing.T) {
 			go func() { _ = d.Run(ctx); close(done) }()
 			t.Cleanup(func() { cancel(); <-done })
 
-			require.NoError(t, Append(context.Background(), rdb, keyspace.Space{}, app.ID, Event{Name: ChannelOccupied, Channel: "a"}))
+			_, err = Append(context.Background(), rdb, keyspace.Space{}, app, Event{Name: ChannelOccupied, Channel: "a"})
+			require.NoError(t, err)
 			sent := metricOf(metrics, "sent")
 			require.Eventually(t, func() bool {
 				return testutil.ToFloat64(&gathered{reg: metrics, name: "headcount_webhook_dropped_total"}) == 1 || testutil.ToFloat64(sent) > 0
@@ -357,16 +392,20 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
-// TestLogBudget: with nothing delivering (a failing client_event webhook
-// whose deliverer is down), two nodes' producers flooding 10 KB client
-// events fill the app's event log only up to its byte budget. The rest are
+// TestLogBudget: with nothing delivering (a failing webhook whose
+// deliverer is down), two nodes' producers flooding 10 KB client events
+// fill the app's event log only up to its byte budget. The rest are
 // counted as log_full drops with one warning per producer, not one per
-// event; occupancy events from the count scripts still get in.
+// event. Every other event is held to the budget too: the count scripts'
+// markers and admission events are refused and counted in the log; once a
+// deliverer frees room, the receivers that ask for events_dropped learn
+// how many went missing, and the deliverer reports the count.
 func TestLogBudget(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true, MaxWebhookLogSizeInMb: 0.25,
-			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/down", EventTypes: allTypes}}}
+		f := newFixture(t, rdb)
+		app := f.app
+		app.MaxWebhookLogSizeInMb = 0.25
 		budget := LogBudget(app)
 		require.EqualValues(t, 256<<10, budget)
 
@@ -397,14 +436,15 @@ func TestLogBudget(t *testing.T) {
 			}
 			return sum
 		}
+		log := eventlog.For(keyspace.Space{}, app.ID)
 		xlen := func() int64 {
-			n, err := rdb.XLen(ctx, eventlog.Key(keyspace.Space{}, app.ID)).Result()
+			n, err := rdb.XLen(ctx, log.Key).Result()
 			require.NoError(t, err)
 			return n
 		}
 		require.Eventually(t, func() bool { return float64(xlen())+refused() == flood }, 10*time.Second, 10*time.Millisecond)
 
-		entries, err := rdb.XRange(ctx, eventlog.Key(keyspace.Space{}, app.ID), "-", "+").Result()
+		entries, err := rdb.XRange(ctx, log.Key, "-", "+").Result()
 		require.NoError(t, err)
 		var total, size int64 // size: the largest entry's
 		for _, e := range entries {
@@ -412,13 +452,13 @@ func TestLogBudget(t *testing.T) {
 			total, size = total+n, max(size, n)
 		}
 		require.Greater(t, size, int64(10<<10))
-		require.LessOrEqual(t, int64(len(entries))*size, budget+size, "the log went past its budget")
 		require.LessOrEqual(t, total, budget, "the log went past its budget")
 		require.Greater(t, total, budget-size, "the log stopped short of its budget")
-		bytes, err := eventlog.For(keyspace.Space{}, app.ID).Bytes(ctx, rdb)
+		st, err := log.Stats(ctx, rdb)
 		require.NoError(t, err)
-		require.Equal(t, total, bytes)
+		require.Equal(t, total, st.Bytes)
 		require.EqualValues(t, flood-len(entries), refused())
+		require.EqualValues(t, flood-len(entries), st.Dropped, "the log counts what it refused")
 		for _, n := range nodes {
 			drops := testutil.ToFloat64(&gathered{reg: n.reg, name: "headcount_webhook_events_dropped_total"})
 			if drops == 0 {
@@ -430,42 +470,68 @@ func TestLogBudget(t *testing.T) {
 			require.Contains(t, out, "app=app-1")
 		}
 
-		// Occupancy events come from the count scripts with the count
-		// change; the full log takes them.
-		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, LogEvents: func(string) bool { return true }})
+		// Fill what is left (an append with no budget, which first tells of
+		// the drops so far), then the count scripts' markers and admission
+		// events are refused too; the counts change all the same.
+		_, _, err = log.Append(ctx, rdb, 0, strings.Repeat("x", int(budget-total)))
+		require.NoError(t, err)
+		require.Equal(t, int64(len(entries))+2, xlen(), "the notice and the filler")
+		rec := f.recorder(t, "n1")
 		rec.Add(app.ID, "presence-r", 1)
 		rec.AddMember(app.ID, "presence-r", "u1", []byte(`{}`), 1)
 		require.NoError(t, rec.Flush(ctx))
+		n, err := Append(ctx, rdb, keyspace.Space{}, app, Event{Name: AdmissionAdmitted, Channel: "presence-r", UserID: "u1"})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
 		require.Equal(t, int64(len(entries))+2, xlen())
-		// So do the other events, which record changes of state.
-		require.NoError(t, Append(ctx, rdb, keyspace.Space{}, app.ID, Event{Name: AdmissionAdmitted, Channel: "presence-r", UserID: "u1"}))
-		n := int64(7)
-		nodes[0].p.Enqueue(app, Event{Name: SubscriptionCount, Channel: "news", SubscriptionCount: &n})
-		require.Eventually(t, func() bool { return xlen() == int64(len(entries))+4 }, 5*time.Second, 10*time.Millisecond)
+		st, err = log.Stats(ctx, rdb)
+		require.NoError(t, err)
+		require.EqualValues(t, flood-len(entries)+3, st.Dropped)
+		require.EqualValues(t, 3, st.Untold)
+
+		// A deliverer whose receiver works frees the log; the next event
+		// comes after the notice.
+		_, reg := f.start(t, "r1", Options{TrimEvery: 50 * time.Millisecond})
+		f.rcv.waitFor(t, len(entries)+1) // and the first notice; the filler is not an event
+		require.Eventually(t, func() bool {
+			return testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_dropped_total"}) == float64(st.Dropped)
+		}, 10*time.Second, 10*time.Millisecond, "headcount_webhook_log_dropped_total")
+		require.Eventually(t, func() bool {
+			st, err := log.Stats(ctx, rdb)
+			return err == nil && st.Bytes < budget/2
+		}, 10*time.Second, 10*time.Millisecond, "the delivered log was never trimmed")
+		rec.Add(app.ID, "news", 1)
+		require.NoError(t, rec.Flush(ctx))
+		got := f.rcv.waitFor(t, len(entries)+4)
+		require.Contains(t, got, fmt.Sprint("events_dropped ", flood-len(entries)))
+		got = got[len(entries)+1:]
+		slices.Sort(got)
+		require.Equal(t, []string{"channel_occupied news", "events_dropped 3", "subscription_count news 1"}, got)
 	})
 }
 
 // TestTrimFreesLogBudget: delivering and trimming the log lowers its bytes
-// (no counter to fall out of step), and the client events a full log
-// refused get in again.
+// (no counter to fall out of step), and the events a full log refused get
+// in again.
 func TestTrimFreesLogBudget(t *testing.T) {
 	f := newFixture(t, redistest.New(t).Client(t))
 	ctx := context.Background()
-	ev := func(i int) Event {
-		return Event{Name: ClientEvent, Channel: fmt.Sprint("private-", i), Event: "client-x", Data: strings.Repeat("y", 1000), SocketID: "1.1"}
+	log := eventlog.For(keyspace.Space{}, f.app.ID)
+	ev := func(i int) string {
+		b, err := json.Marshal(Event{Name: ClientEvent, Channel: fmt.Sprint("private-", i), Event: "client-x", Data: strings.Repeat("y", 1000), SocketID: "1.1"})
+		require.NoError(t, err)
+		return string(b)
 	}
-	var evs []Event
 	for i := range 20 {
-		evs = append(evs, ev(i))
+		_, _, err := log.Append(ctx, f.rdb, 0, ev(i))
+		require.NoError(t, err)
 	}
-	refused, err := appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), 0, evs)
+	st, err := log.Stats(ctx, f.rdb)
 	require.NoError(t, err)
-	require.Zero(t, refused)
-	full, err := eventlog.For(keyspace.Space{}, f.app.ID).Bytes(ctx, f.rdb)
-	require.NoError(t, err)
+	full := st.Bytes
 	require.Greater(t, full, int64(20*1000))
-	// A budget of what the log holds: the next client event is refused.
-	refused, err = appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), full, []Event{ev(20)})
+	// A budget of what the log holds: the next event is refused.
+	refused, _, err := log.Append(ctx, f.rdb, full, ev(20))
 	require.NoError(t, err)
 	require.Equal(t, 1, refused)
 
@@ -473,14 +539,16 @@ func TestTrimFreesLogBudget(t *testing.T) {
 	f.rcv.waitFor(t, 20)
 	var now int64
 	require.Eventually(t, func() bool {
-		now, err = eventlog.For(keyspace.Space{}, f.app.ID).Bytes(ctx, f.rdb)
+		st, err := log.Stats(ctx, f.rdb)
+		now = st.Bytes
 		return err == nil && now < full/10
 	}, 5*time.Second, 20*time.Millisecond, "trimming the delivered log did not lower its bytes")
 	require.Eventually(t, func() bool {
 		return testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_bytes"}) == float64(now)
 	}, 5*time.Second, 20*time.Millisecond, "headcount_webhook_log_bytes")
-	refused, err = appendEvents(ctx, f.rdb, eventlog.For(keyspace.Space{}, f.app.ID), full, []Event{ev(20)})
+	refused, _, err = log.Append(ctx, f.rdb, full, ev(20))
 	require.NoError(t, err)
-	require.Zero(t, refused, "the trimmed log still refuses client events")
-	f.rcv.waitFor(t, 21)
+	require.Zero(t, refused, "the trimmed log still refuses events")
+	got := f.rcv.waitFor(t, 22)[20:]
+	require.Contains(t, got, "events_dropped 1", "the refused one is told of")
 }

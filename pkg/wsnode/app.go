@@ -17,6 +17,7 @@ import (
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
@@ -250,7 +251,7 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		Logger:     a.log,
 		Registerer: reg,
 		OnFlushed:  a.ann.flushed,
-		LogEvents:  func(app string) bool { return webhook.LogsOccupancy(a.cfg.Apps.ByID(app)) },
+		LogEvents:  func(app string) eventlog.Spec { return webhook.LogSpec(a.cfg.Apps.ByID(app)) },
 		Liveness:   a.live,
 		SliceSize:  a.cfg.SliceSize,
 	})
@@ -267,7 +268,6 @@ func (a *App) newAnnounce() *announce.Announcer {
 		Redis:          a.rdb,
 		Keyspace:       keyspace.New(a.cfg.RedisPrefix),
 		Gate:           a.gate,
-		Hooks:          a.hooks,
 		Metrics:        admission.NewMetrics(a.reg),
 		Logger:         a.log,
 		Timeout:        a.tun.redisTimeout,

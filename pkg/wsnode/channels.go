@@ -281,6 +281,10 @@ func (a *App) deliver(app string, m fanout.Message) {
 		a.listMoved(app, ch)
 		return
 	}
+	if m.Version > 0 && !a.index.newer(chanKey{app, m.Channel}, m.Version) {
+		a.m.superseded.Inc() // a count older than one delivered already
+		return
+	}
 	var f frame
 	cached := protocol.IsCacheChannel(m.Channel) && cacheable(m.Event)
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -410,4 +411,97 @@ func publish(t *testing.T, n *testNode, app string, m fanout.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	require.NoError(t, n.Publish(ctx, app, m))
+}
+
+// countWatcher reads a socket's frames in the background and keeps the
+// last subscription_count it got and when its last frame came.
+type countWatcher struct {
+	mu     sync.Mutex
+	last   float64
+	frames int
+	at     time.Time
+}
+
+func watchCounts(t *testing.T, c *websocket.Conn) *countWatcher {
+	w := &countWatcher{last: -1}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var f struct {
+				Event string `json:"event"`
+				Data  string `json:"data"`
+			}
+			if json.Unmarshal(b, &f) != nil || f.Event != "pusher_internal:subscription_count" {
+				continue
+			}
+			var d map[string]float64
+			_ = json.Unmarshal([]byte(f.Data), &d)
+			w.mu.Lock()
+			w.last, w.frames, w.at = d["subscription_count"], w.frames+1, time.Now()
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// settled reports the last count, if no count came in the last quiet.
+func (w *countWatcher) settled(quiet time.Duration) (float64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, time.Since(w.at) >= quiet
+}
+
+// TestLastSubscriptionCountIsRedis: each node announces the count its own
+// flush returned, so after a mass leave spread over two nodes the two
+// announcements race; the last count every subscriber gets must still be
+// the count in Redis, however they arrive, once changes stop.
+func TestLastSubscriptionCountIsRedis(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0].run(t), nodes[1].run(t)
+	const ch, rounds, leavers = "room", 20, 30
+	obsA, _ := a.connectKey(t, countKey)
+	obsB, _ := b.connectKey(t, countKey)
+	subscribe(t, obsA, ch)
+	subscribe(t, obsB, ch)
+	a.waitSubscribed(t, countAppID, ch, 2)
+	watchers := []*countWatcher{watchCounts(t, obsA), watchCounts(t, obsB)}
+	for round := range rounds {
+		conns := make([]*websocket.Conn, leavers)
+		for i := range conns {
+			n := []*testNode{a, b}[i%2]
+			conns[i], _ = n.connectKey(t, countKey)
+			// Counts of the others' subscribes may come before the reply.
+			send(t, conns[i], `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
+			readEvent(t, conns[i], "pusher_internal:subscription_succeeded")
+		}
+		requireCount(t, a, countAppID, ch, leavers+2)
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Go(func() { _ = c.CloseNow() })
+		}
+		wg.Wait()
+		requireCount(t, a, countAppID, ch, 2)
+		for i, w := range watchers {
+			require.Eventually(t, func() bool {
+				last, quiet := w.settled(300 * time.Millisecond)
+				return quiet && last == 2
+			}, wait, tick, "round %d: observer %d's last subscription_count is not Redis's 2 (got %v)", round, i, func() float64 { l, _ := w.settled(0); return l }())
+		}
+	}
+}
+
+func requireCount(t *testing.T, n *testNode, app, channel string, want int64) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := n.store.Channel(context.Background(), app, channel)
+		require.NoError(c, err)
+		assert.Equal(c, want, got)
+	}, wait, tick)
 }

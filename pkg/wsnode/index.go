@@ -21,6 +21,9 @@ const numChanShards = 64
 type chanShard struct {
 	mu   sync.RWMutex
 	subs map[chanKey]map[*socket]presence
+	// versions holds the version of the last subscription count delivered
+	// on each channel with local subscribers (see newer).
+	versions map[chanKey]int64
 }
 
 // index maps each channel to this node's sockets subscribed to it, for
@@ -35,6 +38,7 @@ func newIndex() *index {
 	x := &index{seed: maphash.MakeSeed()}
 	for i := range x.shards {
 		x.shards[i].subs = map[chanKey]map[*socket]presence{}
+		x.shards[i].versions = map[chanKey]int64{}
 	}
 	return x
 }
@@ -62,6 +66,7 @@ func (x *index) remove(k chanKey, s *socket) {
 		delete(m, s)
 		if len(m) == 0 {
 			delete(sh.subs, k)
+			delete(sh.versions, k)
 		}
 	}
 	sh.mu.Unlock()
@@ -76,4 +81,29 @@ func (x *index) each(k chanKey, fn func(*socket, presence)) {
 		fn(s, p)
 	}
 	sh.mu.RUnlock()
+}
+
+// newer reports whether version v of a message that states k's count anew
+// (fanout.Message.Version) is later than every one delivered on k so far,
+// and records it if so. Counts of one channel are announced by whichever
+// node changed it, each as its flush returns, so they can reach this node
+// out of order; delivering an older one after a newer would leave the
+// subscribers with a stale count until the next change. Unversioned
+// messages (v 0) always pass. A channel with no local subscriber keeps no
+// version: its next subscriber's own subscribe is announced after.
+func (x *index) newer(k chanKey, v int64) bool {
+	if v <= 0 {
+		return true
+	}
+	sh := x.shard(k.channel)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.subs[k]; !ok {
+		return true // nobody to deliver to
+	}
+	if v <= sh.versions[k] {
+		return false
+	}
+	sh.versions[k] = v
+	return true
 }

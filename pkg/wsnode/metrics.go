@@ -145,6 +145,9 @@ type metrics struct {
 	waits prometheus.Counter
 	// maxSockets is the socket cap in force.
 	maxSockets prometheus.Gauge
+	// superseded counts subscription counts not delivered because a later
+	// count of the channel was delivered first.
+	superseded prometheus.Counter
 }
 
 // newMetrics registers the node's metrics; portConns reads the number of
@@ -206,6 +209,10 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 		waits: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_wsnode_write_waits_total",
 			Help: "Writes that found the client's socket buffer full: a goroutine of the socket's own waited for room (the write timeout bounds it) while the writers went on.",
+		}),
+		superseded: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_counts_superseded_total",
+			Help: "Subscription counts not delivered because a later count of the same channel (announced by another process, or sooner) was delivered first.",
 		}),
 	}
 	// Children are resolved once so the socket path does no label lookups.

@@ -3,19 +3,19 @@
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
--- KEYS[4] the app's event log, if ARGV[4] > 0
--- then every other key the unit touches: conns, the members and info hash
--- of each presence channel in the pairs.
+-- KEYS[4] the app's event log and KEYS[5] its index, if ARGV[4] says to log
+-- then every other key the unit touches: conns, seq, the members and info
+-- hash of each presence channel in the pairs.
 -- ARGV[1] node id
 -- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
 --         to be registered (a republish retires the old contribution with
 --         reap.lua and then writes deltas, so there is no other mode).
 -- ARGV[3] key prefix of the app ("<prefix>:{app}:")
--- ARGV[4] the event log's entry cap (eventlog.MaxEntries) if KEYS[4] is
---         the app's event log, to which the unit appends its edges; else 0
--- ARGV[5] name prefix of channels whose edges are never logged (see
---         open_log in lib.lua), or ''
--- ARGV[6] number of field, count pairs that follow
+-- ARGV[4] what the unit logs to the app's event log, KEYS[4]: an
+--         eventlog.Spec's Arg, or '' for nothing
+-- ARGV[5] name prefix of channels whose edges are never logged, and
+-- ARGV[6] of those whose counts are not (see open_log in lib.lua)
+-- ARGV[7] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
 -- Returns {1, changed channels, member edges} when applied (see changes()),
 -- {-1} when the node is not registered (reaped, or Redis lost it: the caller
@@ -25,9 +25,9 @@
 local nodes, node = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
 P = ARGV[3]
-open_log(ARGV[4], ARGV[5])
-local npairs = tonumber(ARGV[6])
-local first, last = 7, 6 + 2 * npairs
+open_log(ARGV[4], ARGV[5], ARGV[6])
+local npairs = tonumber(ARGV[7])
+local first, last = 8, 7 + 2 * npairs
 
 local infos = {}
 for i = last + 1, #ARGV, 2 do

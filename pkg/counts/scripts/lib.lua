@@ -1,5 +1,5 @@
--- lib.lua is prepended to apply.lua and reap.lua, after the event log's
--- Lua (eventlog.Lua: log_open, log_add, now_ms).
+-- lib.lua is prepended to apply.lua and reap_slice.lua, after the event
+-- log's Lua (eventlog.Lua: log_spec, log_open, log_mark, now_ms).
 -- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel
@@ -10,11 +10,13 @@
 --   P.."members:"..channel    HASH user -> sockets cluster-wide
 --   P.."info:"..channel       HASH user -> user_info
 --   P.."conns"                STRING open sockets cluster-wide
+--   P.."seq"                  STRING the version of the app's last counts
 local global = KEYS[3]
 local P
--- log_key and log_max: the app's event log (KEYS[4]) and its entry cap, if
--- the caller asks this unit to log its edges (see open_log).
-local log_key, log_max
+-- log_key, log_max, log_budget and log_wants: the app's event log
+-- (KEYS[4]), its entry cap and byte budget, and the events to log, if the
+-- caller asks this unit to log its edges (see open_log).
+local log_key, log_max, log_budget, log_wants
 
 -- Every key a script touches is declared in KEYS, so Redis Cluster routes
 -- (or refuses, with TRYAGAIN/ASK) the whole script during a slot
@@ -98,9 +100,26 @@ local function apply_field(f, n, info)
   end
 end
 
--- changes lists the net effect of this unit: {channel, new count, ...} for
--- every touched channel whose count moved, and {1|0, channel, user, info}
--- for every presence member that joined (0 -> >0) or left (>0 -> 0).
+-- next_version returns the version of this unit's channel counts (see
+-- changes): above every earlier unit's of the app, whose last P..'seq'
+-- keeps, and never below this shard's clock in microseconds. So a shard
+-- that lost the key (a restart without persistence, a failover to a
+-- replica behind) still counts up from where its predecessor was, unless
+-- the app ran over a million units a second.
+local function next_version()
+  local t = redis.call('TIME')
+  local v = math.max(tonumber(redis.call('GET', P .. 'seq') or '0') + 1,
+    tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', P .. 'seq', string.format('%d', v))
+  return v
+end
+
+-- changes lists the net effect of this unit: {version, channel, new count,
+-- ...} for the touched channels whose count moved (empty if none), and
+-- {1|0, channel, user, info} for every presence member that joined
+-- (0 -> >0) or left (>0 -> 0). The version orders this unit's counts
+-- after every earlier unit's of the app, whichever node ran it, so a
+-- receiver can drop a count that arrives after a newer one.
 local function changes()
   local chans, edges = {}, {}
   for _, ch in ipairs(touched_ch) do
@@ -109,6 +128,9 @@ local function changes()
       table.insert(chans, ch)
       table.insert(chans, now)
     end
+  end
+  if #chans > 0 then
+    table.insert(chans, 1, next_version())
   end
   for _, t in ipairs(touched_m) do
     local ch, user, ik, k = t[1], t[2], t[3], t[4]
@@ -128,45 +150,52 @@ local function changes()
   return chans, edges
 end
 
--- open_log takes the caller's ARGVs that say whether KEYS[4] is the app's
--- event log: its entry cap (eventlog.MaxEntries), or 0 for no log; and the
--- name prefix of the channels whose edges are never logged (the server's
--- internal channels, protocol.InternalPrefix), or '' for none.
-local log_skip = ''
-local function open_log(max_entries, unlogged)
-  if tonumber(max_entries) > 0 then
-    log_key, log_max = KEYS[4], max_entries
+-- open_log takes the caller's ARGVs that say what the unit logs to the
+-- app's event log, KEYS[4] (its index, KEYS[5]): an eventlog.Spec's Arg
+-- ('' for nothing); the name prefix of channels whose edges are never
+-- logged (the server's internal ones, protocol.InternalPrefix); and the
+-- prefix of those whose counts are not (presence channels, which announce
+-- members instead: protocol.Kind.AnnouncesCounts).
+local log_skip, count_skip = '', ''
+local function open_log(spec, unlogged, uncounted)
+  local s = log_spec(spec)
+  if s then
+    log_key, log_max, log_budget, log_wants = KEYS[4], s.max, s.budget, s.wants
   end
-  log_skip = unlogged or ''
+  log_skip, count_skip = unlogged or '', uncounted or ''
 end
 
-local function logged(ch)
-  return log_skip == '' or string.sub(ch, 1, #log_skip) ~= log_skip
+local function starts(ch, prefix)
+  return prefix ~= '' and string.sub(ch, 1, #prefix) == prefix
 end
 
--- log_events appends this unit's occupancy events to the app's event log
--- when the caller gave it (open_log; a stream the webhook deliverers
--- read): exactly the edges this unit made, written in the same unit, so a
--- crash can lose a change only together with its event. Per unit, a
--- channel's occupied comes before its members' events and its vacated
--- after them. They are never refused for the log's byte budget (see
--- append.lua): the count change is made, so its event must be logged; they
--- count toward the budget, and the log's entry cap bounds them.
+-- log_events logs this unit's changes to the app's event log when the
+-- caller gave it (open_log; a stream the webhook deliverers read), as
+-- markers (see log_mark in the event log's Lua) of the events the app's
+-- webhooks ask for: exactly the edges this unit made, in the same unit, so
+-- a crash can lose a change only together with its event. Per unit, a
+-- channel's occupied comes before its members' events and its count, and
+-- its vacated after them. Like every event they are held to the log's
+-- byte budget; a marker pending already for the same channel (and user)
+-- takes a change at no cost, so what clients do costs the log at most one
+-- entry per channel, member and kind while its webhooks are behind.
 local function log_events(edges)
   if not log_key then return end
   local t = string.format('%d', now_ms())
   local h
-  local function add(ev)
-    h = h or log_open(log_key, log_max) -- read only by units that log something
-    log_add(h, t, cjson.encode(ev))
+  local function mark(name, ch, user)
+    if log_wants[name] then
+      h = h or log_open(log_key, log_max, log_budget) -- read only by units that log something
+      log_mark(h, t, name, ch, user)
+    end
   end
   local vacated = {}
   for _, ch in ipairs(touched_ch) do
     local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
-    if not logged(ch) then
+    if starts(ch, log_skip) then
       -- never: an internal channel has no webhooks
     elseif was == 0 and now > 0 then
-      add({name = 'channel_occupied', channel = ch})
+      mark('channel_occupied', ch)
     elseif was > 0 and now == 0 then
       table.insert(vacated, ch)
     end
@@ -174,11 +203,17 @@ local function log_events(edges)
   for i = 1, #edges, 4 do
     local name = 'member_removed'
     if edges[i] == 1 then name = 'member_added' end
-    if logged(edges[i + 1]) then
-      add({name = name, channel = edges[i + 1], user_id = edges[i + 2]})
+    if not starts(edges[i + 1], log_skip) then
+      mark(name, edges[i + 1], edges[i + 2])
+    end
+  end
+  for _, ch in ipairs(touched_ch) do
+    local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
+    if now > 0 and now ~= was and not starts(ch, log_skip) and not starts(ch, count_skip) then
+      mark('subscription_count', ch)
     end
   end
   for _, ch in ipairs(vacated) do
-    add({name = 'channel_vacated', channel = ch})
+    mark('channel_vacated', ch)
   end
 end

@@ -5,26 +5,25 @@
 -- once: a field another unit took already is absent here and skipped.
 -- KEYS[1] reaps    SET of the reaps under way
 -- KEYS[2] reaping  HASH the contribution being reaped
--- KEYS[3] global, KEYS[4] the event log if ARGV[3] > 0, then the other keys
---         the fields touch (as in apply.lua)
+-- KEYS[3] global, KEYS[4] and KEYS[5] the event log and its index if ARGV[3]
+--         says to log, then the other keys the fields touch (as in apply.lua)
 -- ARGV[1] the reaping key's suffix (its entry in KEYS[1])
 -- ARGV[2] key prefix of the app ("<prefix>:{app}:")
--- ARGV[3] the event log's entry cap, or 0 for no log (as in apply.lua)
--- ARGV[4] name prefix of channels whose edges are never logged (as in
---         apply.lua)
--- ARGV[5..] the fields to take (the caller read their names by HSCAN)
+-- ARGV[3], ARGV[4], ARGV[5] what to log, and the channels whose edges and
+--         counts are not logged (as ARGV[4..6] of apply.lua)
+-- ARGV[6..] the fields to take (the caller read their names by HSCAN)
 -- Returns {-3, fields} if present fields touch keys not declared (nothing
 -- written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
 -- takes the last field also drops the reap from KEYS[1].
 local reaps, reaping = KEYS[1], KEYS[2]
 P = ARGV[2]
-open_log(ARGV[3], ARGV[4])
+open_log(ARGV[3], ARGV[4], ARGV[5])
 
 local list = {}
-if #ARGV >= 5 then
+if #ARGV >= 6 then
   local fields = {}
-  for i = 5, #ARGV do table.insert(fields, ARGV[i]) end
+  for i = 6, #ARGV do table.insert(fields, ARGV[i]) end
   local vals = redis.call('HMGET', reaping, unpack(fields))
   for i, f in ipairs(fields) do
     if vals[i] then
