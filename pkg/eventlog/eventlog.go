@@ -68,12 +68,15 @@ var (
 	claimSrc string
 	//go:embed scripts/sweep.lua
 	sweepSrc string
+	//go:embed scripts/tell.lua
+	tellSrc string
 
 	// Run with Run (EVALSHA, EVAL on NOSCRIPT), never in a pipeline.
 	appendScript = redis.NewScript(Lua + appendSrc)
 	bytesScript  = redis.NewScript(Lua + bytesSrc)
 	claimScript  = redis.NewScript(Lua + claimSrc)
 	sweepScript  = redis.NewScript(Lua + sweepSrc)
+	tellScript   = redis.NewScript(Lua + tellSrc)
 )
 
 // Spec says what a count script logs to an app's event log: the marker
@@ -179,6 +182,18 @@ const (
 	KindMember    byte = 'm' // member_added, member_removed
 	KindCount     byte = 's' // subscription_count
 )
+
+// Tell logs the EventsDropped notice of the refusals not told yet on its
+// own, if there are any and it fits in budget, and reports whether it did:
+// an event let in tells them too, but after a burst nothing may follow,
+// and a receiver must learn of the gap all the same.
+func (l Log) Tell(ctx context.Context, rdb redis.UniversalClient, budget int64) (bool, error) {
+	n, err := tellScript.Run(ctx, rdb, []string{l.Key, l.Index}, MaxEntries, max(budget, 0)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("tell of the events the log of app %s dropped: %w", l.App, err)
+	}
+	return n == 1, nil
+}
 
 // Marker is a marker entry of the log (scripts/lib.lua) a deliverer is
 // about to post.

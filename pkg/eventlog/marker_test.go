@@ -237,3 +237,32 @@ func TestSweepForgetsTrimmedMarkers(t *testing.T) {
 		require.Equal(t, map[string]string{"o\naxa": entries(t, rdb)[0].ID}, slots)
 	})
 }
+
+// TestTellWithNoEventAfter: drops after which no event comes are told all
+// the same once the log has room (the deliverers call Tell), and only
+// then.
+func TestTellWithNoEventAfter(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		const budget = 300
+		for i := range 5 {
+			_, _, err := testLog.Append(ctx, rdb, budget, clientEvent(i, 100))
+			require.NoError(t, err)
+		}
+		told, err := testLog.Tell(ctx, rdb, budget)
+		require.NoError(t, err)
+		require.False(t, told, "no room yet")
+		require.Len(t, entries(t, rdb), 2)
+		require.NoError(t, rdb.XTrimMaxLen(ctx, testLog.Key, 0).Err())
+		told, err = testLog.Tell(ctx, rdb, budget)
+		require.NoError(t, err)
+		require.True(t, told)
+		es := entries(t, rdb)
+		require.Len(t, es, 1)
+		require.Equal(t, EventsDropped, es[0].Ev["name"])
+		require.Equal(t, 3.0, es[0].Ev["dropped"])
+		told, err = testLog.Tell(ctx, rdb, budget)
+		require.NoError(t, err)
+		require.False(t, told, "told once")
+	})
+}

@@ -335,6 +335,12 @@ func (s *session) trim(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if st.Untold > 0 {
+		// Room may be back with no event to follow the drops: tell them now.
+		if _, err := log.Tell(ctx, t.d.rdb, LogBudget(t.app)); err != nil {
+			t.log.Debug("cannot log the events_dropped notice", "error", err)
+		}
+	}
 	t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(st.Bytes))
 	t.d.m.logDropped.set(t.app.ID, st.Dropped)
 	if st.Untold > 0 && time.Since(s.lastFullLog) >= logFullEvery {

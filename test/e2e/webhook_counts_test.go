@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -32,9 +33,15 @@ type countReceiver struct {
 }
 
 func newCountReceiver(t *testing.T) *countReceiver {
+	return newCountReceiverOn(t, nil, e2eAppID, e2eAppKey, e2eAppSecret)
+}
+
+// newCountReceiverOn is newCountReceiver for an app of its own, on lis
+// (nil: a new loopback port).
+func newCountReceiverOn(t *testing.T, lis net.Listener, app, key, secret string) *countReceiver {
 	r := &countReceiver{seq: map[string][]string{}}
-	client := &pusher.Client{AppID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	client := &pusher.Client{AppID: app, Key: key, Secret: secret}
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -59,6 +66,11 @@ func newCountReceiver(t *testing.T) *countReceiver {
 		}
 		r.last = time.Now()
 	}))
+	if lis != nil {
+		r.Listener.Close()
+		r.Listener = lis
+	}
+	r.Start()
 	t.Cleanup(r.Close)
 	return r
 }

@@ -85,6 +85,21 @@ local function log_xadd(h, t, ev, kind)
   return id
 end
 
+-- log_notice returns the events_dropped notice of the refusals not told
+-- yet (see log_add), or nil if there are none.
+local function log_notice(h, t)
+  if h.dropped <= h.noticed then return nil end
+  return cjson.encode({name = 'events_dropped', channel = '',
+    dropped = h.dropped - h.noticed, since_ms = tonumber(h.dropped_at) or tonumber(t)})
+end
+
+local function log_told(h, t, notice)
+  log_xadd(h, t, notice)
+  h.noticed, h.dropped_at = h.dropped, nil
+  redis.call('HSET', h.index, 'noticed', string.format('%d', h.dropped))
+  redis.call('HDEL', h.index, 'dropped_at')
+end
+
 -- log_add appends one event (JSON) stamped t (a string) to an opened log,
 -- and returns its id; or, when that would take the log past its byte
 -- budget, refuses it: nothing is written but the count of refusals, and it
@@ -94,12 +109,9 @@ end
 -- append are one atomic unit on the log's shard, so the budget holds
 -- however many processes append at once.
 local function log_add(h, t, ev, kind)
-  local notice, need = nil, #t + #ev
-  if h.dropped > h.noticed then
-    notice = cjson.encode({name = 'events_dropped', channel = '',
-      dropped = h.dropped - h.noticed, since_ms = tonumber(h.dropped_at) or tonumber(t)})
-    need = need + #t + #notice
-  end
+  local notice = log_notice(h, t)
+  local need = #t + #ev
+  if notice then need = need + #t + #notice end
   if h.budget > 0 and h.bytes + need > h.budget then
     h.dropped = h.dropped + 1
     redis.call('HINCRBY', h.index, 'dropped', 1)
@@ -109,13 +121,20 @@ local function log_add(h, t, ev, kind)
     end
     return false
   end
-  if notice then
-    log_xadd(h, t, notice)
-    h.noticed, h.dropped_at = h.dropped, nil
-    redis.call('HSET', h.index, 'noticed', string.format('%d', h.dropped))
-    redis.call('HDEL', h.index, 'dropped_at')
-  end
+  if notice then log_told(h, t, notice) end
   return log_xadd(h, t, ev, kind)
+end
+
+-- log_tell appends the notice of the refusals not told yet on its own, if
+-- there are any and it fits, so receivers learn of them once the log has
+-- room even if no event follows; it reports whether it did.
+local function log_tell(h, t)
+  local notice = log_notice(h, t)
+  if not notice or (h.budget > 0 and h.bytes + #t + #notice > h.budget) then
+    return false
+  end
+  log_told(h, t, notice)
+  return true
 end
 
 -- Markers. A change of state (a channel occupied or vacated, a member added
