@@ -224,7 +224,7 @@ func mapKeys[V any](m map[string]V) []string {
 func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		logs := func(app string) eventlog.Spec { return logAll }
+		logs := func(string) eventlog.Spec { return logAll }
 		r := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs})
 		for i := range 4 {
 			ch := fmt.Sprintf("presence-%d", i)

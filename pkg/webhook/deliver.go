@@ -216,6 +216,11 @@ type attempt struct {
 func (t *target) deliver(ctx context.Context) {
 	t.log.Info("delivering webhooks", "replica", t.d.opts.Replica)
 	defer t.log.Info("no longer delivering webhooks")
+	if t.trims {
+		// The log's figures are reported by the replica that trims it.
+		defer t.d.m.logBytes.DeleteLabelValues(t.app.ID)
+		defer t.d.m.logDropped.forget(t.app.ID)
+	}
 	queue, ok := t.takeOver(ctx)
 	if !ok {
 		return
@@ -331,15 +336,14 @@ func (s *session) trim(ctx context.Context) {
 	} else {
 		t.log.Debug("cannot sweep the webhook log's index", "error", err)
 	}
+	// Room may be back after drops with no event to follow them: tell
+	// them now.
+	if _, err := log.Tell(ctx, t.d.rdb, LogBudget(t.app)); err != nil {
+		t.log.Debug("cannot log the events_dropped notice", "error", err)
+	}
 	st, err := log.Stats(ctx, t.d.rdb)
 	if err != nil {
 		return
-	}
-	if st.Untold > 0 {
-		// Room may be back with no event to follow the drops: tell them now.
-		if _, err := log.Tell(ctx, t.d.rdb, LogBudget(t.app)); err != nil {
-			t.log.Debug("cannot log the events_dropped notice", "error", err)
-		}
 	}
 	t.d.m.logBytes.WithLabelValues(t.app.ID).Set(float64(st.Bytes))
 	t.d.m.logDropped.set(t.app.ID, st.Dropped)

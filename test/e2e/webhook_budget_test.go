@@ -133,8 +133,8 @@ func TestAnonymousChurnKeepsTheLogInBudget(t *testing.T) {
 	}
 	// A marker per channel and kind: the occupied being retried, a count
 	// and a vacated pending behind it; about 260 bytes each.
-	if max := int64(channels * 3 * 300); peak[e2eAppID] > max {
-		t.Fatalf("the roomy app's log reached %d bytes under churn; markers should hold it under %d", peak[e2eAppID], max)
+	if most := int64(channels * 3 * 300); peak[e2eAppID] > most {
+		t.Fatalf("the roomy app's log reached %d bytes under churn; markers should hold it under %d", peak[e2eAppID], most)
 	}
 	tightStats, err := logs["tight"].Stats(context.Background(), rdb)
 	if err != nil {
