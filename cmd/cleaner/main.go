@@ -29,7 +29,7 @@ import (
 	"github.com/headcount/headcount/pkg/logging"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
 
 func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 	cfg, rest, err := config.ParseCleaner(args, env, stderr)

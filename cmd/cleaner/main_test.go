@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +16,22 @@ import (
 
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
-func noEnv(string) string { return "" }
+// TestMain runs the binary's main instead of the tests when asked, so tests
+// can check exit codes on a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("CLEANER_TEST_MAIN") == "1" {
+		os.Args = append([]string{"cleaner"}, strings.Fields(os.Getenv("CLEANER_TEST_ARGS"))...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func noEnv(string) (string, bool) { return "", false }
 
 func TestBadConfigExits2NamingTheSetting(t *testing.T) {
 	for _, tc := range []struct {
@@ -118,4 +134,34 @@ func TestAuditFailsWithoutRedis(t *testing.T) {
 	code := run([]string{"--admin-addr", "", "--redis", url, "audit"}, noEnv, &stdout, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "audit failed")
+}
+
+// TestAppCredentialsExit2 runs the binary's main with the default app's
+// credential variables partly set, or set to "": it exits 2 naming the
+// variable, instead of serving the published app-secret. With none set it
+// gets past the configuration (here to a taken port: exit 1).
+func TestAppCredentialsExit2(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		env  map[string]string
+		code int
+		want string
+	}{
+		{map[string]string{"HEADCOUNT_APP_KEY": "k"}, 2, "HEADCOUNT_APP_SECRET is not set"},
+		{map[string]string{"HEADCOUNT_APP_ID": "a", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}, 2, "SOKETI_DEFAULT_APP_SECRET is not set"},
+		{nil, 1, "admin listener"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = proctest.Environ(map[string]string{"CLEANER_TEST_MAIN": "1", "CLEANER_TEST_ARGS": "--admin-addr " + taken.Addr().String()}, "HEADCOUNT_", "SOKETI_")
+		for k, v := range tc.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
+		require.Contains(t, string(out), tc.want, "%v", tc.env)
+	}
 }

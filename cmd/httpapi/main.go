@@ -15,7 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/lifecycle"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr)) }
 
 func run(args []string, env config.Env, stderr io.Writer) int {
 	return runTo(args, env, os.Stdout, stderr)

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func noEnv(string) string { return "" }
+func noEnv(string) (string, bool) { return "", false }
 
 func TestBadFlagExits2NamingTheSetting(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,7 +42,7 @@ func TestBadFlagExits2NamingTheSetting(t *testing.T) {
 		{args: []string{"serve"}, want: `unexpected argument "serve": httpapi takes flags only`},
 	} {
 		var stderr bytes.Buffer
-		env := func(k string) string { return tc.env[k] }
+		env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
 		code := run(tc.args, env, &stderr)
 		require.Equal(t, 2, code, "args %v: %s", tc.args, stderr.String())
 		require.Contains(t, stderr.String(), "httpapi: invalid configuration")
@@ -92,5 +92,35 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 		require.Contains(t, stderr.String(), "stopped")
 	case <-time.After(10 * time.Second):
 		t.Fatalf("httpapi did not exit within 10s of SIGTERM:\n%s", stderr.String())
+	}
+}
+
+// TestAppCredentialsExit2 runs the binary's main with the default app's
+// credential variables partly set, or set to "": it exits 2 naming the
+// variable, instead of serving the published app-secret. With none set it
+// gets past the configuration (here to a taken port: exit 1).
+func TestAppCredentialsExit2(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		env  map[string]string
+		code int
+		want string
+	}{
+		{map[string]string{"HEADCOUNT_APP_KEY": "k"}, 2, "HEADCOUNT_APP_SECRET is not set"},
+		{map[string]string{"HEADCOUNT_APP_ID": "a", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}, 2, "SOKETI_DEFAULT_APP_SECRET is not set"},
+		{nil, 1, "--addr"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = proctest.Environ(map[string]string{"HTTPAPI_TEST_MAIN": "1", "HTTPAPI_TEST_ARGS": "--admin-addr= --addr " + taken.Addr().String()}, "HEADCOUNT_", "SOKETI_")
+		for k, v := range tc.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
+		require.Contains(t, string(out), tc.want, "%v", tc.env)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr)) }
 
 // run is main without the exit: 0 after a clean drain, 1 on failure, 2 on
 // bad configuration.

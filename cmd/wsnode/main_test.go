@@ -44,12 +44,12 @@ func TestMain(m *testing.M) {
 				os.Exit(3)
 			}
 		}
-		os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+		os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
-func noEnv(string) string { return "" }
+func noEnv(string) (string, bool) { return "", false }
 
 func TestBadConfigurationExits2NamingTheSetting(t *testing.T) {
 	for _, tc := range []struct {
@@ -68,7 +68,7 @@ func TestBadConfigurationExits2NamingTheSetting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			env := func(k string) string { return tc.env[k] }
+			env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
 			require.Equal(t, 2, run(tc.args, env, &stderr))
 			require.Contains(t, stderr.String(), "wsnode: invalid configuration")
 			require.Contains(t, stderr.String(), tc.want)
@@ -366,4 +366,34 @@ func TestAppsFileFields(t *testing.T) {
 	stderr.Reset()
 	require.Equal(t, 1, run([]string{"--apps-file", soketi, "--addr", taken.Addr().String(), "--admin-addr", ""}, noEnv, &stderr))
 	require.Regexp(t, `\[WARN\] +wsnode[.a-z]*: apps file: app "a": field maxEventNameLength is a soketi setting headcount does not implement; it is ignored`, stderr.String())
+}
+
+// TestAppCredentialsExit2 runs the binary's main with the default app's
+// credential variables partly set, or set to "": it exits 2 naming the
+// variable, instead of serving the published app-secret. With none set it
+// gets past the configuration (here to a taken port: exit 1).
+func TestAppCredentialsExit2(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		env  map[string]string
+		code int
+		want string
+	}{
+		{map[string]string{"HEADCOUNT_APP_KEY": "k"}, 2, "HEADCOUNT_APP_SECRET is not set"},
+		{map[string]string{"HEADCOUNT_APP_ID": "a", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}, 2, "SOKETI_DEFAULT_APP_SECRET is not set"},
+		{nil, 1, "--addr"},
+	} {
+		cmd := exec.Command(os.Args[0], "--addr", taken.Addr().String(), "--admin-addr", "")
+		cmd.Env = proctest.Environ(map[string]string{"WSNODE_TEST_MAIN": "1"}, "HEADCOUNT_", "SOKETI_")
+		for k, v := range tc.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
+		require.Contains(t, string(out), tc.want, "%v", tc.env)
+	}
 }

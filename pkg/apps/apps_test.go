@@ -49,15 +49,66 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestFromEnvDefaults(t *testing.T) {
-	r, err := FromEnv(func(string) string { return "" })
+	r, err := FromEnv(envOf(nil))
 	require.NoError(t, err)
 	a := r.ByKey(DefaultKey)
 	require.Equal(t, DefaultID, a.ID)
 	require.Equal(t, DefaultSecret, a.Secret)
 
-	r, err = FromEnv(func(k string) string { return map[string]string{"HEADCOUNT_APP_ID": "7"}[k] })
+	r, err = FromEnv(envOf(map[string]string{"HEADCOUNT_APP_ID": "7", "HEADCOUNT_APP_KEY": "k7", "HEADCOUNT_APP_SECRET": "s7"}))
 	require.NoError(t, err)
-	require.NotNil(t, r.ByID("7"))
+	require.Equal(t, "s7", r.ByID("7").Secret)
+
+	r, err = FromEnv(envOf(map[string]string{"HEADCOUNT_APP_KEY": "k7", "HEADCOUNT_APP_SECRET": "s7"}))
+	require.NoError(t, err)
+	require.NotNil(t, r.ByKey("k7"), "the id alone may keep its default")
+	require.Equal(t, DefaultID, r.ByKey("k7").ID)
+}
+
+// TestFromEnvCredentials: once any of the default app's credential
+// variables is set, even to "", the key and the secret must both be set
+// and not blank, so that a lost one never serves the published secret;
+// each error names the variable, never its value.
+func TestFromEnvCredentials(t *testing.T) {
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want []string
+	}{
+		"key only":              {map[string]string{"HEADCOUNT_APP_KEY": "k"}, []string{"HEADCOUNT_APP_SECRET is not set"}},
+		"id only":               {map[string]string{"HEADCOUNT_APP_ID": "prod"}, []string{"HEADCOUNT_APP_KEY is not set", "HEADCOUNT_APP_SECRET is not set"}},
+		"secret only":           {map[string]string{"HEADCOUNT_APP_SECRET": "s3cret"}, []string{"HEADCOUNT_APP_KEY is not set"}},
+		"empty secret":          {map[string]string{"HEADCOUNT_APP_ID": "prod", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, []string{"HEADCOUNT_APP_SECRET is set but blank"}},
+		"blank secret":          {map[string]string{"HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": " \t"}, []string{"HEADCOUNT_APP_SECRET is set but blank"}},
+		"all empty":             {map[string]string{"HEADCOUNT_APP_ID": "", "HEADCOUNT_APP_KEY": "", "HEADCOUNT_APP_SECRET": ""}, []string{"HEADCOUNT_APP_ID is set but blank", "HEADCOUNT_APP_KEY is set but blank", "HEADCOUNT_APP_SECRET is set but blank"}},
+		"empty secret alone":    {map[string]string{"HEADCOUNT_APP_SECRET": ""}, []string{"HEADCOUNT_APP_SECRET is set but blank", "HEADCOUNT_APP_KEY is not set"}},
+		"soketi key only":       {map[string]string{"SOKETI_DEFAULT_APP_KEY": "k"}, []string{"SOKETI_DEFAULT_APP_SECRET is not set"}},
+		"soketi id only":        {map[string]string{"SOKETI_DEFAULT_APP_ID": "42", "SOKETI_DEFAULT_APP_ENABLED": "false"}, []string{"SOKETI_DEFAULT_APP_KEY is not set", "SOKETI_DEFAULT_APP_SECRET is not set"}},
+		"soketi empty secret":   {map[string]string{"SOKETI_DEFAULT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": ""}, []string{"SOKETI_DEFAULT_APP_SECRET is set but blank"}},
+		"secret not UTF-8":      {map[string]string{"HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": "s\xad"}, []string{"HEADCOUNT_APP_SECRET is not valid UTF-8"}},
+		"mixed, secret missing": {map[string]string{"SOKETI_DEFAULT_APP_KEY": "k", "HEADCOUNT_APP_ID": "a"}, []string{"HEADCOUNT_APP_SECRET is not set"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := FromEnv(envOf(tc.env))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			require.Equal(t, len(tc.want), len(strings.Split(err.Error(), "\n")), err.Error())
+			require.NotContains(t, err.Error(), "s3cret")
+		})
+	}
+
+	// Given under either name, or both alike, they serve.
+	for _, env := range []map[string]string{
+		{"HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": "s"},
+		{"SOKETI_DEFAULT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": "s"},
+		{"HEADCOUNT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": "s", "SOKETI_DEFAULT_APP_ID": "a"},
+		{"HEADCOUNT_APP_SECRET": "s", "SOKETI_DEFAULT_APP_SECRET": "s", "SOKETI_DEFAULT_APP_KEY": "k"},
+	} {
+		r, err := FromEnv(envOf(env))
+		require.NoError(t, err, "%v", env)
+		require.Equal(t, "s", r.ByKey("k").Secret)
+	}
 }
 
 func TestAdmissionValidation(t *testing.T) {
@@ -87,7 +138,7 @@ func TestParseLimits(t *testing.T) {
 	require.Equal(t, 200, b.ChannelNameLimit())
 	require.Nil(t, b.AllowedOrigins)
 
-	def, err := FromEnv(func(string) string { return "" })
+	def, err := FromEnv(envOf(nil))
 	require.NoError(t, err)
 	require.Equal(t, DefaultClientEventsPerSecond, def.All()[0].ClientEventsPerSecond())
 }

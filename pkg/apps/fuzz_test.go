@@ -32,23 +32,41 @@ func FuzzAllowsOrigin(f *testing.F) {
 }
 
 // FuzzFromEnv: no value of soketi's or headcount's app variables makes
-// FromEnv panic, and an app it accepts has all three credentials.
+// FromEnv panic; an app it accepts has all three credentials, and the
+// published secret only when no credential variable is set ("" unsets a
+// variable here, "-" sets it to the empty string).
 func FuzzFromEnv(f *testing.F) {
-	f.Add("foo", "true", "250", `[{"url":"https://example.com/h","event_types":["channel_vacated"]}]`, "bar")
-	f.Add("1", "yes", "-1", `{"url":1}`, "")
-	f.Fuzz(func(t *testing.T, id, flag, number, webhooks, own string) {
-		env := map[string]string{
+	f.Add("foo", "true", "250", `[{"url":"https://example.com/h","event_types":["channel_vacated"]}]`, "bar", "k", "s")
+	f.Add("1", "yes", "-1", `{"url":1}`, "", "", "")
+	f.Add("", "", "", "", "", "k", "-")
+	f.Fuzz(func(t *testing.T, id, flag, number, webhooks, own, key, secret string) {
+		env := map[string]string{}
+		for name, v := range map[string]string{
 			"SOKETI_DEFAULT_APP_ID": id, "SOKETI_DEFAULT_APP_ENABLE_CLIENT_MESSAGES": flag,
 			"SOKETI_DEFAULT_APP_MAX_CONNS": number, "SOKETI_DEFAULT_APP_WEBHOOKS": webhooks,
-			"HEADCOUNT_APP_ID": own,
+			"HEADCOUNT_APP_ID": own, "HEADCOUNT_APP_KEY": key, "SOKETI_DEFAULT_APP_SECRET": secret,
+		} {
+			switch v {
+			case "":
+			case "-":
+				env[name] = ""
+			default:
+				env[name] = v
+			}
 		}
-		r, err := FromEnv(func(k string) string { return env[k] })
+		r, err := FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 		if err != nil {
 			return
 		}
 		a := r.All()[0]
 		if a.ID == "" || a.Key == "" || a.Secret == "" {
 			t.Fatalf("app without credentials: %+v", a)
+		}
+		_, ownID := env["HEADCOUNT_APP_ID"]
+		_, soketiID := env["SOKETI_DEFAULT_APP_ID"]
+		_, ownKey := env["HEADCOUNT_APP_KEY"]
+		if (ownID || soketiID || ownKey) && a.Secret != env["SOKETI_DEFAULT_APP_SECRET"] {
+			t.Fatalf("credential variables set, yet secret %q served", a.Secret)
 		}
 	})
 }

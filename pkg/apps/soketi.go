@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // soketiEnv maps soketi's default-app environment variables (SOKETI_ and
@@ -29,36 +30,48 @@ var soketiEnv = []struct{ suffix, field string }{
 // SoketiEnvPrefix starts the names of soketi's default-app variables.
 const SoketiEnvPrefix = "SOKETI_DEFAULT_APP_"
 
-// EnvSet returns the default-app variables that are set: headcount's
-// HEADCOUNT_APP_ID, _KEY and _SECRET, then soketi's in soketi's order.
-// Beside an apps file they are refused: the file holds every app, and
-// soketi would apply its variables to the file's first app, which
+// Lookup reads one environment variable, reporting whether it is set at
+// all: os.LookupEnv. A variable set to the empty string is set.
+type Lookup func(string) (string, bool)
+
+// EnvSet returns the default-app variables that are set to a value:
+// headcount's HEADCOUNT_APP_ID, _KEY and _SECRET, then soketi's in soketi's
+// order. Beside an apps file they are refused: the file holds every app,
+// and soketi would apply its variables to the file's first app, which
 // headcount does not do.
-func EnvSet(getenv func(string) string) []string {
+func EnvSet(lookup Lookup) []string {
 	var set []string
-	for _, name := range []string{"HEADCOUNT_APP_ID", "HEADCOUNT_APP_KEY", "HEADCOUNT_APP_SECRET"} {
-		if getenv(name) != "" {
-			set = append(set, name)
+	for _, c := range credentials {
+		if v, _ := lookup(OwnEnvPrefix + c.suffix); v != "" {
+			set = append(set, OwnEnvPrefix+c.suffix)
 		}
 	}
 	for _, e := range soketiEnv {
-		if getenv(SoketiEnvPrefix+e.suffix) != "" {
+		if v, _ := lookup(SoketiEnvPrefix + e.suffix); v != "" {
 			set = append(set, SoketiEnvPrefix+e.suffix)
 		}
 	}
 	return set
 }
 
+// OwnEnvPrefix starts the names of headcount's default-app variables.
+const OwnEnvPrefix = "HEADCOUNT_APP_"
+
+// credentials are the default app's credential variables (OwnEnvPrefix or
+// SoketiEnvPrefix and this suffix) and the field each sets.
+var credentials = []struct{ suffix, field string }{{"ID", "id"}, {"KEY", "key"}, {"SECRET", "secret"}}
+
 // FromEnv returns the single app of the environment: HEADCOUNT_APP_ID,
 // _APP_KEY and _APP_SECRET, or soketi's SOKETI_DEFAULT_APP_* names (which
 // also set the app's limits, webhooks and switches), with soketi's defaults
-// for what neither sets. A credential set under both names with two values
-// is an error naming both variables: serving either one would leave the
-// clients configured with the other refused, with nothing at start to say
-// why.
-func FromEnv(getenv func(string) string) (*Registry, error) {
+// for what neither sets. The credentials follow checkCredentials. A
+// credential set under both names with two values is an error naming both
+// variables: serving either one would leave the clients configured with the
+// other refused, with nothing at start to say why.
+func FromEnv(lookup Lookup) (*Registry, error) {
+	getenv := func(name string) string { v, _ := lookup(name); return v }
 	fields := map[string]json.RawMessage{}
-	var errs []error
+	errs := checkCredentials(lookup)
 	for _, e := range soketiEnv {
 		name := SoketiEnvPrefix + e.suffix
 		v := getenv(name)
@@ -77,14 +90,14 @@ func FromEnv(getenv func(string) string) (*Registry, error) {
 		}
 		fields[e.field] = raw
 	}
-	for _, c := range []struct{ own, field string }{{"ID", "id"}, {"KEY", "key"}, {"SECRET", "secret"}} {
-		v := getenv("HEADCOUNT_APP_" + c.own)
+	for _, c := range credentials {
+		v := getenv(OwnEnvPrefix + c.suffix)
 		if v == "" {
 			continue
 		}
 		raw, _ := json.Marshal(v)
 		if prev, ok := fields[c.field]; ok && !bytes.Equal(prev, raw) {
-			errs = append(errs, fmt.Errorf("HEADCOUNT_APP_%s and %s%s are both set, to different values; unset one", c.own, SoketiEnvPrefix, c.own))
+			errs = append(errs, fmt.Errorf("%s%s and %s%s are both set, to different values; unset one", OwnEnvPrefix, c.suffix, SoketiEnvPrefix, c.suffix))
 			continue
 		}
 		fields[c.field] = raw
@@ -105,6 +118,62 @@ func FromEnv(getenv func(string) string) (*Registry, error) {
 	def(&a.Key, DefaultKey)
 	def(&a.Secret, DefaultSecret)
 	return New([]*App{a})
+}
+
+// checkCredentials applies the rule of the default app's credentials. With
+// none of their variables set (HEADCOUNT_APP_ID, _KEY, _SECRET and soketi's
+// SOKETI_DEFAULT_APP_ID, _KEY, _SECRET), the published defaults serve, for
+// local use (`make run`). With any of them set, even to "", the key and
+// the secret must both be set and not blank, and a set id not blank: a
+// deployment that meant its own credentials but lost one (an empty
+// template value, a missing Secret) would otherwise serve the published
+// app-secret, with which anyone can sign its subscriptions and API calls.
+// Each error names the variable; values are never printed.
+func checkCredentials(lookup Lookup) []error {
+	var set []string
+	soketiOnly := true
+	for _, c := range credentials {
+		if _, ok := lookup(OwnEnvPrefix + c.suffix); ok {
+			set, soketiOnly = append(set, OwnEnvPrefix+c.suffix), false
+		}
+		if _, ok := lookup(SoketiEnvPrefix + c.suffix); ok {
+			set = append(set, SoketiEnvPrefix+c.suffix)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	why := fmt.Sprintf("with %s set, the app needs a key and a secret of its own (unset all of the app's id, key and secret variables to serve the published %s/%s, for local use only)",
+		strings.Join(set, ", "), DefaultKey, DefaultSecret)
+	var errs []error
+	for _, c := range credentials {
+		given := false
+		for _, name := range []string{OwnEnvPrefix + c.suffix, SoketiEnvPrefix + c.suffix} {
+			v, ok := lookup(name)
+			if !ok {
+				continue
+			}
+			given = true
+			switch {
+			case !utf8.ValidString(v):
+				// JSON, which carries it to the app, would change it.
+				errs = append(errs, fmt.Errorf("%s is not valid UTF-8", name))
+			case strings.TrimSpace(v) != "":
+			case c.field == "id":
+				errs = append(errs, fmt.Errorf("%s is set but blank: give the app's id, or unset it for the default %s", name, DefaultID))
+			default:
+				errs = append(errs, fmt.Errorf("%s is set but blank: %s", name, why))
+			}
+		}
+		if !given && c.field != "id" {
+			name := OwnEnvPrefix + c.suffix
+			if soketiOnly {
+				name = SoketiEnvPrefix + c.suffix
+			}
+			errs = append(errs, fmt.Errorf("%s is not set: %s", name, why))
+		}
+	}
+	return errs
 }
 
 // soketiConfigApps is where a soketi config file keeps its apps, as a

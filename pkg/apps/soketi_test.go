@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+func envOf(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 // TestFromEnvSoketiNames: soketi's default-app variables make the app, as
@@ -40,20 +40,24 @@ func TestFromEnvSoketiNames(t *testing.T) {
 	require.Equal(t, 9, a.MaxReadRequestsPerSecond)
 	require.Equal(t, "https://example.com/hook", a.Webhooks[0].URL)
 
-	r, err = FromEnv(envOf(map[string]string{"SOKETI_DEFAULT_APP_ENABLED": "false", "SOKETI_DEFAULT_APP_ID": "42"}))
+	r, err = FromEnv(envOf(map[string]string{"SOKETI_DEFAULT_APP_ENABLED": "false", "SOKETI_DEFAULT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": "s"}))
 	require.NoError(t, err)
-	require.False(t, r.ByID("42").Enabled)
-	require.Equal(t, DefaultKey, r.ByID("42").Key, "unset ones keep soketi's defaults")
+	require.False(t, r.ByKey("k").Enabled)
+	require.Equal(t, DefaultID, r.ByKey("k").ID, "an unset id keeps soketi's default")
+
+	r, err = FromEnv(envOf(map[string]string{"SOKETI_DEFAULT_APP_MAX_CONNS": "5"}))
+	require.NoError(t, err)
+	require.Equal(t, 5, r.ByKey(DefaultKey).MaxConnections, "without credential variables, the defaults serve")
 }
 
 // TestFromEnvPrecedence: headcount's and soketi's names combine; the same
 // credential set twice to different values is refused, naming both.
 func TestFromEnvPrecedence(t *testing.T) {
-	r, err := FromEnv(envOf(map[string]string{"HEADCOUNT_APP_ID": "a", "SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}))
+	r, err := FromEnv(envOf(map[string]string{"HEADCOUNT_APP_ID": "a", "SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": "s"}))
 	require.NoError(t, err)
 	require.Equal(t, "k", r.ByID("a").Key)
 
-	_, err = FromEnv(envOf(map[string]string{"HEADCOUNT_APP_SECRET": "s1", "SOKETI_DEFAULT_APP_SECRET": "s2", "HEADCOUNT_APP_ID": "x", "SOKETI_DEFAULT_APP_ID": "y"}))
+	_, err = FromEnv(envOf(map[string]string{"HEADCOUNT_APP_SECRET": "s1", "SOKETI_DEFAULT_APP_SECRET": "s2", "HEADCOUNT_APP_ID": "x", "SOKETI_DEFAULT_APP_ID": "y", "HEADCOUNT_APP_KEY": "k"}))
 	require.ErrorContains(t, err, "HEADCOUNT_APP_SECRET and SOKETI_DEFAULT_APP_SECRET are both set, to different values")
 	require.ErrorContains(t, err, "HEADCOUNT_APP_ID and SOKETI_DEFAULT_APP_ID")
 	require.NotContains(t, err.Error(), "s1", "secrets are not printed")

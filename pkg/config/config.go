@@ -214,8 +214,10 @@ func (c HTTPAPI) DashboardHostList() []string {
 	return hosts
 }
 
-// Env is how configuration reads the environment (os.Getenv in main).
-type Env func(string) string
+// Env is how configuration reads the environment: os.LookupEnv in main.
+// A setting's variable set to "" counts as unset; the default app's
+// credential variables count as set even then (apps.FromEnv).
+type Env = apps.Lookup
 
 func defaultCommon(adminAddr string) Common {
 	return Common{

@@ -15,7 +15,9 @@ import (
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
-func env(m map[string]string) Env { return func(k string) string { return m[k] } }
+func env(m map[string]string) Env {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestPrecedenceDefaultsEnvFlags(t *testing.T) {
 	c, err := ParseWSNode(nil, env(nil), io.Discard)

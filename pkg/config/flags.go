@@ -148,7 +148,7 @@ func (s *set) secret(p *string, name string, password bool, usage string) {
 }
 
 func (s *set) lookup(name string) (string, bool) {
-	v := s.env(EnvName(name))
+	v, _ := s.env(EnvName(name))
 	return v, v != ""
 }
 

@@ -20,19 +20,21 @@ func TestLoopback(t *testing.T) {
 	}
 }
 
-func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func envOf(m map[string]string) apps.Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 // TestWarnPublicSecrets: a published secret on a port other hosts reach is
 // a warning naming the fix; on loopback, or with secrets of one's own,
 // nothing is logged.
 func TestWarnPublicSecrets(t *testing.T) {
-	defaults, err := apps.FromEnv(func(string) string { return "" })
+	defaults, err := apps.FromEnv(func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	placeholder, err := apps.New([]*apps.App{{ID: "mine", Key: "k", Secret: "s"}, {ID: "my-app", Key: "replace-this-key", Secret: "replace-this-secret"}})
 	require.NoError(t, err)
 	own, err := apps.FromEnv(envOf(map[string]string{"HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": "s3cret"}))
 	require.NoError(t, err)
-	keyOnly, err := apps.FromEnv(envOf(map[string]string{"HEADCOUNT_APP_SECRET": "s3cret"}))
+	idDefault, err := apps.FromEnv(envOf(map[string]string{"HEADCOUNT_APP_KEY": apps.DefaultKey, "HEADCOUNT_APP_SECRET": "s3cret"}))
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -47,7 +49,7 @@ func TestWarnPublicSecrets(t *testing.T) {
 		{"defaults on loopback", defaults, "127.0.0.1:6001", ""},
 		{"defaults on IPv6 loopback", defaults, "[::1]:6001", ""},
 		{"own secret", own, "[::]:6001", ""},
-		{"default key, own secret", keyOnly, "[::]:6001", ""},
+		{"default key, own secret", idDefault, "[::]:6001", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -3,6 +3,9 @@ package proctest
 
 import (
 	"bytes"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -24,4 +27,21 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Environ is os.Environ() without the variables whose names start with
+// one of drop, plus set: the environment of a child process that must not
+// inherit settings from whoever runs the tests.
+func Environ(set map[string]string, drop ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	return env
 }

@@ -24,7 +24,7 @@ import (
 // redisx builds from them, closed when the test ends.
 func client(t *testing.T, env map[string]string, args ...string) redis.UniversalClient {
 	t.Helper()
-	cfg, err := config.ParseHTTPAPI(args, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.ParseHTTPAPI(args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	require.NoError(t, err)
 	rdb, err := redisx.NewClient(cfg.Common)
 	require.NoError(t, err)
