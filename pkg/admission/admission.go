@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -35,12 +35,15 @@ var (
 	//go:embed scripts/waiters.lua
 	waitersSrc string
 
-	checkScript   = redis.NewScript(libSrc + checkSrc)
-	leaveScript   = redis.NewScript(libSrc + leaveSrc)
-	stateScript   = redis.NewScript(libSrc + stateSrc)
-	joinScript    = redis.NewScript(libSrc + joinSrc)
-	leftScript    = redis.NewScript(libSrc + leftSrc)
-	waitersScript = redis.NewScript(libSrc + waitersSrc)
+	// lib.lua reads capacity.Max as MAX_CAPACITY.
+	lib = "local MAX_CAPACITY = " + strconv.Itoa(capacity.Max) + "\n" + libSrc
+
+	checkScript   = redis.NewScript(lib + checkSrc)
+	leaveScript   = redis.NewScript(lib + leaveSrc)
+	stateScript   = redis.NewScript(lib + stateSrc)
+	joinScript    = redis.NewScript(lib + joinSrc)
+	leftScript    = redis.NewScript(lib + leftSrc)
+	waitersScript = redis.NewScript(lib + waitersSrc)
 )
 
 // Defaults of the apps file's admission timings (README, Admission).
@@ -146,8 +149,8 @@ type Gate struct {
 // New returns a gate on rdb whose keys are in ks.
 func New(rdb redis.UniversalClient, ks keyspace.Space) *Gate { return &Gate{rdb: rdb, keys: keys{ks}} }
 
-// ErrNoCapacity is returned by SetCapacity for n < 1.
-var ErrNoCapacity = errors.New("capacity must be at least 1")
+// ErrNoCapacity is returned by SetCapacity for n < 1 or n > capacity.Max.
+var ErrNoCapacity = fmt.Errorf("capacity must be 1 to %d", capacity.Max)
 
 // Check admits user if there is room and nobody waits, else puts them on
 // the list (or, if they are on it, checks them in and tells their place).
@@ -198,10 +201,11 @@ func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, u
 	return State{Capacity: toInt(v[0]), Occupancy: toInt(v[1]), Waiting: toInt(v[2])}, changes(v[3:6]), nil
 }
 
-// SetCapacity overrides the channel's capacity (n >= 1), then admits
-// waiters if it grew. Lowering it evicts nobody: it only admits fewer.
+// SetCapacity overrides the channel's capacity (1 to capacity.Max), then
+// admits waiters if it grew. Lowering it evicts nobody: it only admits
+// fewer.
 func (g *Gate) SetCapacity(ctx context.Context, app, channel string, n int, r Rule) (State, Changes, error) {
-	if n < 1 {
+	if n < 1 || n > capacity.Max {
 		return State{}, Changes{}, ErrNoCapacity
 	}
 	if err := g.rdb.Set(ctx, g.keys.channel(app, channel).Cap, n, 0).Err(); err != nil {

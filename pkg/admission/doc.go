@@ -45,6 +45,10 @@
 //     never recorded (its socket left within the node's flush window, or
 //     the node died) frees its seat when its hold ends. If the leave is
 //     never reported, the slot is freed at its expiry, never kept.
+//   - A capacity is at most capacity.Max, which the scripts' Lua numbers
+//     and Redis's integer replies both hold exactly: PUT .../capacity and
+//     the apps file refuse more, and an override above it (written before
+//     there was a maximum) counts as the maximum.
 //   - Time-based changes take effect at the next operation on the channel
 //     (any check, check-in, GET or leave), which wsnodes run periodically
 //     while waiters are connected.

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -90,4 +92,38 @@ func TestLists(t *testing.T) {
 		}
 		require.Equal(t, "presence-busy,presence-brief", strings.Join(names, ","))
 	})
+}
+
+// TestMaxCapacity: the largest capacity reads back exact, in the state and
+// in the listing, through Redis's integer replies; a larger one is refused,
+// and an override written before there was a maximum counts as the
+// maximum instead of coming back negative and leaving the listing.
+func TestMaxCapacity(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	ctx, g := context.Background(), New(rdb, keyspace.Space{})
+	r := Rule{Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+	st, _, err := g.SetCapacity(ctx, "app", "presence-max", capacity.Max, r)
+	require.NoError(t, err)
+	require.Equal(t, capacity.Max, st.Capacity)
+	_, _, err = g.SetCapacity(ctx, "app", "presence-max", capacity.Max+1, r)
+	require.ErrorIs(t, err, ErrNoCapacity)
+
+	// As PUT .../capacity could write it before the maximum.
+	require.NoError(t, rdb.Set(ctx, g.keys.channel("app", "presence-old").Cap, "9223372036854775807", 0).Err())
+	res, err := g.Check(ctx, "app", "presence-old", "u", r)
+	require.NoError(t, err)
+	require.Equal(t, Admitted, res.Status)
+	require.Equal(t, State{Capacity: capacity.Max, Occupancy: 1}, res.State)
+	got, err := g.Lists(ctx, "app", 10, func(string) Rule { return r })
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	for _, c := range got {
+		require.Equal(t, capacity.Max, c.Capacity, c.Channel)
+	}
+
+	// The apps file's rule is refused above it at load (package apps); at
+	// the maximum it reads back exact.
+	res, err = g.Check(ctx, "app", "presence-rule", "u", Rule{Capacity: capacity.Max, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, capacity.Max, res.Capacity)
 }

@@ -118,11 +118,11 @@ type mutation struct {
 var mutations = []mutation{
 	// The bug as reported: between the gate and the node's flush, the
 	// joining member's seat is only a slot, and DELETE frees it.
-	{"delete frees a joining seat", &leaveScript, libSrc + leaveSrc,
+	{"delete frees a joining seat", &leaveScript, lib + leaveSrc,
 		"redis.call('ZREM', K.wait, user)\n", "redis.call('ZREM', K.wait, user)\nredis.call('ZREM', K.hold, user)\n"},
 	// The gate before holds: a subscribe keeps only a slot (none for a
 	// member joining on a second node, whose other sockets may leave first).
-	{"a subscribe holds nothing", &joinScript, libSrc + joinSrc, "hold(user, now + grace)\n", ""},
+	{"a subscribe holds nothing", &joinScript, lib + joinSrc, "hold(user, now + grace)\n", ""},
 }
 
 // TestPropertyCatchesMutations: with each known bug brought back, the

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/headcount/headcount/pkg/admission/capacity"
 )
 
 // App is one tenant: its credentials and limits. Zero limits mean the
@@ -171,8 +173,8 @@ func (a *App) validate() error {
 		errs = append(errs, fmt.Errorf("app %q: secret is empty", a.ID))
 	}
 	for i, c := range a.Capacities {
-		if c.Capacity < 1 {
-			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be at least 1, not %d", a.ID, i, c.Prefix, c.Capacity))
+		if c.Capacity < 1 || c.Capacity > capacity.Max {
+			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be 1 to %d (capacity.Max), not %d", a.ID, i, c.Prefix, capacity.Max, c.Capacity))
 		}
 	}
 	if err := validateWebhooks(a.Webhooks); err != nil {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -138,7 +139,8 @@ func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiReq
 	a.writeJSON(w, map[string]int{"capacity": st.Capacity, "occupancy": st.Occupancy, "waiting": st.Waiting})
 }
 
-// setCapacity is PUT .../capacity {"capacity": N}, N >= 1.
+// setCapacity is PUT .../capacity {"capacity": N}, 1 <= N <=
+// capacity.Max.
 func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
@@ -156,8 +158,8 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 		return
 	}
 	n, err := strconv.Atoi(body.Capacity.String())
-	if err != nil || n < 1 {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number of at least 1, not %s", body.Capacity.String()))
+	if err != nil || n < 1 || n > capacity.Max {
+		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number from 1 to %d, not %s", capacity.Max, body.Capacity.String()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)

@@ -71,8 +71,10 @@ func TestAdmissionBadInput(t *testing.T) {
 	s := startServer(t, config.Common{Redis: redistest.New(t).URL()})
 	const base = "/apps/" + appID + "/channels/"
 	for _, tc := range []struct{ method, path, body, want string }{
-		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": 0}`, "at least 1"},
-		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": -3}`, "at least 1"},
+		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": 0}`, "from 1 to 1000000000, not 0"},
+		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": -3}`, "from 1 to 1000000000"},
+		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": 1000000001}`, "from 1 to 1000000000, not 1000000001"},
+		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": 9223372036854775807}`, "from 1 to 1000000000"},
 		{http.MethodPut, base + "presence-room-1/capacity", `{"capacity": 1.5}`, "whole number"},
 		{http.MethodPut, base + "presence-room-1/capacity", `{}`, "Missing capacity"},
 		{http.MethodPut, base + "presence-room-1/capacity", `nope`, "JSON object"},

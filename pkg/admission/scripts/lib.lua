@@ -26,9 +26,12 @@ local function now_ms()
 end
 
 -- The channel's override, else the app's prefix rule; 0 means no limit.
+-- An override above MAX_CAPACITY (prepended by admission.go: capacity.Max),
+-- written before there was a maximum, counts as the maximum: a larger
+-- number would not reach the caller exact.
 local function capacity(rule)
   local v = redis.call('GET', K.cap)
-  if v then return tonumber(v) end
+  if v then return math.min(tonumber(v), MAX_CAPACITY) end
   return tonumber(rule)
 end
 
