@@ -358,6 +358,17 @@ func TestAppsFileFields(t *testing.T) {
 	require.Equal(t, 2, run([]string{"--apps-file", typo}, noEnv, &stderr))
 	require.Contains(t, stderr.String(), `app 0 (id "a"): unknown field(s) "maxConections"`)
 
+	// A value that would load and never work is refused the same way.
+	misspelt := filepath.Join(dir, "misspelt.json")
+	require.NoError(t, os.WriteFile(misspelt, []byte(`[{"id":"a","key":"k/1","secret":" ","capacities":[{"prefix":"room-","capacity":2}],
+	  "webhooks":[{"url":"http://127.0.0.1:9/h","event_types":["channel_ocupied"]}]}]`), 0o600))
+	stderr.Reset()
+	require.Equal(t, 2, run([]string{"--apps-file", misspelt}, noEnv, &stderr))
+	for _, want := range []string{`app "a": key "k/1" must be`, `app "a": secret is empty or blank`,
+		`app "a": capacities[0] (prefix "room-"): not a presence channel's prefix`, `app "a": webhooks[0]: event_types[0] "channel_ocupied" is not an event type`} {
+		require.Contains(t, stderr.String(), want)
+	}
+
 	soketi := filepath.Join(dir, "soketi.json")
 	require.NoError(t, os.WriteFile(soketi, []byte(`[{"id":"a","key":"k","secret":"s","maxEventNameLength":50}]`), 0o600))
 	taken, err := net.Listen("tcp", "127.0.0.1:0")

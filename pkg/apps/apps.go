@@ -15,8 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/headcount/headcount/pkg/admission/capacity"
 )
 
 // App is one tenant: its credentials and limits. Zero limits mean the
@@ -131,8 +129,10 @@ func (r *Registry) WithPublicSecret() []string {
 	return ids
 }
 
-// New builds a registry from apps, checking that each is complete and that
-// ids and keys are unique.
+// New builds a registry from apps, checking that each is complete and
+// would work (validate: every source of apps, the apps file, a soketi
+// config file and the environment, comes through here) and that ids and
+// keys are unique.
 func New(list []*App) (*Registry, error) {
 	r := &Registry{byID: map[string]*App{}, byKey: map[string]*App{}}
 	var errs []error
@@ -166,17 +166,13 @@ func (a *App) validate() error {
 	if !idPattern.MatchString(a.ID) {
 		errs = append(errs, fmt.Errorf("id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", a.ID))
 	}
-	if a.Key == "" {
-		errs = append(errs, fmt.Errorf("app %q: key is empty", a.ID))
+	if err := checkKey(a.Key); err != nil {
+		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
-	if a.Secret == "" {
-		errs = append(errs, fmt.Errorf("app %q: secret is empty", a.ID))
+	if err := checkSecret(a.Secret); err != nil {
+		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
-	for i, c := range a.Capacities {
-		if c.Capacity < 1 || c.Capacity > capacity.Max {
-			errs = append(errs, fmt.Errorf("app %q: capacities[%d] (prefix %q): capacity must be 1 to %d (capacity.Max), not %d", a.ID, i, c.Prefix, capacity.Max, c.Capacity))
-		}
-	}
+	errs = append(errs, a.validateCapacities()...)
 	if err := validateWebhooks(a.Webhooks); err != nil {
 		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}

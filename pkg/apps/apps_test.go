@@ -212,3 +212,59 @@ func TestGlob(t *testing.T) {
 		require.Equal(t, tc.want, glob(tc.p, tc.s), "%s %s", tc.p, tc.s)
 	}
 }
+
+// TestValidateAcceptsNothingSilently: what would load and then never
+// work (a webhook event type no event has, a capacity no channel it could
+// gate, a key pusher-js cannot put in its URL, a blank secret) is an error
+// naming the app and the field, whichever source the app came from.
+func TestValidateAcceptsNothingSilently(t *testing.T) {
+	const ok = `"id":"a","key":"k","secret":"s"`
+	for name, tc := range map[string]struct{ in, want string }{
+		"event type typo": {`[{` + ok + `,"webhooks":[{"url":"http://u","event_types":["channel_occupied","channel_ocupied"]}]}]`,
+			`app "a": webhooks[0]: event_types[1] "channel_ocupied" is not an event type (known: channel_occupied, channel_vacated, member_added, member_removed, client_event, subscription_count, cache_miss, admission_admitted, admission_dropped)`},
+		"private prefix": {`[{` + ok + `,"capacities":[{"prefix":"private-room-","capacity":3}]}]`,
+			`app "a": capacities[0] (prefix "private-room-"): not a presence channel's prefix: capacities apply to presence channels only, so start it with presence-`},
+		"empty prefix":    {`[{` + ok + `,"capacities":[{"prefix":"","capacity":3}]}]`, `capacities[0] (prefix ""): not a presence channel's prefix`},
+		"short prefix":    {`[{` + ok + `,"capacities":[{"prefix":"presence","capacity":3}]}]`, `capacities[0] (prefix "presence"): not a presence channel's prefix`},
+		"bad prefix":      {`[{` + ok + `,"capacities":[{"prefix":"presence-room 1","capacity":3}]}]`, `capacities[0] (prefix "presence-room 1"): no channel name starts so`},
+		"same prefix":     {`[{` + ok + `,"capacities":[{"prefix":"presence-a","capacity":3},{"prefix":"presence-a","capacity":4}]}]`, `capacities[1] (prefix "presence-a"): the same prefix as capacities[0]`},
+		"key with slash":  {`[{"id":"a","key":"k/1","secret":"s"}]`, `app "a": key "k/1" must be 1-128 characters of A-Z a-z 0-9 - . _ ~`},
+		"key with query":  {`[{"id":"a","key":"k?x","secret":"s"}]`, `app "a": key "k?x" must be`},
+		"key with space":  {`[{"id":"a","key":"k 1","secret":"s"}]`, `app "a": key "k 1" must be`},
+		"key with colon":  {`[{"id":"a","key":"k:1","secret":"s"}]`, `app "a": key "k:1" must be`},
+		"key with escape": {`[{"id":"a","key":"k%2F","secret":"s"}]`, `app "a": key "k%2F" must be`},
+		"key too long":    {`[{"id":"a","key":"` + strings.Repeat("k", 129) + `","secret":"s"}]`, `must be 1-128 characters`},
+		"dot key":         {`[{"id":"a","key":"..","secret":"s"}]`, `app "a": key ".." is a dot segment`},
+		"blank secret":    {`[{"id":"a","key":"k","secret":" \t"}]`, `app "a": secret is empty or blank`},
+		"soketi config":   {`{"appManager.array.apps":[{` + ok + `,"webhooks":[{"url":"http://u","event_types":["member_add"]}]}]}`, `event_types[0] "member_add" is not an event type`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"env event type": {map[string]string{"SOKETI_DEFAULT_APP_KEY": "k", "SOKETI_DEFAULT_APP_SECRET": "s",
+			"SOKETI_DEFAULT_APP_WEBHOOKS": `[{"url":"http://u","event_types":["channel_ocupied"]}]`}, `webhooks[0]: event_types[0] "channel_ocupied" is not an event type`},
+		"env key": {map[string]string{"HEADCOUNT_APP_KEY": "a/b", "HEADCOUNT_APP_SECRET": "s"}, `app "app-id": key "a/b" must be`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := FromEnv(envOf(tc.env))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	// Keys as Pusher, soketi and Reverb make them, and the docs and tests use, load.
+	for _, key := range []string{"278d425bdf160c739803", "app-key", "my-key", "key-1", "a.b_c~d", "0"} {
+		_, err := New([]*App{{ID: "a", Key: key, Secret: "s"}})
+		require.NoError(t, err, key)
+	}
+	for _, p := range []string{"presence-", "presence-room-", "presence-cache-"} {
+		_, err := New([]*App{{ID: "a", Key: "k", Secret: "s", Capacities: []Capacity{{Prefix: p, Capacity: 1}}}})
+		require.NoError(t, err, p)
+	}
+}

@@ -1,20 +1,49 @@
 package apps
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/headcount/headcount/pkg/admission/capacity"
+)
 
 // FuzzParse: no apps file makes Parse panic, and an app it accepts has its
-// origins checkable.
+// origins checkable, a key pusher-js can put in its URL, a secret that is
+// not blank, webhooks asking for known event types only, and capacities
+// for presence channels within capacity.Max.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","allowed_origins":["*.example.com","https://a.b"],"webhooks":[{"url":"u","lambda":{}}]}]`))
-	f.Add([]byte(`[{"AppId":1,"key":"k","secret":"s","max_read_req_per_sec":3,"capacities":[{"Prefix":"p","capacity":2}]}]`))
+	f.Add([]byte(`[{"AppId":1,"key":"k","secret":"s","max_read_req_per_sec":3,"capacities":[{"Prefix":"presence-p","capacity":2}]}]`))
 	f.Add([]byte(`{"port":6001,"appManager":{"driver":"array","array":{"apps":[{"id":1,"key":"k","secret":"s"}]}},"database.redis.host":"r"}`))
-	f.Fuzz(func(_ *testing.T, b []byte) {
+	// Each refused for one field.
+	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","webhooks":[{"url":"http://u","event_types":["channel_ocupied"]}]}]`))
+	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"private-","capacity":2},{"prefix":"presence-a b","capacity":2}]}]`))
+	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"presence-","capacity":1000000001}]}]`))
+	f.Add([]byte(`[{"id":"a","key":"k/1","secret":"s"},{"id":"b","key":"..","secret":"s"},{"id":"c","key":"k:2","secret":"s"}]`))
+	f.Add([]byte(`[{"id":"a","key":"k","secret":" \t\n"}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Parse(b)
 		if err != nil {
 			return
 		}
 		for _, a := range r.All() {
 			_ = a.AllowsOrigin("https://x.example.com")
+			if checkKey(a.Key) != nil || strings.ContainsAny(a.Key, "/?#%: ") || strings.TrimSpace(a.Secret) == "" {
+				t.Fatalf("accepted key %q, secret %q", a.Key, a.Secret)
+			}
+			for _, w := range a.Webhooks {
+				for _, typ := range w.EventTypes {
+					if !slices.Contains(webhookEventTypes, typ) {
+						t.Fatalf("accepted event type %q", typ)
+					}
+				}
+			}
+			for _, c := range a.Capacities {
+				if !strings.HasPrefix(c.Prefix, "presence-") || c.Capacity < 1 || c.Capacity > capacity.Max {
+					t.Fatalf("accepted capacity %+v", c)
+				}
+			}
 		}
 	})
 }

@@ -208,6 +208,7 @@ func (w *Webhook) validate() error {
 	if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("url %q must be an absolute http:// or https:// URL", w.URL))
 	}
+	errs = append(errs, checkEventTypes(w.EventTypes)...)
 	for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
 		switch {
 		case !validHeaderName(name):

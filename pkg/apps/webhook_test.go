@@ -83,8 +83,8 @@ func TestWebhookRejects(t *testing.T) {
 		"batch two waits":     {`[{"url":"http://u","batch":{"maxWaitMs":10,"duration":20}}]`, `not both`},
 		"batch and batching":  {`[{"url":"http://u","batch":{},"batching":{}}]`, `give "batch" or "batching", not both`},
 		"batch not an object": {`[{"url":"http://u","batch":50}]`, `batch:`},
-		"same url differs":    {`[{"url":"http://u","event_types":["a"]},{"url":"http://u","event_types":["b"],"batch":{}}]`, `webhooks[1]: same url as webhooks[0]`},
-		"no url":              {`[{"event_types":["a"]}]`, `url "" must be an absolute http:// or https:// URL`},
+		"same url differs":    {`[{"url":"http://u","event_types":["channel_occupied"]},{"url":"http://u","event_types":["member_added"],"batch":{}}]`, `webhooks[1]: same url as webhooks[0]`},
+		"no url":              {`[{"event_types":["channel_occupied"]}]`, `url "" must be an absolute http:// or https:// URL`},
 		"relative url":        {`[{"url":"/hooks"}]`, `url "/hooks" must be an absolute`},
 		"other scheme":        {`[{"url":"ftp://h/x"}]`, `url "ftp://h/x" must be an absolute`},
 		"lambda":              {`[{"lambda_function":"f","lambda":{"region":"eu-west-1"}}]`, `lambda_function: AWS Lambda webhooks are not supported`},
@@ -97,7 +97,7 @@ func TestWebhookRejects(t *testing.T) {
 		})
 	}
 	// Entries sharing a URL with the same headers and batch are fine.
-	_, err := parseOne(t, `[{"url":"https://u/h","event_types":["a"],"headers":{"X":"1"},"filter":{"channel_name_starts_with":"p"}},{"url":"https://u/h","event_types":["b"],"headers":{"X":"1"}}]`)
+	_, err := parseOne(t, `[{"url":"https://u/h","event_types":["channel_occupied"],"headers":{"X":"1"},"filter":{"channel_name_starts_with":"p"}},{"url":"https://u/h","event_types":["member_added"],"headers":{"X":"1"}}]`)
 	require.NoError(t, err)
 }
 

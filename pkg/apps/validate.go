@@ -1,0 +1,89 @@
+package apps
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/headcount/headcount/pkg/admission/capacity"
+	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// keyPattern is what an app key may hold. pusher-js puts the key into its
+// connect URL unescaped (/app/{key}?protocol=7...), and the server SDKs
+// into "key:signature" auth values and into query strings: the URL's
+// unreserved characters (RFC 3986: letters, digits, - . _ ~) pass all of
+// them unchanged. They cover Pusher's keys (20 hex digits), soketi's
+// (app-key) and Laravel Reverb's (random letters and digits). A "/" would
+// put the key in two path segments, "?" or "#" end the path, "%" be
+// decoded, ":" split the auth value, a space be refused by the browser.
+var keyPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
+
+// checkKey reports why key cannot be an app key.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("key is empty")
+	case !keyPattern.MatchString(key):
+		return fmt.Errorf("key %q must be 1-128 characters of A-Z a-z 0-9 - . _ ~ (pusher-js puts it unescaped in its URL, /app/{key})", key)
+	case key == "." || key == "..":
+		return fmt.Errorf("key %q is a dot segment, which browsers remove from /app/{key}", key)
+	}
+	return nil
+}
+
+// checkSecret reports why secret cannot sign anything.
+func checkSecret(secret string) error {
+	if strings.TrimSpace(secret) == "" {
+		return fmt.Errorf("secret is empty or blank")
+	}
+	return nil
+}
+
+// webhookEventTypes are the events a webhook may ask for: Pusher's, and
+// headcount's admission events.
+var webhookEventTypes = []string{
+	eventlog.ChannelOccupied, eventlog.ChannelVacated, eventlog.MemberAdded, eventlog.MemberRemoved,
+	eventlog.ClientEvent, eventlog.SubscriptionCount, eventlog.CacheMiss,
+	eventlog.AdmissionAdmitted, eventlog.AdmissionDropped,
+}
+
+// checkEventTypes refuses a type no event has: a misspelt one would never
+// be sent, with nothing to say why.
+func checkEventTypes(types []string) []error {
+	var errs []error
+	for i, t := range types {
+		if !slices.Contains(webhookEventTypes, t) {
+			errs = append(errs, fmt.Errorf("event_types[%d] %q is not an event type (known: %s)", i, t, strings.Join(webhookEventTypes, ", ")))
+		}
+	}
+	return errs
+}
+
+// validateCapacities checks each capacities entry: a capacity
+// admission's scripts hold exactly (capacity.Max), and a prefix that only
+// presence channels, the ones admission gates, can start with, given
+// once: any other would limit nothing, silently.
+func (a *App) validateCapacities() []error {
+	var errs []error
+	seen := map[string]int{}
+	for i, c := range a.Capacities {
+		field := fmt.Sprintf("app %q: capacities[%d] (prefix %q)", a.ID, i, c.Prefix)
+		if c.Capacity < 1 || c.Capacity > capacity.Max {
+			errs = append(errs, fmt.Errorf("%s: capacity must be 1 to %d (capacity.Max), not %d", field, capacity.Max, c.Capacity))
+		}
+		if j, dup := seen[c.Prefix]; dup {
+			errs = append(errs, fmt.Errorf("%s: the same prefix as capacities[%d]; give each prefix once", field, j))
+		}
+		seen[c.Prefix] = i
+		switch {
+		case !protocol.ChannelKind(c.Prefix).HasMembers():
+			errs = append(errs, fmt.Errorf("%s: not a presence channel's prefix: capacities apply to presence channels only, so start it with %s", field, protocol.PresencePrefix))
+		case protocol.ValidateChannelNameMax(c.Prefix, a.ChannelNameLimit()) != nil:
+			errs = append(errs, fmt.Errorf("%s: no channel name starts so: %w", field, protocol.ValidateChannelNameMax(c.Prefix, a.ChannelNameLimit())))
+		}
+	}
+	return errs
+}
