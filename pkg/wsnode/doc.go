@@ -22,6 +22,12 @@
 // as errors_total{reason="handshake_refused"}, its failed accepts as
 // reason="accept".
 //
+// Client messages: one over the read limit (16 KiB) closes its socket with
+// 1009, a text message that is not UTF-8 with 1007. coder/websocket does
+// not check UTF-8, so the node checks each text message once its
+// fragments are joined: no client can relay bytes a browser would drop its
+// connection for.
+//
 // Concurrency: each socket is served by exactly one goroutine of its own,
 // started by the handshake's goroutine (which then returns, so the
 // request's state is freed); it reads frames and alone

@@ -72,6 +72,7 @@ const (
 	reasonSocketCap
 	reasonWatchlistLimit
 	reasonOrigin
+	reasonInvalidUTF8
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -102,6 +103,7 @@ var reasonLabels = [reasonCount]string{
 	reasonNotAuthorized:     "user_auth_timeout",
 	reasonSocketCap:         "socket_cap",
 	reasonWatchlistLimit:    "watchlist_limit",
+	reasonInvalidUTF8:       "invalid_utf8",
 }
 
 func (r reason) String() string { return reasonLabels[r] }

@@ -18,6 +18,7 @@ func TestMetricLabels(t *testing.T) {
 		"channel_limit", "unsupported_event", "frame_too_big", "write", "idle_timeout", "write_timeout",
 		"drain_forced_close", "connection_limit", "auth", "presence_limit", "redis", "client_event_refused",
 		"publish", "accept", "handshake_refused", "user_auth_timeout", "socket_cap", "watchlist_limit", "origin_not_allowed",
+		"invalid_utf8",
 	}, labelValues(t, reg, "headcount_wsnode_errors_total", "reason"))
 	require.ElementsMatch(t, []string{
 		"malformed", "binary", "ping", "pong", "subscribe", "unsubscribe", "signin", "client_event", "other",

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -255,10 +256,31 @@ func (a *App) serveFrame(s *socket) error {
 	}
 	s.lastSeen.Store(a.hub.now.Load())
 	if typ == websocket.MessageText {
+		if !utf8.Valid(sc.in.Bytes()) {
+			return a.invalidUTF8(s)
+		}
 		return a.onFrame(s, sc)
 	}
 	a.m.received[frameBinary].Inc()
 	return a.sendError(s, sc, &protocol.Error{Message: "Binary frames are not supported: send JSON text frames"})
+}
+
+// errInvalidUTF8 ends a socket that sent a text message that is not UTF-8.
+var errInvalidUTF8 = errors.New("text message is not valid UTF-8")
+
+// invalidUTF8 closes s with 1007 (RFC 6455 §8.1: a text message must be
+// UTF-8, and an endpoint that receives one that is not fails the
+// connection). coder/websocket does not check it, so the node does, on
+// the whole message as the Reader joined it: a character may span two
+// fragments. Relayed in a client event, such bytes would make every
+// browser that receives them close its own connection.
+func (a *App) invalidUTF8(s *socket) error {
+	a.m.received[frameMalformed].Inc()
+	a.m.errors[reasonInvalidUTF8].Inc()
+	if s.closing.CompareAndSwap(false, true) {
+		_ = s.conn.Close(websocket.StatusInvalidFramePayloadData, "text message is not valid UTF-8")
+	}
+	return errInvalidUTF8
 }
 
 func (a *App) onFrame(s *socket, sc *scratch) error {

@@ -296,6 +296,54 @@ func TestOversizeFrameClosesWith1009(t *testing.T) {
 	n.requireCounts(t, map[string]int64{})
 }
 
+// TestInvalidUTF8ClosesWith1007: a text message that is not UTF-8 closes
+// its socket with 1007 (RFC 6455 §8.1), sent whole or split over
+// fragments, and reaches nobody (a browser receiving it would close its
+// own connection); a character split over two fragments is fine.
+func TestInvalidUTF8ClosesWith1007(t *testing.T) {
+	n := startNode(t).run(t)
+	const ch = "private-chat"
+	peer, pid := n.connect(t)
+	subscribePrivate(t, peer, pid, ch)
+
+	// fragments sends one text message as one frame per part.
+	fragments := func(c *websocket.Conn, parts ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		w, err := c.Writer(ctx, websocket.MessageText)
+		require.NoError(t, err)
+		for _, p := range parts {
+			_, _ = w.Write([]byte(p)) // may fail once the server closes
+		}
+		_ = w.Close()
+	}
+	const euro = "\xe2\x82\xac"
+	for i, tc := range []struct {
+		name  string
+		parts []string
+	}{
+		{"whole", []string{clientEvent(ch, "client-x", "\"\xff\"")}},
+		{"split, bad continuation", []string{`{"event":"client-x","channel":"` + ch + `","data":"` + euro[:2], `A"}`}},
+		{"split, ends mid-character", []string{`{"event":"client-x","channel":"` + ch + `","data":"`, `"}` + euro[:1]}},
+	} {
+		c, id := n.connect(t)
+		subscribePrivate(t, c, id, ch)
+		// A character split over fragments is one character.
+		fragments(c, `{"event":"client-ok","channel":"`+ch+`","data":"`+euro[:1], euro[1:]+`"}`)
+		f := read(t, peer)
+		require.Equal(t, "client-ok", f.Event, f.raw)
+		require.Equal(t, "€", *f.Data)
+
+		fragments(c, tc.parts...)
+		require.Equal(t, websocket.StatusInvalidFramePayloadData, closeStatus(t, c), tc.name)
+		require.Equal(t, float64(i+1), metric(t, n.reg, "headcount_wsnode_errors_total", "invalid_utf8"), tc.name)
+		n.requireCounts(t, map[string]int64{ch: 1})
+	}
+	// The peer got nothing more, and is still served.
+	pingPong(t, peer)
+}
+
 func TestIdleSocketsAreClosed(t *testing.T) {
 	n := startNode(t)
 	n.SetIdleTimeout(300*time.Millisecond, 50*time.Millisecond)
