@@ -14,6 +14,7 @@
 // A numeric user_id is normalized to its decimal text, so 10 and "10" are
 // the same member.
 //
-// Everything here is pure and safe for concurrent use, including SocketIDs.
+// Everything here is safe for concurrent use; all but NewSocketID, which
+// reads crypto/rand, is pure.
 // Pre-encoded frames such as Pong are shared and must not be modified.
 package protocol

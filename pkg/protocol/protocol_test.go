@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,27 +183,73 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 
 var socketIDPattern = regexp.MustCompile(`^\d+\.\d+$`)
 
+// TestSocketIDs: ids are distinct under concurrency, of the form the
+// server SDKs accept with each part a safe integer, and unrelated to each
+// other: consecutive ids are not close in either part, and every bit of
+// each part varies, so a client cannot guess its neighbour's id.
 func TestSocketIDs(t *testing.T) {
-	a, b := protocol.NewSocketIDs(), protocol.NewSocketIDs()
+	const safe = 1<<53 - 1
 	seen := map[string]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			for range 500 {
-				for _, id := range []string{a.Next(), b.Next()} {
-					require.Regexp(t, socketIDPattern, id)
-					require.True(t, protocol.ValidSocketID(id))
-					mu.Lock()
-					require.False(t, seen[id], "duplicate socket id %s", id)
-					seen[id] = true
-					mu.Unlock()
-				}
+			for range 1000 {
+				id := protocol.NewSocketID()
+				require.Regexp(t, socketIDPattern, id)
+				require.True(t, protocol.ValidSocketID(id))
+				mu.Lock()
+				require.False(t, seen[id], "duplicate socket id %s", id)
+				seen[id] = true
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	require.Len(t, seen, 8000)
+
+	parts := func(id string) [2]uint64 {
+		a, b, _ := strings.Cut(id, ".")
+		x, err := strconv.ParseUint(a, 10, 64)
+		require.NoError(t, err)
+		y, err := strconv.ParseUint(b, 10, 64)
+		require.NoError(t, err)
+		require.LessOrEqual(t, x, uint64(safe), id)
+		require.LessOrEqual(t, y, uint64(safe), id)
+		return [2]uint64{x, y}
+	}
+	const n = 2000
+	var ones [2][53]int
+	near := 0
+	prev := parts(protocol.NewSocketID())
+	for range n {
+		p := parts(protocol.NewSocketID())
+		for i := range 2 {
+			// Random parts are within 2^40 of each other once in 4,096 pairs.
+			if max(p[i], prev[i])-min(p[i], prev[i]) < 1<<40 {
+				near++
+			}
+			for bit := range 53 {
+				ones[i][bit] += int(p[i] >> bit & 1)
+			}
+		}
+		prev = p
+	}
+	require.LessOrEqual(t, near, 10, "consecutive ids close to each other")
+	for i := range 2 {
+		for bit := range 53 {
+			// Binomial(2000, 1/2): 1000 ± 22; 800..1200 is over 8 sigma.
+			require.InDelta(t, n/2, ones[i][bit], 200, "part %d bit %d", i, bit)
+		}
+	}
+}
+
+// BenchmarkNewSocketID: the cost of one socket id, paid once per connect.
+func BenchmarkNewSocketID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = protocol.NewSocketID()
+	}
 }
 
 func TestValidSocketID(t *testing.T) {

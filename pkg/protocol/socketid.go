@@ -4,32 +4,24 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"strconv"
-	"sync/atomic"
 )
 
-// SocketIDs issues socket ids "<prefix>.<n>": a random 15-digit prefix per
-// generator (one per process) and a counter. pusher-http-go and -node
-// reject ids not matching ^\d+\.\d+$. Two processes collide only if they
-// draw the same prefix: about 1 in 10^8 for 10^4 process starts.
-type SocketIDs struct {
-	prefix []byte // "<digits>."
-	n      atomic.Uint64
-}
-
-// NewSocketIDs returns a generator with a fresh random prefix.
-func NewSocketIDs() *SocketIDs {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	const lo, span = 100_000_000_000_000, 900_000_000_000_000
-	p := lo + binary.BigEndian.Uint64(b[:])%span
-	return &SocketIDs{prefix: append(strconv.AppendUint(nil, p, 10), '.')}
-}
-
-// Next returns a new socket id. It is safe for concurrent use.
-func (g *SocketIDs) Next() string {
-	var buf [48]byte
-	b := append(buf[:0], g.prefix...)
-	b = strconv.AppendUint(b, g.n.Add(1), 10)
+// NewSocketID returns a new socket id "<a>.<b>": two numbers of 53 bits
+// each from crypto/rand, the form pusher-http-go, -node and -php insist on
+// (^\d+\.\d+$), each part a safe integer for a client that parses it as a
+// JavaScript number. No id tells anything of another: a client that could
+// guess a neighbour's id could, through a backend that forwards
+// X-Socket-ID (Laravel's toOthers), keep a broadcast from that socket.
+// With 106 random bits, a billion ids repeat one with a chance below
+// 10^-13. It is safe for concurrent use.
+func NewSocketID() string {
+	var r [16]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails on supported platforms
+	const mask = 1<<53 - 1
+	var buf [40]byte
+	b := strconv.AppendUint(buf[:0], binary.LittleEndian.Uint64(r[:8])&mask, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, binary.LittleEndian.Uint64(r[8:])&mask, 10)
 	return string(b)
 }
 

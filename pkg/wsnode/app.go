@@ -125,7 +125,6 @@ type App struct {
 	ws         *wsfront.Front
 	admin      *lifecycle.Server // nil when --admin-addr is empty
 	hub        *hub
-	ids        *protocol.SocketIDs
 	ready      lifecycle.Readiness
 
 	life lifecycle.State
@@ -145,7 +144,6 @@ func New(opts Options) (_ *App, err error) {
 		reg:        opts.Registry,
 		tun:        defaultTunables(),
 		hub:        newHub(),
-		ids:        protocol.NewSocketIDs(),
 		index:      newIndex(),
 		send:       newSender(),
 		closeSlots: make(chan struct{}, closeSlots),
