@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/headcount/headcount/pkg/admission/capacity"
+	"github.com/headcount/headcount/pkg/eventlog"
 )
 
 // FuzzParse: no apps file makes Parse panic, and an app it accepts has its
@@ -34,7 +35,7 @@ func FuzzParse(f *testing.F) {
 			}
 			for _, w := range a.Webhooks {
 				for _, typ := range w.EventTypes {
-					if !slices.Contains(webhookEventTypes, typ) {
+					if !slices.Contains(eventlog.Names, typ) {
 						t.Fatalf("accepted event type %q", typ)
 					}
 				}

@@ -42,21 +42,13 @@ func checkSecret(secret string) error {
 	return nil
 }
 
-// webhookEventTypes are the events a webhook may ask for: Pusher's, and
-// headcount's admission events.
-var webhookEventTypes = []string{
-	eventlog.ChannelOccupied, eventlog.ChannelVacated, eventlog.MemberAdded, eventlog.MemberRemoved,
-	eventlog.ClientEvent, eventlog.SubscriptionCount, eventlog.CacheMiss,
-	eventlog.AdmissionAdmitted, eventlog.AdmissionDropped,
-}
-
-// checkEventTypes refuses a type no event has: a misspelt one would never
-// be sent, with nothing to say why.
+// checkEventTypes refuses a type no event has (eventlog.Names): a
+// misspelt one would never be sent, with nothing to say why.
 func checkEventTypes(types []string) []error {
 	var errs []error
 	for i, t := range types {
-		if !slices.Contains(webhookEventTypes, t) {
-			errs = append(errs, fmt.Errorf("event_types[%d] %q is not an event type (known: %s)", i, t, strings.Join(webhookEventTypes, ", ")))
+		if !slices.Contains(eventlog.Names, t) {
+			errs = append(errs, fmt.Errorf("event_types[%d] %q is not an event type (known: %s)", i, t, strings.Join(eventlog.Names, ", ")))
 		}
 	}
 	return errs
