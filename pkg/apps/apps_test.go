@@ -221,7 +221,7 @@ func TestValidateAcceptsNothingSilently(t *testing.T) {
 	const ok = `"id":"a","key":"k","secret":"s"`
 	for name, tc := range map[string]struct{ in, want string }{
 		"event type typo": {`[{` + ok + `,"webhooks":[{"url":"http://u","event_types":["channel_occupied","channel_ocupied"]}]}]`,
-			`app "a": webhooks[0]: event_types[1] "channel_ocupied" is not an event type (known: channel_occupied, channel_vacated, member_added, member_removed, client_event, subscription_count, cache_miss, admission_admitted, admission_dropped)`},
+			`app "a": webhooks[0]: event_types[1] "channel_ocupied" is not an event type (known: channel_occupied, channel_vacated, member_added, member_removed, client_event, subscription_count, cache_miss, admission_admitted, admission_dropped, events_dropped)`},
 		"private prefix": {`[{` + ok + `,"capacities":[{"prefix":"private-room-","capacity":3}]}]`,
 			`app "a": capacities[0] (prefix "private-room-"): not a presence channel's prefix: capacities apply to presence channels only, so start it with presence-`},
 		"empty prefix":    {`[{` + ok + `,"capacities":[{"prefix":"","capacity":3}]}]`, `capacities[0] (prefix ""): not a presence channel's prefix`},
