@@ -76,7 +76,9 @@ type apiRequest struct {
 // (408) and checks it against the signed body_md5 (401). Only a caller
 // holding the app's secret gets its body read: anyone else is answered
 // from the head alone and the connection closed, so a body that never
-// arrives holds nothing.
+// arrives holds nothing. A request that fails its signature (or is
+// refused before the check) closes its connection, body or not, so that
+// nobody without the secret keeps connections open behind refusals.
 func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("app_id")
@@ -119,6 +121,7 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 			return
 		}
 		if err := sq.CheckBody(body); err != nil {
+			w.Header().Set("Connection", "close")
 			a.refuse(w, r, http.StatusUnauthorized, err.Error())
 			return
 		}
@@ -137,16 +140,19 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 // bodyTooLarge is the 413 of a body over maxBodyBytes.
 var bodyTooLarge = fmt.Sprintf("Request body is over the limit of %d bytes", maxBodyBytes)
 
-// refuseUnread refuses a request whose body was not read. If it may have
-// one, the connection is closed after the answer instead of kept, and
-// net/http's drain of what is left of the body (up to 256 KiB, read so the
-// close does not reset the connection under an answer in flight) gets
-// drainGrace instead of the rest of --read-timeout: a client that sent its
-// body reads its answer, one that holds the body back holds nothing for
-// long.
+// refuseUnread refuses a request from its head alone, whose sender has not
+// shown it holds the app's secret, and closes the connection after the
+// answer instead of keeping it: an anonymous client cannot hold keep-alive
+// connections by sending requests that are refused (it can with GET /up,
+// which load balancers need kept; the connection cap deals with those). If
+// the request may have a body, net/http's drain of what is left of it (up
+// to 256 KiB, read so the close does not reset the connection under an
+// answer in flight) gets drainGrace instead of the rest of --read-timeout:
+// a client that sent its body reads its answer, one that holds the body
+// back holds nothing for long.
 func (a *App) refuseUnread(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	w.Header().Set("Connection", "close")
 	if r.ContentLength != 0 {
-		w.Header().Set("Connection", "close")
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainGrace)) // not supported in-process: nothing to drain there
 	}
 	a.refuse(w, r, code, msg)

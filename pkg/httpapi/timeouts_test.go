@@ -41,8 +41,9 @@ func TestSlowClientsAreCut(t *testing.T) {
 	var base int
 	require.Eventually(t, func() bool { base = runtime.NumGoroutine(); return base < 100 }, 10*time.Second, 10*time.Millisecond)
 
-	// An unsigned GET: any app id will do.
-	idlers := lifecycletest.Idle(t, addr, "GET /apps/"+appID+"/channels HTTP/1.1\r\nHost: x\r\n\r\n", 100)
+	// GET /up: unsigned, and the connection is kept (a refused /apps/
+	// request closes its own).
+	idlers := lifecycletest.Idle(t, addr, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n", 100)
 	// Bodies announced at 1,000,000 bytes (and 1,000, which the server
 	// would otherwise drain before reusing the connection); 4 arrive.
 	path := "/apps/" + appID + "/events"
