@@ -7,7 +7,10 @@
 //   - Main, the body of each thin main, with its exit codes;
 //   - the admin HTTP server (/metrics, /healthz, /readyz) and a Server that
 //     serves an http.Server inside an oklog/run group with a deadline on
-//     every phase of a connection (Timeouts).
+//     every phase of a connection (Timeouts); ListenCapped caps its
+//     connections too (Cap), closing the one that waited longest for a
+//     request to admit a new one at the cap and refusing with 503 when all
+//     are busy, and backs off failed accepts.
 //
 // It installs no signal handlers except in Main. The name is its own:
 // github.com/oklog/run, which the apps use for their run groups, keeps the

@@ -104,6 +104,8 @@ func (t Timeouts) withDefaults() Timeouts {
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
+	// capped is ln when ListenCapped made the server, else nil.
+	capped *capListener
 }
 
 // Listen binds addr and returns a server for h whose connections are
@@ -126,6 +128,15 @@ func Listen(addr string, h http.Handler, t Timeouts) (*Server, error) {
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// Open is the number of connections open on a server from ListenCapped:
+// what its Cap.Max caps. It is 0 for a server from Listen.
+func (s *Server) Open() int {
+	if s.capped == nil {
+		return 0
+	}
+	return int(s.capped.open.Load())
+}
+
 // Serve blocks until Shutdown; it returns nil on a clean shutdown.
 func (s *Server) Serve() error {
 	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
@@ -140,6 +151,7 @@ func (s *Server) Serve() error {
 func (s *Server) Close() {
 	_ = s.srv.Close()
 	_ = s.ln.Close() // Serve was never called: srv does not know ln
+	s.waitRefused()
 }
 
 // Shutdown stops accepting and waits up to timeout for requests in flight.
@@ -149,5 +161,15 @@ func (s *Server) Shutdown(timeout time.Duration) {
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
 		_ = s.srv.Close()
+	}
+	_ = s.ln.Close() // Shutdown closed it, unless Serve was never called
+	s.waitRefused()
+}
+
+// waitRefused waits for the goroutines of the connections a capped server
+// refused, which its listener's close ends at once.
+func (s *Server) waitRefused() {
+	if s.capped != nil {
+		s.capped.wait()
 	}
 }
