@@ -184,6 +184,12 @@ type HTTPAPI struct {
 	// body, the handler and writing the answer; above ReadTimeout. Zero
 	// means DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// MaxConnections caps the connections open on the API port at once. At
+	// the cap a new connection takes the place of the one that has waited
+	// longest for a request (a keep-alive connection between requests, say),
+	// and is refused with 503 when every one is busy. Zero means
+	// MaxConnectionsFor(the open-file limit, the Redis connections).
+	MaxConnections int
 }
 
 // The httpapi's connection timeouts. Idle is above the keep-alive pools of
@@ -393,6 +399,8 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	s.dur(&c.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
 	s.dur(&c.ReadTimeout, "read-timeout", "how long reading a whole request, headers and body, may take")
 	s.dur(&c.WriteTimeout, "write-timeout", "how long a request may take from the end of its headers to the end of its answer (above --read-timeout)")
+	s.integer(&c.MaxConnections, "max-connections", "connections the API port holds at once; past it a new one takes the place of the one idle longest, or gets 503 if all are busy "+
+		"(0: derived from the open-file limit, leaving room for Redis and the admin port)")
 	words, err := s.parse(args, false)
 	if stop(err) {
 		return c, err
@@ -412,6 +420,9 @@ func ParseHTTPAPI(args []string, env Env, out io.Writer) (HTTPAPI, error) {
 	errs = append(errs, positive("--idle-timeout", c.IdleTimeout), positive("--read-timeout", c.ReadTimeout), positive("--write-timeout", c.WriteTimeout))
 	if c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.WriteTimeout <= c.ReadTimeout {
 		errs = append(errs, fmt.Errorf("--write-timeout: %v must be above --read-timeout %v (it starts when a request's headers are in, so it covers reading the body too)", c.WriteTimeout, c.ReadTimeout))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections: %d is negative (0 derives it from the open-file limit)", c.MaxConnections))
 	}
 	return c, errors.Join(errs...)
 }
@@ -485,4 +496,15 @@ func positive(setting string, d time.Duration) error {
 func MaxSocketsFor(limit uint64) int {
 	l := int64(min(limit, 1<<40)) // RLIM_INFINITY is all ones
 	return int(max(l-max(64, l/10), l/2))
+}
+
+// MaxConnectionsFor is httpapi's default --max-connections under an
+// open-file limit, for a process whose Redis clients may hold up to redis
+// connections: MaxSocketsFor(limit), whose headroom covers the admin port,
+// the listeners, logs and outgoing webhooks, less the Redis connections,
+// and never below a quarter of the limit. A limit of 1024 and 30 Redis
+// connections (go-redis's pools on 2 CPUs) give 892.
+func MaxConnectionsFor(limit uint64, redis int) int {
+	l := int64(min(limit, 1<<40)) // RLIM_INFINITY is all ones
+	return int(max(int64(MaxSocketsFor(limit))-int64(max(redis, 0)), l/4))
 }
