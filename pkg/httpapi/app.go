@@ -90,6 +90,8 @@ type App struct {
 
 	api   *lifecycle.Server
 	admin *lifecycle.Server // nil when --admin-addr is empty
+	// maxConns caps the connections open on api (0: no cap).
+	maxConns int
 
 	redisUp  lifecycle.Readiness
 	draining atomic.Bool
@@ -115,11 +117,16 @@ func New(opts Options) (_ *App, err error) {
 	a := &App{
 		log:       log.Named("httpapi"),
 		apps:      opts.Config.Apps,
-		metrics:   newMetrics(reg),
 		dashboard: opts.Config.Dashboard,
 		demoWS:    opts.Config.DemoWS,
 		dashHosts: dashboardHosts(opts.Config),
 	}
+	a.metrics = newMetrics(reg, func() float64 {
+		if a.api == nil { // New failed before listening; nobody scrapes
+			return 0
+		}
+		return float64(a.api.Open())
+	})
 	defer func() {
 		if err != nil {
 			a.life.Stop()
@@ -147,7 +154,10 @@ func New(opts Options) (_ *App, err error) {
 	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
 
 	a.routes = a.handler()
-	if a.api, err = lifecycle.Listen(opts.Config.Addr, a.routes, apiTimeouts(opts.Config)); err != nil {
+	a.maxConns = a.connCap(opts.Config.MaxConnections, redisConns(a.rdb, opts.Config.Common))
+	a.metrics.maxConns.Set(float64(a.maxConns))
+	if a.api, err = lifecycle.ListenCapped(opts.Config.Addr, a.routes, apiTimeouts(opts.Config), lifecycle.Cap{
+		Max: a.maxConns, Setting: "--max-connections", Logger: a.log, OnEvent: a.metrics.connEvent}); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.life.Defer(a.api.Close)
@@ -176,6 +186,56 @@ func apiTimeouts(c config.HTTPAPI) lifecycle.Timeouts {
 		Write:  or(c.WriteTimeout, config.DefaultWriteTimeout),
 		Idle:   or(c.IdleTimeout, config.DefaultIdleTimeout),
 	}
+}
+
+// connCap is the cap on connections open on the API port: set
+// (--max-connections) if positive, else derived from the open-file limit
+// leaving room for redis connections (no cap where there is no limit). A
+// cap above the derived one is kept, with a warning: it leaves the
+// process's other files less room than the default.
+func (a *App) connCap(set, redis int) int {
+	limit, ok := config.OpenFileLimit()
+	if set <= 0 {
+		if !ok {
+			return 0
+		}
+		return config.MaxConnectionsFor(limit, redis)
+	}
+	if ok && set > config.MaxConnectionsFor(limit, redis) {
+		a.log.Warn("--max-connections leaves less room for Redis connections and the admin port than the open-file limit calls for",
+			"max_connections", set, "open_file_limit", limit, "redis_connections", redis, "default", config.MaxConnectionsFor(limit, redis))
+	}
+	return set
+}
+
+// redisConns is the most connections rdb may hold open at once, which the
+// API port's default cap leaves room for. Every part of the app (counts,
+// listings, the bus, the cache, admission, rate limits, webhooks) shares
+// rdb, so it is rdb's pools: per Redis server, the pool (go-redis's
+// default: 10 per CPU; 5 on a Cluster node) and, but on a Cluster, the
+// pipeline pool (10); in Sentinel mode the client of the sentinels too,
+// with a pool as large and a pub/sub connection. A Cluster counts as
+// max(its seeds, 3) nodes: with more, set --max-connections.
+func redisConns(rdb redis.UniversalClient, c config.Common) int {
+	switch r := rdb.(type) {
+	case *redis.ClusterClient:
+		o := r.Options()
+		return o.PoolSize * max(len(o.Addrs), 3)
+	case *redis.Client:
+		o := r.Options()
+		n := o.PoolSize
+		switch {
+		case o.PipelinePoolSize == 0:
+			n += redis.DefaultPipelinePoolSize
+		case o.PipelinePoolSize > 0:
+			n += o.PipelinePoolSize
+		}
+		if c.RedisMode() == config.RedisSentinel {
+			n += o.PoolSize + 1
+		}
+		return n
+	}
+	return 0
 }
 
 // replicaName names this process among the webhook deliverers: unique per
@@ -214,7 +274,7 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "apps", len(a.apps.All()))
+	a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "apps", len(a.apps.All()), "max_connections", a.maxConns)
 
 	var g run.Group
 	g.Add(func() error {

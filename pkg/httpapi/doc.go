@@ -10,13 +10,27 @@
 //     reason) for a bad or stale signature or a tampered query (body_md5 is
 //     in the signed query, so this needs no body), 403 for a disabled app;
 //     then the body is read under the cap (413) and --read-timeout (408)
-//     and checked against body_md5 (401). A request refused from its head
-//     closes its connection. Wrong methods get 405, bad channel names and
-//     bad info attributes 400. Error bodies are plain text, as Pusher's are.
+//     and checked against body_md5 (401). A request refused before its
+//     signature proved anything (from its head, or for its body_md5) is
+//     answered with Connection: close and closes its connection, so that
+//     nobody without the secret keeps connections open behind refusals;
+//     GET /up keeps its connection (load balancers). Wrong methods get
+//     405, bad channel names and bad info attributes 400. Error bodies are
+//     plain text, as Pusher's are.
 //   - No connection is held longer than its timeouts: --idle-timeout
 //     between requests (default 120 s), --read-timeout for a whole request
 //     (30 s), --write-timeout from the end of its headers to the end of its
 //     answer (60 s); headers alone get 10 s.
+//   - The API port holds at most --max-connections connections at once
+//     (lifecycle.ListenCapped), by default the open-file limit less room for
+//     the admin port and other files (config.MaxSocketsFor) and for every
+//     connection rdb's pools may open (redisConns: every part of the app
+//     shares rdb), so /readyz, /metrics and Redis keep working at the cap.
+//     At the cap a new connection takes the place of the one that waited
+//     longest for a request (a keep-alive connection between requests, or
+//     a new one without a request head for a second); when all are busy it
+//     is answered 503 with Retry-After and closed. Each is a rate-limited
+//     WARN and a metric; accept failures back off instead of spinning.
 //   - Counts are exact as of the Redis read: a listing holds only occupied
 //     channels and GET /apps/{id}/channels/{name} says occupied:false for a
 //     vacant one. A Redis failure is a 503 and never a made-up answer. The

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,13 @@ const (
 	offSecret = "secret-off"
 )
 
-// TestMain fails the package if goroutines outlive its tests (redistest.Main).
+// TestMain fails the package if goroutines outlive its tests
+// (redistest.Main). Re-executed by a test with HTTPAPI_TEST_APP=1, it runs
+// the app instead, as cmd/httpapi does (runApp).
 func TestMain(m *testing.M) {
+	if os.Getenv("HTTPAPI_TEST_APP") == "1" {
+		os.Exit(runApp())
+	}
 	redistest.Main(m)
 }
 

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/headcount/headcount/pkg/lifecycle"
 )
 
 type metrics struct {
@@ -17,11 +19,45 @@ type metrics struct {
 	// listingShared counts full listings answered with another request's
 	// result, by source: cached or waited.
 	listingShared *prometheus.CounterVec
+
+	// maxConns is the connection cap in force on the API port.
+	maxConns prometheus.Gauge
+	// connsRefused counts connections refused at the cap, connsClosed
+	// those closed to admit a new one, by state, and acceptErrors the
+	// accepts that failed.
+	connsRefused    prometheus.Counter
+	connsClosedIdle prometheus.Counter
+	connsClosedNew  prometheus.Counter
+	acceptErrors    prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the API's metrics; portConns reads the number of
+// connections open on the API port.
+func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_httpapi_port_connections",
+		Help: "Connections open on the API port, in a request or waiting for one: what --max-connections caps.",
+	}, portConns)
+	closed := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "headcount_httpapi_connections_closed_for_room_total",
+		Help: "Connections closed at --max-connections to admit a new one, by what they were waiting in: idle (a keep-alive connection between requests) or new (no request head a second after connecting); the one that waited longest goes first.",
+	}, []string{"state"})
 	return &metrics{
+		maxConns: f.NewGauge(prometheus.GaugeOpts{
+			Name: "headcount_httpapi_max_connections",
+			Help: "The connection cap in force on the API port (--max-connections, or derived from the open-file limit; 0: none).",
+		}),
+		connsRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_httpapi_connections_refused_total",
+			Help: "Connections refused with 503 at --max-connections, every open one being busy with a request (or new within the last second).",
+		}),
+		connsClosedIdle: closed.WithLabelValues("idle"),
+		connsClosedNew:  closed.WithLabelValues("new"),
+		acceptErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_httpapi_accept_errors_total",
+			Help: "Accepts on the API port that failed (out of file descriptors, say), each retried after a backoff of 5 ms doubling up to 1 s.",
+		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_httpapi_requests_total",
 			Help: "HTTP API requests by route pattern and status code.",
@@ -47,5 +83,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_httpapi_listing_shared_total",
 			Help: "Full channel listings answered with a result computed by another request on any replica: cached, or waited for while it was computed.",
 		}, []string{"source"}),
+	}
+}
+
+// connEvent counts what the API port's cap reports.
+func (m *metrics) connEvent(e lifecycle.CapEvent) {
+	switch e {
+	case lifecycle.CapRefused:
+		m.connsRefused.Inc()
+	case lifecycle.CapClosedIdle:
+		m.connsClosedIdle.Inc()
+	case lifecycle.CapClosedNew:
+		m.connsClosedNew.Inc()
+	case lifecycle.CapAcceptFailed:
+		m.acceptErrors.Inc()
 	}
 }
