@@ -26,6 +26,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -183,4 +184,29 @@ func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
 	require.NotContains(t, log, "Accept error")
 	require.NotEmpty(t, p.lines("closing the connections that waited longest"))
 	require.LessOrEqual(t, len(p.lines("closing the connections that waited longest")), 2, "a warning per 10 s, not per connection")
+}
+
+// TestRedisConns: the room the default cap leaves for Redis is what the
+// client's pools may open, in every mode, pool sizes set in the URL
+// included.
+func TestRedisConns(t *testing.T) {
+	cpus := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		name string
+		c    config.Common
+		want int
+	}{
+		{"single", config.Common{Redis: "redis://127.0.0.1:1/0"}, 10*cpus + 10},
+		{"pool size in the URL", config.Common{Redis: "redis://127.0.0.1:1/0?pool_size=7"}, 7 + 10},
+		{"cluster of two seeds: three nodes at least", config.Common{RedisCluster: "127.0.0.1:1,127.0.0.1:2"}, 3 * 5 * cpus},
+		{"cluster of four seeds", config.Common{RedisCluster: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3,127.0.0.1:4"}, 4 * 5 * cpus},
+		{"sentinel", config.Common{RedisSentinel: "127.0.0.1:1", RedisSentinelMaster: "m"}, 10*cpus + 10 + 10*cpus + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, err := redisx.NewClient(tc.c)
+			require.NoError(t, err)
+			defer rdb.Close()
+			require.Equal(t, tc.want, redisConns(rdb, tc.c))
+		})
+	}
 }

@@ -22,9 +22,9 @@ type metrics struct {
 
 	// maxConns is the connection cap in force on the API port.
 	maxConns prometheus.Gauge
-	// connsRefused counts connections refused at the cap, connsClosed
-	// those closed to admit a new one, by state, and acceptErrors the
-	// accepts that failed.
+	// connsRefused counts connections refused at the cap, connsClosedIdle
+	// and connsClosedNew those closed to admit a new one, and acceptErrors
+	// the accepts that failed.
 	connsRefused    prometheus.Counter
 	connsClosedIdle prometheus.Counter
 	connsClosedNew  prometheus.Counter
