@@ -44,7 +44,7 @@ func runApp() int {
 			return 3
 		}
 	}
-	cfg, err := config.ParseHTTPAPI(os.Args[1:], os.Getenv, os.Stderr)
+	cfg, err := config.ParseHTTPAPI(os.Args[1:], os.LookupEnv, os.Stderr)
 	return lifecycle.Main("httpapi", os.Stdout, os.Stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
 		return New(Options{Config: cfg, Logger: log, Registry: reg})
 	})
