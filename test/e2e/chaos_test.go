@@ -262,6 +262,7 @@ type chaosSlot struct {
 type chaosSock struct {
 	c      *wstest.Conn
 	slot   *chaosSlot
+	id     string // socket_id, set before the socket joins the truth
 	user   string
 	wmu    sync.Mutex
 	subs   map[string]bool // confirmed, guarded by chaos.mu
@@ -476,40 +477,48 @@ func (c *chaos) churn(ctx context.Context, slot *chaosSlot) {
 // once the server acknowledged it. It reports whether every subscription
 // was.
 func (c *chaos) open(slot *chaosSlot, addr string, rng *rand.Rand, presence bool) bool {
+	s := c.dial(slot, addr, rng)
+	if s == nil {
+		return false
+	}
+	ok := true
+	for range 1 + rng.IntN(3) {
+		ok = c.subscribe(s, s.id, chaosPublic[rng.IntN(len(chaosPublic))]) && ok
+	}
+	if presence && rng.IntN(10) < 3 {
+		ok = c.subscribe(s, s.id, chaosPresence[rng.IntN(len(chaosPresence))]) && ok
+	}
+	return ok
+}
+
+// dial opens one socket on slot, as one of 20 users, and adds it to the
+// truth once the server established it; nil if it did not.
+func (c *chaos) dial(slot *chaosSlot, addr string, rng *rand.Rand) *chaosSock {
 	conn, err := wstest.Dial(addr, "/app/app-key?protocol=7")
 	if err != nil {
 		c.t.Logf("chaos: dial %s: %v", slot.name, err)
-		return false
+		return nil
 	}
 	s := &chaosSock{c: conn, slot: slot, user: fmt.Sprintf("u%d", rng.IntN(20)), subs: map[string]bool{},
 		est: make(chan string, 1), acks: make(chan string, 4), gone: make(chan struct{})}
 	go c.read(s)
-	var id string
 	select {
-	case id = <-s.est:
+	case s.id = <-s.est:
 	case <-s.gone:
-		return false
+		return nil
 	case <-time.After(chaosOpTimeout):
 		c.t.Logf("chaos: %s: no connection_established within %v", slot.name, chaosOpTimeout)
 		s.c.Close()
-		return false
+		return nil
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if s.closed {
-		c.mu.Unlock()
-		return false
+		return nil
 	}
 	c.socks[s] = struct{}{}
 	c.lastChange = time.Now()
-	c.mu.Unlock()
-	ok := true
-	for range 1 + rng.IntN(3) {
-		ok = c.subscribe(s, id, chaosPublic[rng.IntN(len(chaosPublic))]) && ok
-	}
-	if presence && rng.IntN(10) < 3 {
-		ok = c.subscribe(s, id, chaosPresence[rng.IntN(len(chaosPresence))]) && ok
-	}
-	return ok
+	return s
 }
 
 // subscribe reports whether s holds channel afterwards.
@@ -521,10 +530,13 @@ func (c *chaos) subscribe(s *chaosSock, socketID, channel string) bool {
 		return held && !closed
 	}
 	data := map[string]string{"channel": channel}
-	if strings.HasPrefix(channel, "presence-") {
+	switch {
+	case strings.HasPrefix(channel, "presence-"):
 		cd := fmt.Sprintf(`{"user_id":%q,"user_info":{"name":%q}}`, s.user, s.user)
 		data["channel_data"] = cd
 		data["auth"] = "app-key:" + auth.Sign("app-secret", socketID+":"+channel+":"+cd)
+	case strings.HasPrefix(channel, "private-"):
+		data["auth"] = "app-key:" + auth.Sign("app-secret", socketID+":"+channel)
 	}
 	b, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": data})
 	if err := s.send(string(b)); err != nil {
@@ -643,11 +655,18 @@ func (c *chaos) compare(exclude *chaosSlot) (string, time.Time) {
 			diffs = append(diffs, fmt.Sprintf("%s count %d, truth %d", ch, g, w))
 		}
 	}
-	gotUsers, err := c.store.UserCounts(ctx, chaosApp, chaosPresence)
+	// Every presence channel held or listed, and the suite's own.
+	presence := slices.Clone(chaosPresence)
+	for ch := range merge(got, wantCh) {
+		if strings.HasPrefix(ch, "presence-") && !slices.Contains(presence, ch) {
+			presence = append(presence, ch)
+		}
+	}
+	gotUsers, err := c.store.UserCounts(ctx, chaosApp, presence)
 	if err != nil {
 		return "read user counts: " + err.Error(), at
 	}
-	for _, ch := range chaosPresence {
+	for _, ch := range presence {
 		if gotUsers[ch] != wantUsers[ch] {
 			diffs = append(diffs, fmt.Sprintf("%s user_count %d, truth %d", ch, gotUsers[ch], wantUsers[ch]))
 		}
