@@ -14,7 +14,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT_DIR     := $(CURDIR)/.tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 GOLANGCI_LINT         := $(GOLANGCI_LINT_DIR)/golangci-lint
 
-.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos image k8s-validate k8s-validate-server
+.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos soak image k8s-validate k8s-validate-server
 
 all: lint test ## Lint, then run every test (what CI runs)
 
@@ -71,9 +71,19 @@ clean: ## Remove bin/, .run/ and test/coverage files (not the linter in .tools)
 CHAOS_DURATION ?= 2m
 CHAOS_SEED     ?=
 CLUSTER        ?=
+SOAK_DURATION  ?= 1h
+SOAK_CSV       ?=
+# The soak's go test timeout: its duration, then a few minutes of end checks
+# and return to the baseline. Raise it with SOAK_DURATION (the test refuses
+# to start with less than the duration + 5m).
+SOAK_TIMEOUT   ?= 80m
 
-chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=, CLUSTER=1: Redis Cluster)
+chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURATION=2m, CHAOS_SEED=, CLUSTER=1: Redis Cluster), then make soak
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) HC_CHAOS_CLUSTER=$(CLUSTER) HC_CHAOS=1 $(GO) test -count=1 -run TestChaos -timeout 15m -v ./test/e2e/
+	@$(MAKE) --no-print-directory soak
+
+soak: ## Soak: steady churn on real processes; heaps, goroutines, fds and Redis back to baseline (SOAK_DURATION=1h, SOAK_CSV=samples.csv)
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_CSV=$(if $(SOAK_CSV),$(abspath $(SOAK_CSV))) HC_SOAK=1 $(GO) test -count=1 -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) -v ./test/e2e/
 
 IMAGE ?= headcount:dev
 
