@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -140,7 +141,7 @@ type soak struct {
 	began   time.Time
 	fresh   atomic.Int64 // fresh channel names handed out
 	opened  atomic.Int64 // sockets established
-	refused atomic.Int64 // subscriptions not acknowledged, client events not sent
+	refused atomic.Int64 // sockets not established, subscriptions not acknowledged
 	pubs    atomic.Int64 // publish requests answered 200
 	pubErrs atomic.Int64
 	events  atomic.Int64 // client events sent
@@ -496,7 +497,7 @@ func (k *soak) saveProfiles(tag string) {
 func (k *soak) rowsSince(at time.Duration) []soakRow {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(k.rows, at, func(r soakRow, at time.Duration) int { return int(r.at - at) })
+	i, _ := slices.BinarySearchFunc(k.rows, at, func(r soakRow, at time.Duration) int { return cmp.Compare(r.at, at) })
 	return slices.Clone(k.rows[i:])
 }
 
