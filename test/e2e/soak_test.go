@@ -309,8 +309,9 @@ func (k *soak) allowed(i int, base []float64, r soakRow) float64 {
 }
 
 // openCSV creates the samples' file: SOAK_CSV, or soak.csv in a new
-// directory under the system's temporary one, kept after the test so a
-// run can be plotted.
+// directory under the system's temporary one, kept after a failed test or
+// a long one (HC_SOAK) so the run can be plotted, and removed after a
+// passing short one, so make test leaves nothing behind.
 func (k *soak) openCSV() {
 	path := os.Getenv("SOAK_CSV")
 	if path == "" {
@@ -318,6 +319,11 @@ func (k *soak) openCSV() {
 		if err != nil {
 			k.t.Fatal(err)
 		}
+		k.t.Cleanup(func() {
+			if !k.t.Failed() && os.Getenv("HC_SOAK") == "" {
+				_ = os.RemoveAll(dir)
+			}
+		})
 		path = filepath.Join(dir, "soak.csv")
 	}
 	f, err := os.Create(path)
