@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -144,24 +143,5 @@ func TestAppCredentialsExit2(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
-	for _, tc := range []struct {
-		env  map[string]string
-		code int
-		want string
-	}{
-		{map[string]string{"HEADCOUNT_APP_KEY": "k"}, 2, "HEADCOUNT_APP_SECRET is not set"},
-		{map[string]string{"HEADCOUNT_APP_ID": "a", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
-		{map[string]string{"HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
-		{map[string]string{"SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}, 2, "SOKETI_DEFAULT_APP_SECRET is not set"},
-		{nil, 1, "admin listener"},
-	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = proctest.Environ(map[string]string{"CLEANER_TEST_MAIN": "1", "CLEANER_TEST_ARGS": "--admin-addr " + taken.Addr().String()}, "HEADCOUNT_", "SOKETI_")
-		for k, v := range tc.env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		out, err := cmd.CombinedOutput()
-		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
-		require.Contains(t, string(out), tc.want, "%v", tc.env)
-	}
+	proctest.RequireCredentialExits(t, []string{"-test.run=^$"}, map[string]string{"CLEANER_TEST_MAIN": "1", "CLEANER_TEST_ARGS": "--admin-addr " + taken.Addr().String()}, "admin listener")
 }

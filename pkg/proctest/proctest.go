@@ -4,9 +4,13 @@ package proctest
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Buffer is a bytes.Buffer safe to read while a process writes to it.
@@ -44,4 +48,33 @@ func Environ(set map[string]string, drop ...string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// RequireCredentialExits runs the test binary again as a binary's main
+// (with args and mainEnv, which say so and make it fail just past its
+// configuration, with exit 1 and noneWant in its output) under the default
+// app's credential variables partly set, or set to "": each must exit 2
+// naming the variable rather than serve the published app-secret.
+func RequireCredentialExits(t *testing.T, args []string, mainEnv map[string]string, noneWant string) {
+	t.Helper()
+	for _, tc := range []struct {
+		env  map[string]string
+		code int
+		want string
+	}{
+		{map[string]string{"HEADCOUNT_APP_KEY": "k"}, 2, "HEADCOUNT_APP_SECRET is not set"},
+		{map[string]string{"HEADCOUNT_APP_ID": "a", "HEADCOUNT_APP_KEY": "k", "HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"HEADCOUNT_APP_SECRET": ""}, 2, "HEADCOUNT_APP_SECRET is set but blank"},
+		{map[string]string{"SOKETI_DEFAULT_APP_ID": "a", "SOKETI_DEFAULT_APP_KEY": "k"}, 2, "SOKETI_DEFAULT_APP_SECRET is not set"},
+		{nil, 1, noneWant},
+	} {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = Environ(mainEnv, "HEADCOUNT_", "SOKETI_")
+		for k, v := range tc.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
+		require.Contains(t, string(out), tc.want, "%v", tc.env)
+	}
 }
