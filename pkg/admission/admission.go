@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -54,21 +55,31 @@ const (
 	// MaxUserIDLength matches the presence limit: a user who could never
 	// subscribe is refused a place.
 	MaxUserIDLength = 128
+	// DefaultMaxMembers is a presence channel's member limit when the app
+	// sets no maxPresenceMembersPerChannel: Pusher's documented limit.
+	DefaultMaxMembers = 100
 )
 
 // Rule is what the apps file says about one channel: its capacity by the
 // longest matching prefix (0: no limit, unless the HTTP API set one for the
-// channel) and the app's timings.
+// channel), its member limit and the app's timings. The gate seats the
+// smaller of the capacity and the member limit, with a waiting list only
+// when there is a capacity (scripts/lib.lua, seats).
 type Rule struct {
 	Capacity int
-	Ticket   time.Duration // an admitted user's slot lasts this long unless used
-	Grace    time.Duration // a member who left keeps the slot this long
-	Dropout  time.Duration // a waiter silent this long is struck from the list
+	// Members is the most distinct users the channel may have (0: none).
+	Members int
+	Ticket  time.Duration // an admitted user's slot lasts this long unless used
+	Grace   time.Duration // a member who left keeps the slot this long; a subscribe holds its seat this long
+	Dropout time.Duration // a waiter silent this long is struck from the list
 }
 
 // RuleFor resolves app's rule for channel.
 func RuleFor(app *apps.App, channel string) Rule {
-	r := Rule{Ticket: DefaultTicket, Grace: DefaultGrace, Dropout: DefaultDropout}
+	r := Rule{Members: DefaultMaxMembers, Ticket: DefaultTicket, Grace: DefaultGrace, Dropout: DefaultDropout}
+	if app.MaxPresenceMembersPerChannel > 0 {
+		r.Members = app.MaxPresenceMembersPerChannel
+	}
 	best := -1
 	for _, c := range app.Capacities {
 		if strings.HasPrefix(channel, c.Prefix) && len(c.Prefix) > best {
@@ -90,8 +101,9 @@ func RuleFor(app *apps.App, channel string) Rule {
 // presence channels count distinct users, so only they are gated.
 func Limited(channel string) bool { return protocol.ChannelKind(channel).HasMembers() }
 
+// args are every script's ARGV (scripts/lib.lua).
 func (r Rule) args(user string) []any {
-	return []any{user, r.Capacity, r.Ticket.Milliseconds(), r.Grace.Milliseconds(), r.Dropout.Milliseconds()}
+	return []any{user, r.Capacity, r.Ticket.Milliseconds(), r.Grace.Milliseconds(), r.Dropout.Milliseconds(), r.Members}
 }
 
 // Status is the outcome of a Check.
@@ -151,6 +163,10 @@ func New(rdb redis.UniversalClient, ks keyspace.Space) *Gate { return &Gate{rdb:
 
 // ErrNoCapacity is returned by SetCapacity for n < 1 or n > capacity.Max.
 var ErrNoCapacity = fmt.Errorf("capacity must be 1 to %d", capacity.Max)
+
+// ErrFull is returned by Join when a channel without a waiting list (the
+// member limit alone limits it) has no free seat.
+var ErrFull = errors.New("the channel is at its member limit")
 
 // Check admits user if there is room and nobody waits, else puts them on
 // the list (or, if they are on it, checks them in and tells their place).
@@ -222,13 +238,17 @@ func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (
 	return g.State(ctx, app, channel, r)
 }
 
-// Join is the WebSocket gate: it reports whether user may subscribe to
-// channel (no limit, already a member, holding an unexpired slot, or held
-// by another subscribe) and, if not, their place on the list (0: not on
-// it). A user let in has their seat held for r.Grace: the caller must
+// Join is the WebSocket gate of every presence channel: it reports whether
+// user may subscribe to channel and, if not, their place on the list (0:
+// not on it). A member (another socket), a user held by another subscribe
+// and, on a listed channel, the holder of an unexpired slot pass; on a
+// channel with the member limit alone (no capacity) anyone passes while
+// a seat is free, first come first served, and past it Join returns
+// ErrFull. A user let in has their seat held for r.Grace: the caller must
 // record the member (its counts flush) within that time, and until the hold
 // ends nothing frees the seat. reentry is true when a member who left came
-// back within the grace.
+// back within the grace. One round trip; the script's work grows with the
+// channel's seats, never with the app.
 func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
 	v, err := joinScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
 	if err != nil {
@@ -237,28 +257,11 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 	if len(v) != 4 {
 		return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
 	}
+	if toInt(v[3]) < 0 {
+		return false, false, 0, 0, ErrFull
+	}
 	return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
 }
-
-// QueueJoin queues Join in p (EVALSHA: the caller falls back to Join when
-// the script is not loaded yet, IsNoScript) and returns how to read it.
-func (g *Gate) QueueJoin(ctx context.Context, p redis.Pipeliner, app, channel, user string, r Rule) func() (ok, reentry bool, position, waiting int, err error) {
-	cmd := joinScript.EvalSha(ctx, p, g.keys.channel(app, channel).scriptKeys(), r.args(user)...)
-	return func() (bool, bool, int, int, error) {
-		v, err := cmd.Slice()
-		if err != nil {
-			return false, false, 0, 0, fmt.Errorf("admission join: %w", err)
-		}
-		if len(v) != 4 {
-			return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
-		}
-		return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
-	}
-}
-
-// IsNoScript reports whether err says a queued script was not loaded (a
-// new or restarted Redis): run the unqueued call, which loads it.
-func IsNoScript(err error) bool { return err != nil && strings.Contains(err.Error(), "NOSCRIPT") }
 
 // Left starts user's grace on channel: their last socket left it, cluster
 // wide. Without a call (a lost edge), the slot is freed at its expiry. It
@@ -283,9 +286,9 @@ type WaiterState struct {
 // drop out while connected), settles the gate and returns each one's state
 // in order.
 func (g *Gate) CheckIn(ctx context.Context, app, channel string, users []string, r Rule) (State, Changes, []WaiterState, error) {
-	args := append(r.args(""), make([]any, len(users))...)
-	for i, u := range users {
-		args[5+i] = u
+	args := r.args("")
+	for _, u := range users {
+		args = append(args, u)
 	}
 	v, err := waitersScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), args...).Slice()
 	if err != nil {

@@ -45,9 +45,61 @@ var long = Rule{Capacity: 3, Ticket: time.Hour, Grace: time.Hour, Dropout: time.
 func TestRuleFor(t *testing.T) {
 	app := &apps.App{Capacities: []apps.Capacity{{Prefix: "presence-", Capacity: 100}, {Prefix: "presence-room-", Capacity: 30}},
 		Admission: apps.Admission{GraceSeconds: 5}}
-	require.Equal(t, Rule{Capacity: 30, Ticket: DefaultTicket, Grace: 5 * time.Second, Dropout: DefaultDropout}, RuleFor(app, "presence-room-1"))
+	require.Equal(t, Rule{Capacity: 30, Members: DefaultMaxMembers, Ticket: DefaultTicket, Grace: 5 * time.Second, Dropout: DefaultDropout}, RuleFor(app, "presence-room-1"))
 	require.Equal(t, 100, RuleFor(app, "presence-lobby").Capacity)
 	require.Equal(t, 0, RuleFor(app, "private-x").Capacity)
+	app.MaxPresenceMembersPerChannel = 7
+	require.Equal(t, 7, RuleFor(app, "presence-lobby").Members)
+}
+
+// TestMemberLimit: the member limit is a capacity of every presence
+// channel. Alone it seats first come first served, with no list: a user
+// past it is refused (ErrFull), a member or a held user passes, and a seat
+// frees when its holder is neither a member nor held. With a capacity, the
+// channel seats the smaller of the two, through the list.
+func TestMemberLimit(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		r := Rule{Members: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
+		for _, u := range []string{"a", "b", "a"} {
+			ok, _, _, _, err := g.Join(ctx, "app", "presence-m", u, r)
+			require.NoError(t, err, u)
+			require.True(t, ok, u)
+		}
+		_, _, _, _, err := g.Join(ctx, "app", "presence-m", "c", r)
+		require.ErrorIs(t, err, ErrFull)
+		// No list: the admission API sees no limit, and c waits nowhere.
+		res, err := g.Check(ctx, "app", "presence-m", "c", r)
+		require.NoError(t, err)
+		require.Equal(t, Unlimited, res.Status)
+		st, _, err := g.State(ctx, "app", "presence-m", r)
+		require.NoError(t, err)
+		require.Equal(t, State{}, st)
+		// a and b never became members: their seats free when the holds end.
+		require.Eventually(t, func() bool {
+			ok, _, _, _, err := g.Join(ctx, "app", "presence-m", "c", r)
+			return err == nil && ok
+		}, 5*time.Second, 20*time.Millisecond)
+
+		// A capacity above the member limit seats the member limit.
+		listed := r
+		listed.Capacity = 5
+		for i := range 3 {
+			res, err := g.Check(ctx, "app", "presence-l", fmt.Sprint("u", i), listed)
+			require.NoError(t, err)
+			if i < 2 {
+				require.Equal(t, Admitted, res.Status, i)
+			} else {
+				require.Equal(t, Waiting, res.Status)
+				require.Equal(t, State{Capacity: 2, Occupancy: 2, Waiting: 1}, res.State)
+			}
+		}
+		// A held user's key does not outlive the holds by much.
+		ttl, err := rdb.PTTL(ctx, keys{}.channel("app", "presence-m").Hold).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, 2*r.Grace)
+	})
 }
 
 // TestFIFO: first come first served below capacity, then a list in arrival

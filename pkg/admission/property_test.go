@@ -26,9 +26,9 @@ import (
 //
 //   - check: POST .../admission (also the check-in), on either replica;
 //   - join: a presence subscribe on either node: the node's gate call
-//     (QueueJoin in the members read, as wsnode does; none when the user
-//     already has a socket there), then the member recorded by that node's
-//     own counts.Recorder, flushed later;
+//     (Join, as wsnode makes it; none when the user already has a socket
+//     there), then the member recorded by that node's own
+//     counts.Recorder, flushed later;
 //   - leave: a socket unsubscribes (recorded, flushed later);
 //   - flush: a node's recorder writes what it gathered; the leave edges it
 //     reports go to that node's announcer queue;
@@ -45,13 +45,18 @@ import (
 //
 //   - capacity: the distinct users holding a seat (members, slot holders,
 //     holds of subscriptions being recorded; expired entries a sweep has not
-//     removed yet count too, which is stricter) are at most the capacity,
-//     unless nobody got a seat in the step (a lowered capacity evicts
-//     nobody);
-//   - FIFO: nobody got a seat in the step while someone who was on the list
-//     before them (lower arrival sequence, or anyone for a newcomer) still
-//     waits with the same sequence;
-//   - GET's occupancy is the snapshot's.
+//     removed yet count too, which is stricter) are at most the seats (the
+//     capacity, or the member limit if smaller), unless nobody got a seat in
+//     the step (a lowered capacity evicts nobody);
+//   - FIFO: on a channel with a capacity, nobody got a seat in the step
+//     while someone who was on the list before them (lower arrival
+//     sequence, or anyone for a newcomer) still waits with the same
+//     sequence;
+//   - GET's occupancy is the snapshot's, on a channel with a capacity.
+//
+// It runs twice: on a channel with a capacity of 3 (admission, with its
+// list) and on one with the member limit alone, 3 (first come, first
+// served), which the capacity steps turn into a listed channel and back.
 //
 // A node records a subscription within the grace of its gate call (it
 // flushes within milliseconds; the grace is at least a second). The driver
@@ -66,6 +71,26 @@ import (
 // propRule: short timings so tickets, dropouts and graces expire during
 // the run; the grace is long enough for the driver's flushes.
 var propRule = Rule{Capacity: 3, Ticket: 250 * time.Millisecond, Grace: 400 * time.Millisecond, Dropout: 300 * time.Millisecond}
+
+// memberRule is propRule's channel without a capacity: the member limit
+// alone seats 3 (and caps a capacity the steps set above it).
+var memberRule = Rule{Members: 3, Ticket: propRule.Ticket, Grace: propRule.Grace, Dropout: propRule.Dropout}
+
+// seatsOf is the oracle of scripts/lib.lua's seats: the seats of a channel
+// with override (0: none) under r, and whether it keeps a waiting list.
+func seatsOf(override int, r Rule) (int, bool) {
+	c := r.Capacity
+	if override > 0 {
+		c = override
+	}
+	if c > 0 {
+		if r.Members > 0 && r.Members < c {
+			c = r.Members
+		}
+		return c, true
+	}
+	return r.Members, false
+}
 
 const propUsers = 8
 
@@ -91,25 +116,33 @@ func propSteps(t testing.TB, def int) int {
 	return def
 }
 
-// TestProperty runs the driver on a single Redis and on a 3-master Cluster.
+// TestProperty runs the driver on a single Redis and on a 3-master
+// Cluster, on a channel with a capacity and on one with the member limit
+// alone.
 func TestProperty(t *testing.T) {
 	steps := propSteps(t, 1200)
-	t.Run("single", func(t *testing.T) {
-		srv := redistest.New(t)
-		runProperty(t, func() redis.UniversalClient { return srv.Client(t) }, propSeed(t), steps)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("cluster in -short")
-		}
-		cl := redistest.NewCluster(t)
-		runProperty(t, func() redis.UniversalClient { return cl.Client(t) }, propSeed(t), steps)
-	})
+	for _, r := range []struct {
+		name string
+		rule Rule
+	}{{"capacity", propRule}, {"members", memberRule}} {
+		t.Run(r.name+"/single", func(t *testing.T) {
+			srv := redistest.New(t)
+			runProperty(t, func() redis.UniversalClient { return srv.Client(t) }, r.rule, propSeed(t), steps)
+		})
+		t.Run(r.name+"/cluster", func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("cluster in -short")
+			}
+			cl := redistest.NewCluster(t)
+			runProperty(t, func() redis.UniversalClient { return cl.Client(t) }, r.rule, propSeed(t), steps)
+		})
+	}
 }
 
 // mutation brings a known bug back into one of the gate's scripts.
 type mutation struct {
 	name     string
+	rule     Rule
 	script   **redis.Script
 	src      string // the script as the package builds it
 	old, new string
@@ -118,11 +151,17 @@ type mutation struct {
 var mutations = []mutation{
 	// The bug as reported: between the gate and the node's flush, the
 	// joining member's seat is only a slot, and DELETE frees it.
-	{"delete frees a joining seat", &leaveScript, lib + leaveSrc,
+	{"delete frees a joining seat", propRule, &leaveScript, lib + leaveSrc,
 		"redis.call('ZREM', K.wait, user)\n", "redis.call('ZREM', K.wait, user)\nredis.call('ZREM', K.hold, user)\n"},
 	// The gate before holds: a subscribe keeps only a slot (none for a
 	// member joining on a second node, whose other sockets may leave first).
-	{"a subscribe holds nothing", &joinScript, lib + joinSrc, "hold(user, now + grace)\n", ""},
+	{"a subscribe holds nothing", propRule, &joinScript, lib + joinSrc, "hold(user, now + grace, grace)\nlocal reentry", "local reentry"},
+	// The member limit as it was: checked against the members, not held,
+	// so joins on two nodes before either flushes pass it together.
+	{"a member-limit join holds nothing", memberRule, &joinScript, lib + joinSrc, "  hold(user, now + grace, grace)\n  return {1, 0, 0, 0}", "  return {1, 0, 0, 0}"},
+	// A member-limit join that does not count the seats held for others.
+	{"the member limit counts members only", memberRule, &joinScript, lib + joinSrc,
+		"if occupancy() >= cap then", "if redis.call('HLEN', K.members) >= cap then"},
 }
 
 // TestPropertyCatchesMutations: with each known bug brought back, the
@@ -141,7 +180,7 @@ func TestPropertyCatchesMutations(t *testing.T) {
 			t.Cleanup(func() { *m.script = saved })
 			for attempt := range uint64(8) {
 				s := seed + attempt
-				w := newPropWorld(t, func() redis.UniversalClient { return srv.Client(t) }, fmt.Sprintf("mut%d", attempt), "presence-prop", s)
+				w := newPropWorld(t, func() redis.UniversalClient { return srv.Client(t) }, m.rule, fmt.Sprintf("mut%d", attempt), "presence-prop", s)
 				err := w.run(propSteps(t, 1200))
 				if errors.Is(err, errProperty) {
 					t.Logf("caught with seed %d (HC_ADMISSION_SEED=%d replays it): %v", s, s, err)
@@ -157,9 +196,9 @@ func TestPropertyCatchesMutations(t *testing.T) {
 	}
 }
 
-func runProperty(t *testing.T, client func() redis.UniversalClient, seed uint64, steps int) {
+func runProperty(t *testing.T, client func() redis.UniversalClient, rule Rule, seed uint64, steps int) {
 	t.Logf("seed %d (HC_ADMISSION_SEED=%d replays it), %d steps", seed, seed, steps)
-	w := newPropWorld(t, client, "app", "presence-prop", seed)
+	w := newPropWorld(t, client, rule, "app", "presence-prop", seed)
 	start := time.Now()
 	if err := w.run(steps); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
@@ -185,13 +224,12 @@ type propWorld struct {
 	count map[string]int
 }
 
-// propNode is one wsnode: its own Redis client, gate, members store and
-// recorder, and its local truth.
+// propNode is one wsnode: its own Redis client, gate and recorder, and its
+// local truth.
 type propNode struct {
-	id    string
-	gate  *Gate
-	store *counts.Store
-	rec   *counts.Recorder
+	id   string
+	gate *Gate
+	rec  *counts.Recorder
 	// local: this node's sockets subscribed, by user.
 	local map[string]int
 	// due: users with a gated join not flushed yet -> the Redis time (ms)
@@ -203,15 +241,15 @@ type propNode struct {
 	left []string
 }
 
-func newPropWorld(t testing.TB, client func() redis.UniversalClient, app, ch string, seed uint64) *propWorld {
-	w := &propWorld{t: t, ctx: context.Background(), app: app, ch: ch, rule: propRule,
+func newPropWorld(t testing.TB, client func() redis.UniversalClient, rule Rule, app, ch string, seed uint64) *propWorld {
+	w := &propWorld{t: t, ctx: context.Background(), app: app, ch: ch, rule: rule,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), snapRDB: client(), count: map[string]int{}}
 	for i := range w.replicas {
 		w.replicas[i] = New(client(), keyspace.Space{})
 	}
 	for i := range w.nodes {
 		rdb := client()
-		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb, keyspace.Space{}), store: counts.NewStore(rdb, keyspace.Space{}),
+		n := &propNode{id: fmt.Sprintf("node%d", i), gate: New(rdb, keyspace.Space{}),
 			local: map[string]int{}, due: map[string]int64{}, waiters: map[string]bool{}}
 		n.rec = counts.NewRecorder(rdb, n.id, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t),
 			OnFlushed: func(f counts.Edges) {
@@ -428,19 +466,10 @@ func (w *propWorld) join(i int, user string) error {
 			n.rec.Add(w.app, w.ch, 1)
 			return "local", nil
 		}
-		var joined func() (bool, bool, int, int, error)
-		_, err := n.store.MembersWith(w.ctx, w.app, w.ch, func(p redis.Pipeliner) {
-			joined = n.gate.QueueJoin(w.ctx, p, w.app, w.ch, user, w.rule)
-		})
-		if IsNoScript(err) {
-			ok, reentry, pos, waiting, jerr := n.gate.Join(w.ctx, w.app, w.ch, user, w.rule)
-			joined = func() (bool, bool, int, int, error) { return ok, reentry, pos, waiting, jerr }
-			err = nil
+		ok, reentry, pos, waiting, err := n.gate.Join(w.ctx, w.app, w.ch, user, w.rule)
+		if errors.Is(err, ErrFull) {
+			return "refused, full", nil
 		}
-		if err != nil {
-			return "", err
-		}
-		ok, reentry, pos, waiting, err := joined()
 		if err != nil {
 			return "", err
 		}
@@ -554,7 +583,7 @@ func (w *propWorld) state(replica int) error {
 		w.changed(c)
 		return fmt.Sprintf("%+v %+v", st, c), err
 	})
-	if err == nil && st.Occupancy != len(w.last.occupants()) {
+	if err == nil && w.last.listed && st.Occupancy != len(w.last.occupants()) {
 		err = fmt.Errorf("step %d: GET says occupancy %d, the snapshot after it holds %d: %s", w.step, st.Occupancy, len(w.last.occupants()), w.last)
 	}
 	return err
@@ -626,7 +655,8 @@ func (w *propWorld) wait() error {
 // propSnap is every key of the channel's gate, read at once.
 type propSnap struct {
 	now      int64 // Redis's clock, ms
-	capacity int   // the override, else the rule's
+	capacity int   // the seats: the override, else the rule's, or the member limit
+	listed   bool  // the channel keeps a waiting list
 	slots    map[string]int64
 	wait     map[string]int64 // user -> arrival sequence
 	members  map[string]int64
@@ -652,10 +682,12 @@ func (w *propWorld) snapshot() (propSnap, error) {
 	if err != nil {
 		return propSnap{}, fmt.Errorf("snapshot: %w", err)
 	}
-	s := propSnap{now: int64(toInt(v[0])), capacity: w.rule.Capacity, slots: pairs(v[2]), wait: pairs(v[3]), members: pairs(v[4]), holds: pairs(v[5])}
+	s := propSnap{now: int64(toInt(v[0])), slots: pairs(v[2]), wait: pairs(v[3]), members: pairs(v[4]), holds: pairs(v[5])}
+	override := 0
 	if c, _ := v[1].(string); c != "" {
-		s.capacity, _ = strconv.Atoi(c)
+		override, _ = strconv.Atoi(c)
 	}
+	s.capacity, s.listed = seatsOf(override, w.rule)
 	return s, nil
 }
 
@@ -718,6 +750,9 @@ func verify(before, after propSnap) error {
 		return fmt.Errorf("%w: %d users hold a seat, capacity %d; %v got one in this step", errProperty, len(now), after.capacity, entered)
 	}
 	for _, u := range entered {
+		if !after.listed {
+			break // no list in force: first come, first served
+		}
 		seq, waited := before.wait[u]
 		for v, s := range after.wait {
 			if before.wait[v] == s && (!waited || s < seq) {

@@ -2,13 +2,12 @@ package wsnode
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -19,13 +18,15 @@ import (
 // at once when the bus says its list moved.
 const waiterTick = 250 * time.Millisecond
 
-// joinPresence is a new presence subscription of s to ch as p: the
-// admission gate (README, Admission) and the cluster's member list,
-// read in one round trip (one MULTI/EXEC on the app's slot). A user let in
-// has their seat held for the grace, within which this node's recorder
-// flushes the new member (milliseconds). A user already a member through
-// another socket on this node passes without the gate: that socket's own
-// hold or membership covers them until the node's flush.
+// joinPresence is a new presence subscription of s to ch as p: the gate
+// (admission.Gate.Join: the member limit of every presence channel, and
+// admission on capacity-limited ones, README, Admission) and then, only
+// for a user it lets in, the cluster's member list: a refused user costs
+// one small script, never the list. A user let in has their seat held for
+// the grace, within which this node's recorder flushes the new member
+// (milliseconds). A user already a member through another socket on this
+// node passes without the gate: that socket's own hold or membership
+// covers them until the node's flush.
 // A user refused who is on the waiting list is registered as a waiter of
 // ch: the socket then gets its place as it changes (EventAdmission*).
 func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error {
@@ -33,34 +34,21 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, q presence) { local = local || q.user == p.user })
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
-	rule := admission.RuleFor(s.app, ch)
-	var gate func(redis.Pipeliner)
-	var joined func() (bool, bool, int, int, error)
 	if !local {
-		gate = func(pl redis.Pipeliner) { joined = a.gate.QueueJoin(ctx, pl, s.app.ID, ch, p.user, rule) }
-	}
-	members, err := a.store.MembersWith(ctx, s.app.ID, ch, gate)
-	if admission.IsNoScript(err) {
-		// The gate's script is not loaded on this Redis yet: the plain
-		// calls load it (once per Redis start).
-		ok, reentry, position, waiting, jerr := a.gate.Join(ctx, s.app.ID, ch, p.user, rule)
-		joined = func() (bool, bool, int, int, error) { return ok, reentry, position, waiting, jerr }
-		members, err = a.store.Members(ctx, s.app.ID, ch)
-	}
-	if err != nil {
-		a.m.errors[reasonRedis].Inc()
-		a.log.Warn("cannot read presence members or check admission", "app", s.app.ID, "channel", ch, "error", err)
-		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
-			Message: "the member list or admission cannot be read right now; try again"})
-	}
-	if !local {
-		ok, reentry, position, waiting, err := joined()
-		if err != nil { // not expected once the transaction succeeded
+		rule := admission.RuleFor(s.app, ch)
+		ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.ID, ch, p.user, rule)
+		switch {
+		case errors.Is(err, admission.ErrFull):
+			a.m.errors[reasonPresenceLimit].Inc()
+			// soketi's refusal, word for word, then the limit.
+			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: int(protocol.CodeOverCapacity),
+				Message: "The maximum members per presence channel limit was reached: " + strconv.Itoa(rule.Members) + " (maxPresenceMembersPerChannel)"})
+		case err != nil:
 			a.m.errors[reasonRedis].Inc()
+			a.log.Warn("cannot check the presence gate", "app", s.app.ID, "channel", ch, "error", err)
 			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 				Message: "admission cannot be checked right now; try again"})
-		}
-		if !ok {
+		case !ok:
 			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
 		}
 		if reentry {
@@ -68,7 +56,15 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 		}
 		a.unwait(s, ch)
 	}
-	return a.presenceReply(s, sc, ch, p, true, members)
+	members, err := a.store.Members(ctx, s.app.ID, ch)
+	if err != nil {
+		// The seat the gate held frees at the hold's end.
+		a.m.errors[reasonRedis].Inc()
+		a.log.Warn("cannot read presence members", "app", s.app.ID, "channel", ch, "error", err)
+		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+			Message: "the member list cannot be read right now; try again"})
+	}
+	return a.presenceReply(s, sc, ch, p, members)
 }
 
 // refuseAdmission answers AdmissionRequired and, if the user is on the

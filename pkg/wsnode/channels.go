@@ -20,9 +20,9 @@ import (
 )
 
 // Presence and event limits (Pusher's documented defaults); apps may
-// override the member count, user_info size and event size.
+// override the user_info size and event size. The member limit is the
+// presence gate's (admission.RuleFor).
 const (
-	defaultMaxMembers     = 100
 	defaultMaxUserInfoKB  = 1
 	maxUserIDLength       = 128 // characters
 	defaultMaxEventKB     = 10
@@ -79,26 +79,10 @@ func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
 	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
 }
 
-// presenceSucceeded answers a repeated presence subscription with the
-// members of the whole cluster (see presenceReply).
-func (a *App) presenceSucceeded(s *socket, sc *scratch, ch string, p presence) error {
-	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
-	members, err := a.store.Members(ctx, s.app.ID, ch)
-	cancel()
-	if err != nil {
-		a.m.errors[reasonRedis].Inc()
-		a.log.Warn("cannot read presence members", "app", s.app.ID, "channel", ch, "error", err)
-		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
-			Message: "the member list cannot be read right now; try again"})
-	}
-	return a.presenceReply(s, sc, ch, p, false, members)
-}
-
-// presenceReply answers a presence subscription with members, Redis's list,
-// merged with this node's members whose join may not be flushed yet, and p
-// itself. If join is set, it first checks the member limit and records the
-// subscription.
-func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join bool, members map[string]json.RawMessage) error {
+// presenceReply records a presence subscription the gate let in and answers
+// it with members, Redis's list, merged with this node's members whose
+// join may not be flushed yet, and p itself.
+func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, members map[string]json.RawMessage) error {
 	if members == nil {
 		members = map[string]json.RawMessage{}
 	}
@@ -107,16 +91,7 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join 
 			members[q.user] = q.info
 		}
 	})
-	if join {
-		limit := s.app.MaxPresenceMembersPerChannel
-		if limit <= 0 {
-			limit = defaultMaxMembers
-		}
-		if _, ok := members[p.user]; !ok && len(members) >= limit {
-			return a.presenceLimit(s, sc, ch, "the channel already has "+strconv.Itoa(len(members))+" members, the limit is "+strconv.Itoa(limit))
-		}
-		a.join(s, ch, p)
-	}
+	a.join(s, ch, p)
 	members[p.user] = p.info
 	ids := make([]string, 0, len(members))
 	for id := range members {
@@ -124,7 +99,7 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, join 
 	}
 	slices.Sort(ids)
 	sc.out = protocol.AppendPresenceSucceeded(sc.out[:0], ch, ids, members)
-	if err := a.reply(s, sc.out); err != nil || !join {
+	if err := a.reply(s, sc.out); err != nil {
 		return err
 	}
 	return a.sendCache(s, sc, ch)

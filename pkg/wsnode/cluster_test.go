@@ -147,15 +147,27 @@ func TestPresenceLimitsAndNumericIDs(t *testing.T) {
 	// The channel is full (limit 2) for a third user, not for a member's
 	// other socket.
 	c3, id3 := n.connectKey(t, limitKey)
-	refused(c3, id3, `{"user_id":"4"}`, "limit is 2")
+	refused(c3, id3, `{"user_id":"4"}`, "limit was reached: 2")
 	p = subscribePresenceKey(t, c3, limitKey, id3, "presence-lim", `{"user_id":"2"}`)
 	require.ElementsMatch(t, []string{"10", "2"}, p.IDs)
-	// Room again once a member leaves.
+	// Room again once a member leaves, and their subscribe's hold on the
+	// seat (the app's grace, 1 s) has ended.
 	require.NoError(t, c1.Close(websocket.StatusNormalClosure, ""))
 	n.requireUsers(t, limitAppID, "presence-lim", 1)
 	c4, id4 := n.connectKey(t, limitKey)
-	p = subscribePresenceKey(t, c4, limitKey, id4, "presence-lim", `{"user_id":"4"}`)
-	require.ElementsMatch(t, []string{"2", "4"}, p.IDs)
+	cd := `{"user_id":"4"}`
+	deadline := time.Now().Add(wait)
+	for {
+		send(t, c4, subscribeFrame("presence-lim", signKey(limitKey, id4+":presence-lim:"+cd), cd))
+		f := readSkippingMembers(t, c4)
+		if f.Event == "pusher_internal:subscription_succeeded" {
+			require.ElementsMatch(t, []string{"2", "4"}, f.presence(t).IDs)
+			break
+		}
+		require.Equal(t, "pusher:subscription_error", f.Event, f.raw)
+		require.True(t, time.Now().Before(deadline), "no room after a member left")
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestClientEventsAcrossNodes: relayed to every other subscriber on every

@@ -73,6 +73,7 @@ const (
 	reasonWatchlistLimit
 	reasonOrigin
 	reasonInvalidUTF8
+	reasonAlreadySubscribed
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -104,6 +105,7 @@ var reasonLabels = [reasonCount]string{
 	reasonSocketCap:         "socket_cap",
 	reasonWatchlistLimit:    "watchlist_limit",
 	reasonInvalidUTF8:       "invalid_utf8",
+	reasonAlreadySubscribed: "already_subscribed",
 }
 
 func (r reason) String() string { return reasonLabels[r] }

@@ -330,14 +330,14 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		// LimitReached, status 4009, instead), naming the limit.
 		return a.sendError(s, sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
 	}
-	// A repeated subscribe is answered again but counted once. For
-	// presence the member list is sent again (it may have changed).
-	if i := s.subIndex(ch); i >= 0 {
-		if protocol.ChannelKind(ch).HasMembers() {
-			return a.presenceSucceeded(s, sc, ch, s.subs[i].member)
-		}
-		sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
-		return a.reply(s, sc.out)
+	// A repeated subscribe gets Pusher's answer, a pusher:error without a
+	// code that leaves the subscription as it is (pusher-js only reports
+	// it, and sends none itself: it subscribes again only on a new
+	// connection). It is never answered again in full: a presence
+	// channel's member list is up to 100 KB a time.
+	if s.subIndex(ch) >= 0 {
+		a.m.errors[reasonAlreadySubscribed].Inc()
+		return a.sendError(s, sc, &protocol.Error{Message: "Existing subscription to channel " + ch})
 	}
 	if len(s.subs) >= a.tun.maxChannels {
 		a.m.errors[reasonChannelLimit].Inc()

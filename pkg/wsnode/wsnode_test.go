@@ -176,7 +176,11 @@ func TestDoubleSubscribeCountsOnce(t *testing.T) {
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	subscribe(t, c, "my-channel")
-	subscribe(t, c, "my-channel") // answered again
+	// Answered as Pusher does, the subscription left as it is.
+	send(t, c, `{"event":"pusher:subscribe","data":{"auth":"","channel":"my-channel"}}`)
+	f := read(t, c)
+	require.Equal(t, "pusher:error", f.Event, f.raw)
+	require.Equal(t, map[string]any{"code": nil, "message": "Existing subscription to channel my-channel"}, f.data(t))
 	// A later change is flushed no earlier than the ones before it, so once
 	// "barrier" shows, a double count of my-channel would show too.
 	subscribe(t, c, "barrier")

@@ -1,12 +1,12 @@
--- check.lua: POST .../admission, also the check-in. ARGV[1] user,
--- ARGV[2] capacity rule, ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5] dropout ms.
+-- check.lua: POST .../admission, also the check-in. ARGV as lib.lua says.
 -- Returns {status, n, waiting, capacity, occupancy, promoted, dropped, freed}:
--- status 'u' (no limit), 'a' (holds a slot: n = ms until it expires unless
+-- status 'u' (no waiting list: no capacity, or the member limit alone,
+-- which the subscribe enforces), 'a' (holds a slot: n = ms until it expires unless
 -- used), 'A' (admitted just now, without waiting) or 'w' (waiting: n =
 -- position, 1 for the head).
 local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local cap = capacity(ARGV[2])
-if cap <= 0 then return {'u', 0, 0, 0, 0, {}, {}, {}} end
+local cap, listed = seats()
+if not listed then return {'u', 0, 0, 0, 0, {}, {}, {}} end
 local now = now_ms()
 local occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout)
 local exp = redis.call('ZSCORE', K.slots, user)

@@ -1,23 +1,34 @@
 -- join.lua: the WebSocket gate, before a presence subscription is counted.
--- ARGV[1] user, ARGV[2] capacity rule, ARGV[4] grace ms. A member (another
--- socket of the same user), a user whose seat a subscribe holds already or
--- the holder of an unexpired slot may join. The seat is then held for the
--- grace (see lib.lua): the node records the new member within that time,
--- and until then nothing (a DELETE, the member's other sockets leaving
--- elsewhere, an expiry) can give the seat to someone else. Returns {ok,
--- reentry, position, waiting}: reentry 1 when a leaver came back within
--- the grace; position 0 when the user is not on the list.
-local user, grace = ARGV[1], tonumber(ARGV[4])
-local cap = capacity(ARGV[2])
+-- ARGV as lib.lua says. A member (another socket of the same user) or a
+-- user whose seat a subscribe holds already may join. On a listed channel
+-- so may the holder of an unexpired slot, and nobody else; on a channel
+-- with the member limit alone, anyone while a seat is free. The seat is
+-- then held for the grace (see lib.lua): the node records the new member
+-- within that time, and until then nothing (a DELETE, the member's other
+-- sockets leaving elsewhere, an expiry, another user's join) can give the
+-- seat to someone else. Returns {ok, reentry, position, waiting}: reentry
+-- 1 when a leaver came back within the grace; position 0 when the user is
+-- not on the list; waiting -1 when a channel without a list is full.
+local user, grace, dropout = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap, listed = seats()
 if cap <= 0 then return {1, 0, 0, 0} end
 local now = now_ms()
+if not listed then
+  if not (is_member(user) or is_held(user, now)) then
+    -- occupancy counts every hold in the key, ended or not: sweep first.
+    sweep(now, grace, dropout)
+    if occupancy() >= cap then return {0, 0, 0, -1} end
+  end
+  hold(user, now + grace, grace)
+  return {1, 0, 0, 0}
+end
 local exp = tonumber(redis.call('ZSCORE', K.slots, user) or 0)
 local slot = exp > now
 if not (slot or is_member(user) or is_held(user, now)) then
   local rank = redis.call('ZRANK', K.wait, user)
   return {0, 0, rank and rank + 1 or 0, redis.call('ZCARD', K.wait)}
 end
-hold(user, now + grace)
+hold(user, now + grace, grace)
 local reentry = 0
 if slot then
   -- The slot lasts as long as the hold, then (a member's) is renewed by

@@ -11,7 +11,7 @@ redis.call('ZREM', K.slots, user)
 redis.call('SREM', K.grace, user)
 redis.call('ZREM', K.wait, user)
 redis.call('ZREM', K.seen, user)
-local cap = capacity(ARGV[2])
-if cap <= 0 then return {0, 0, 0, {}, {}, {}} end
+local cap, listed = seats()
+if not listed then return {0, 0, 0, {}, {}, {}} end
 local occ, promoted, dropped, freed = settle(now_ms(), cap, ticket, grace, dropout)
 return {cap, occ, redis.call('ZCARD', K.wait), promoted, dropped, freed}

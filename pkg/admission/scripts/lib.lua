@@ -9,6 +9,9 @@
 --   KEYS[8] hold     ZSET    user -> end (ms) of the hold a subscribe the
 --                            gate let in put on their seat: a grace, time
 --                            enough for the node to record the member
+-- ARGV, the same in every script: ARGV[1] user, ARGV[2] the apps file's
+-- capacity rule (0: none), ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5]
+-- dropout ms, ARGV[6] the member limit (0: none); waiters.lua adds users.
 -- Times come from Redis's clock, so every replica agrees on them.
 --
 -- A seat is held by membership, a slot or a hold, and occupancy counts the
@@ -35,6 +38,22 @@ local function capacity(rule)
   return tonumber(rule)
 end
 
+-- seats is the one rule of how many users a channel seats, and whether it
+-- keeps a waiting list. A capacity (the override, else the apps file's
+-- prefix rule) makes a listed channel (admission, with a FIFO list) of
+-- that many seats, or of the member limit if it is smaller: a ticket must
+-- never admit a user the member limit would then refuse. Without one the
+-- member limit alone seats users, first come first served, with no list.
+-- 0 seats: no limit at all.
+local function seats()
+  local cap, limit = capacity(ARGV[2]), tonumber(ARGV[6])
+  if cap > 0 then
+    if limit > 0 and limit < cap then cap = limit end
+    return cap, true
+  end
+  return limit, false
+end
+
 local function is_member(u)
   return redis.call('HEXISTS', K.members, u) == 1
 end
@@ -45,10 +64,16 @@ local function is_held(u, now)
   return tonumber(redis.call('ZSCORE', K.hold, u) or 0) > now
 end
 
--- hold keeps u's seat taken until at least until (ms).
-local function hold(u, untilms)
+-- hold keeps u's seat taken until at least until (ms). Every presence
+-- channel gets holds (the member limit is a capacity too), most of them
+-- never swept by a later call, so the key expires keep (ms) after its last
+-- hold ends: long enough for any call in between to sweep and report the
+-- ended ones.
+local function hold(u, untilms, keep)
   local h = tonumber(redis.call('ZSCORE', K.hold, u) or 0)
   if h < untilms then redis.call('ZADD', K.hold, untilms, u) end
+  local last = redis.call('ZRANGE', K.hold, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', K.hold, tonumber(last[2]) + keep)
 end
 
 -- sweep ends the holds past their end, frees the expired slots of users who

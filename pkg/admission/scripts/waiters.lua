@@ -1,22 +1,22 @@
 -- waiters.lua: a wsnode checks in for the waiters connected to it (a
 -- connected waiter does not drop out) and learns where each stands.
--- ARGV[1] unused, ARGV[2..5] as check.lua, ARGV[6..] users. Returns
+-- ARGV as lib.lua says, ARGV[1] unused, ARGV[7..] users. Returns
 -- {capacity, occupancy, waiting, promoted, dropped, freed, states}: one
 -- state per user: ms until their slot expires as a string 'a<ms>', their
 -- position as a number, or 0 when they are on the list no more.
 local ticket, grace, dropout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local cap = capacity(ARGV[2])
+local cap, listed = seats()
 local now = now_ms()
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   if redis.call('ZSCORE', K.wait, ARGV[i]) then redis.call('ZADD', K.seen, now, ARGV[i]) end
 end
 local occ, promoted, dropped, freed = 0, {}, {}, {}
-if cap > 0 then occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout) end
+if listed then occ, promoted, dropped, freed = settle(now, cap, ticket, grace, dropout) else cap = 0 end
 local states = {}
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local u = ARGV[i]
   local exp = tonumber(redis.call('ZSCORE', K.slots, u) or 0)
-  if cap <= 0 or exp > now or is_member(u) or is_held(u, now) then
+  if not listed or exp > now or is_member(u) or is_held(u, now) then
     states[#states + 1] = 'a' .. math.max(exp - now, 0)
   else
     local rank = redis.call('ZRANK', K.wait, u)

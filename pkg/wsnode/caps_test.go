@@ -1,0 +1,205 @@
+package wsnode_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wsnode"
+)
+
+// startNodesOnCluster builds n nodes sharing a 3-master Redis Cluster.
+func startNodesOnCluster(t *testing.T, n int) []*testNode {
+	t.Helper()
+	cl := redistest.NewCluster(t)
+	nodes := make([]*testNode, n)
+	for i := range nodes {
+		cfg := config.WSNode{
+			Common: config.Common{
+				RedisCluster: cl.Seeds(), AdminAddr: "127.0.0.1:0",
+				LogLevel: "debug", LogFormat: "text", Apps: testApps(t),
+			},
+			Addr:      "127.0.0.1:0",
+			NodeID:    fmt.Sprintf("node-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), i),
+			Heartbeat: 100 * time.Millisecond,
+			Drain:     200 * time.Millisecond,
+		}
+		nd := &testNode{reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(cl.Client(t), keyspace.Space{}), done: make(chan error, 1)}
+		var err error
+		nd.App, err = wsnode.New(wsnode.Options{Config: cfg, Logger: logging.TestLogger(t), Registry: nd.reg})
+		require.NoError(t, err)
+		nodes[i] = nd
+	}
+	return nodes
+}
+
+// rawFrame is a server frame as a raw client reads it.
+type rawFrame struct {
+	Event   string `json:"event"`
+	Channel string `json:"channel"`
+	Data    string `json:"data"`
+}
+
+func parseRaw(t *testing.T, p string) rawFrame {
+	t.Helper()
+	var f rawFrame
+	require.NoError(t, json.Unmarshal([]byte(p), &f), p)
+	return f
+}
+
+// readReply reads r's frames until one that is not a presence member
+// event (other sockets' joins send those at any time).
+func (r *rawConn) readReply(t *testing.T) rawFrame {
+	t.Helper()
+	for {
+		f := parseRaw(t, r.read(t))
+		if !strings.HasPrefix(f.Event, "pusher_internal:member_") {
+			return f
+		}
+	}
+}
+
+// connectRaw dials app-1 on n with a raw client and returns it and its
+// socket id.
+func (n *testNode) connectRaw(t *testing.T, key string) (*rawConn, string) {
+	t.Helper()
+	c := dialRaw(t, n.Addr(), "/app/"+key+pusherJSQuery)
+	f := parseRaw(t, c.read(t))
+	require.Equal(t, "pusher:connection_established", f.Event)
+	var d struct {
+		SocketID string `json:"socket_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(f.Data), &d))
+	return c, d.SocketID
+}
+
+// TestPresenceMemberLimitIsExact: 240 distinct signed users join an empty
+// presence channel of app-1 (maxPresenceMembersPerChannel 100 by default)
+// at once, half on each of two nodes: exactly 100 become members, the
+// other 140 are refused with soketi's LimitReached 4100, and Redis ends
+// with 100 members.
+func TestPresenceMemberLimitIsExact(t *testing.T) {
+	t.Run("single", func(t *testing.T) { memberLimitRace(t, startNodes(t, 2)) })
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("cluster in -short")
+		}
+		memberLimitRace(t, startNodesOnCluster(t, 2))
+	})
+}
+
+func memberLimitRace(t *testing.T, nodes []*testNode) {
+	for _, n := range nodes {
+		n.run(t)
+	}
+	const users, limit, ch = 240, 100, "presence-crowd"
+	conns := make([]*rawConn, users)
+	frames := make([]string, users)
+	for i := range conns {
+		var id string
+		conns[i], id = nodes[i%2].connectRaw(t, appKey)
+		cd := fmt.Sprintf(`{"user_id":"u%d","user_info":{"name":"User %d"}}`, i, i)
+		frames[i] = subscribeFrame(ch, sign(id+":"+ch+":"+cd), cd)
+	}
+	// Every subscribe is on the wire before the first answer is read.
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Send(frames[i])
+		}()
+	}
+	wg.Wait()
+	joined, refused := 0, 0
+	for _, c := range conns {
+		f := c.readReply(t)
+		switch f.Event {
+		case "pusher_internal:subscription_succeeded":
+			joined++
+		case "pusher:subscription_error":
+			refused++
+			var d struct {
+				Type   string `json:"type"`
+				Error  string `json:"error"`
+				Status int    `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(f.Data), &d))
+			require.Equal(t, "LimitReached", d.Type, f.Data)
+			require.Equal(t, 4100, d.Status, f.Data)
+			require.Contains(t, d.Error, "maximum members per presence channel", f.Data)
+		default:
+			t.Fatalf("unexpected answer %+v", f)
+		}
+	}
+	t.Logf("%d joined, %d refused", joined, refused)
+	require.Equal(t, limit, joined, "members admitted")
+	require.Equal(t, users-limit, refused)
+	nodes[0].requireUsers(t, appID, ch, limit)
+}
+
+// hgetalls counts the HGETALL commands Redis has run (the member list is
+// two of them), from INFO commandstats.
+func hgetalls(t *testing.T, n *testNode) int {
+	t.Helper()
+	info, err := n.redis.Client(t).Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_hgetall:calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.Atoi(calls)
+			require.NoError(t, err)
+			return v
+		}
+	}
+	return 0
+}
+
+// TestRefusedAndRepeatedPresenceSubscribesReadNoMembers: a user refused
+// for the member limit, and a repeated subscribe of a socket already on
+// the channel, cost no read of the member list. The repeat is answered as
+// Pusher does, without the list, and leaves the subscription as it was.
+func TestRefusedAndRepeatedPresenceSubscribesReadNoMembers(t *testing.T) {
+	n := startNode(t).run(t)
+	const ch = "presence-full"
+	c1, id1 := n.connectKey(t, limitKey)
+	c2, id2 := n.connectKey(t, limitKey)
+	subscribePresenceKey(t, c1, limitKey, id1, ch, `{"user_id":"1"}`)
+	subscribePresenceKey(t, c2, limitKey, id2, ch, `{"user_id":"2","user_info":{"name":"Two"}}`)
+	n.requireUsers(t, limitAppID, ch, 2)
+	before := hgetalls(t, n)
+
+	c3, id3 := n.connectKey(t, limitKey)
+	cd := `{"user_id":"3"}`
+	send(t, c3, subscribeFrame(ch, signKey(limitKey, id3+":"+ch+":"+cd), cd))
+	f := read(t, c3)
+	require.Equal(t, "pusher:subscription_error", f.Event, f.raw)
+	require.EqualValues(t, 4100, f.data(t)["status"], f.raw)
+
+	cd = `{"user_id":"2","user_info":{"name":"Two"}}`
+	send(t, c2, subscribeFrame(ch, signKey(limitKey, id2+":"+ch+":"+cd), cd))
+	f = readSkippingMembers(t, c2)
+	require.Equal(t, "pusher:error", f.Event, f.raw)
+	require.Equal(t, map[string]any{"code": nil, "message": "Existing subscription to channel " + ch}, f.data(t))
+	require.Equal(t, before, hgetalls(t, n), "the member list was read")
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "already_subscribed"))
+
+	// Still subscribed, once: a client event reaches the other member.
+	send(t, c2, clientEvent(ch, "client-hi", `{}`))
+	f = readSkippingMembers(t, c1)
+	require.Equal(t, "client-hi", f.Event, f.raw)
+	n.requireChannel(t, limitAppID, ch, 2)
+}
