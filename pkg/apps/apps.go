@@ -57,6 +57,12 @@ type App struct {
 	// AllowedOrigins lists the browser origins whose WebSocket upgrades
 	// are accepted (see AllowsOrigin); nil allows every origin.
 	AllowedOrigins []string
+	// MaxChannelsPerConnection caps one connection's subscriptions; zero
+	// means DefaultMaxChannelsPerConnection (ChannelsPerConnection).
+	MaxChannelsPerConnection int
+	// MaxChannels caps the app's occupied channels cluster-wide; zero
+	// means DefaultMaxChannels, a negative value no limit (ChannelLimit).
+	MaxChannels int
 
 	Webhooks   []Webhook
 	Capacities []Capacity
@@ -177,6 +183,7 @@ func (a *App) validate() error {
 		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
 	errs = append(errs, a.validateLimits()...)
+	errs = append(errs, a.validateChannels()...)
 	if a.MaxWebhookLogSizeInMb < 0 {
 		errs = append(errs, fmt.Errorf("app %q: maxWebhookLogSizeInMb must not be negative, not %g", a.ID, a.MaxWebhookLogSizeInMb))
 	}
@@ -306,6 +313,8 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
 	get("maxReadRequestsPerSecond", &a.MaxReadRequestsPerSecond)
 	get("maxChannelNameLength", &a.MaxChannelNameLength)
 	get("allowedOrigins", &a.AllowedOrigins)
+	get("maxChannelsPerConnection", &a.MaxChannelsPerConnection)
+	get("maxChannels", &a.MaxChannels)
 	warnings, err := leftoverFields(a.ID, f, spelled, used, ignored)
 	if err != nil {
 		errs = append(errs, err)

@@ -268,3 +268,24 @@ func TestValidateAcceptsNothingSilently(t *testing.T) {
 		require.NoError(t, err, p)
 	}
 }
+
+func TestParseChannelCaps(t *testing.T) {
+	r, err := Parse([]byte(`[
+	  {"id": "a", "key": "ka", "secret": "s", "maxChannelsPerConnection": 50, "max_channels": 10},
+	  {"id": "b", "key": "kb", "secret": "s", "maxChannels": -1},
+	  {"id": "c", "key": "kc", "secret": "s"}
+	]`))
+	require.NoError(t, err)
+	require.Empty(t, r.Warnings())
+	a, b, c := r.ByID("a"), r.ByID("b"), r.ByID("c")
+	require.Equal(t, 50, a.ChannelsPerConnection())
+	require.Equal(t, 10, a.ChannelLimit())
+	require.Equal(t, 0, b.ChannelLimit(), "negative: no limit")
+	require.Equal(t, DefaultMaxChannelsPerConnection, c.ChannelsPerConnection())
+	require.Equal(t, DefaultMaxChannels, c.ChannelLimit())
+
+	for _, bad := range []string{`-1`, `1001`, `"many"`} {
+		_, err := Parse([]byte(`[{"id":"a","key":"k","secret":"s","maxChannelsPerConnection":` + bad + `}]`))
+		require.ErrorContains(t, err, "maxChannelsPerConnection", bad)
+	}
+}

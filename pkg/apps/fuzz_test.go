@@ -16,6 +16,7 @@ import (
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","allowed_origins":["*.example.com","https://a.b"],"webhooks":[{"url":"u","lambda":{}}]}]`))
 	f.Add([]byte(`[{"AppId":1,"key":"k","secret":"s","max_read_req_per_sec":3,"capacities":[{"Prefix":"presence-p","capacity":2}]}]`))
+	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","maxChannelsPerConnection":1000,"max_channels":-1}]`))
 	f.Add([]byte(`{"port":6001,"appManager":{"driver":"array","array":{"apps":[{"id":1,"key":"k","secret":"s"}]}},"database.redis.host":"r"}`))
 	// Each refused for one field.
 	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","webhooks":[{"url":"http://u","event_types":["channel_ocupied"]}]}]`))

@@ -43,8 +43,6 @@ type Options struct {
 type tunables struct {
 	// readLimit caps one client frame; larger ones close the socket (1009).
 	readLimit int64
-	// maxChannels caps one socket's subscriptions.
-	maxChannels int
 	// idleTimeout closes a socket that sent nothing for this long. pusher-js
 	// pings after activity_timeout (120 s) of silence, so live clients are
 	// never this quiet.
@@ -73,7 +71,6 @@ type tunables struct {
 func defaultTunables() tunables {
 	return tunables{
 		readLimit:        16 << 10,
-		maxChannels:      1000,
 		idleTimeout:      protocol.ActivityTimeout*time.Second + 60*time.Second,
 		writeTimeout:     10 * time.Second,
 		sweepEvery:       time.Second,

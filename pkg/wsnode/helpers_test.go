@@ -63,6 +63,8 @@ const (
 	authKey     = "key-auth"
 	cacheAppID  = "app-cache"
 	cacheKey    = "key-cache"
+	wideAppID   = "app-wide"
+	wideKey     = "key-wide" // 1,000 channels per connection, the most an app may set
 	secret      = "secret-1"
 )
 
@@ -82,6 +84,7 @@ func testApps(t *testing.T) *apps.Registry {
 		{ID: authAppID, Key: authKey, Secret: secret, Enabled: true, EnableUserAuthentication: true},
 		{ID: cacheAppID, Key: cacheKey, Secret: secret, Enabled: true,
 			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/", EventTypes: []string{"cache_miss"}}}},
+		{ID: wideAppID, Key: wideKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: apps.MaxChannelsPerConnectionLimit},
 	})
 	require.NoError(t, err)
 	return reg
@@ -280,11 +283,17 @@ func pingPong(t *testing.T, c *websocket.Conn) {
 	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, f.raw)
 }
 
-// requireCounts waits until the app's global counts in Redis are want.
+// requireCounts waits until app-1's global counts in Redis are want.
 func (n *testNode) requireCounts(t *testing.T, want map[string]int64) {
 	t.Helper()
+	requireAppCounts(t, n, appID, want)
+}
+
+// requireAppCounts waits until app's global counts in Redis are want.
+func requireAppCounts(t *testing.T, n *testNode, app string, want map[string]int64) {
+	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got, err := n.store.Channels(context.Background(), appID, "")
+		got, err := n.store.Channels(context.Background(), app, "")
 		require.NoError(c, err)
 		assert.Equal(c, want, got)
 	}, wait, tick)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -31,10 +32,10 @@ var smallReceiveBuffer = &net.Dialer{Control: func(_, _ string, rc syscall.RawCo
 // waits for the client to read them instead of cutting it.
 func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 	n := startNode(t).run(t)
-	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+wideKey+pusherJSQuery)
 	require.Contains(t, c.read(t), "pusher:connection_established")
 
-	const channels = 1000
+	const channels = apps.MaxChannelsPerConnectionLimit
 	var burst bytes.Buffer
 	want := map[string]int64{}
 	for i := range channels {
@@ -57,7 +58,7 @@ func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 	for i := range channels {
 		require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded", "reply %d", i)
 	}
-	n.requireCounts(t, want)
+	requireAppCounts(t, n, wideAppID, want)
 	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
 	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
 }

@@ -339,11 +339,11 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		a.m.errors[reasonAlreadySubscribed].Inc()
 		return a.sendError(s, sc, &protocol.Error{Message: "Existing subscription to channel " + ch})
 	}
-	if len(s.subs) >= a.tun.maxChannels {
+	if limit := s.app.ChannelsPerConnection(); len(s.subs) >= limit {
 		a.m.errors[reasonChannelLimit].Inc()
 		return a.sendError(s, sc, &protocol.SubscriptionError{
 			Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
-			Message: "this connection is already subscribed to " + strconv.Itoa(a.tun.maxChannels) + " channels",
+			Message: "this connection is already subscribed to " + strconv.Itoa(limit) + " channels, its limit (maxChannelsPerConnection)",
 		})
 	}
 	switch protocol.ChannelKind(ch) {
