@@ -14,6 +14,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -66,6 +67,8 @@ type tunables struct {
 	// redisTimeout bounds the Redis calls a socket's handler makes
 	// (presence member lists, connection limits, publishing client events).
 	redisTimeout time.Duration
+	// frameBudget is frameBudget but in tests.
+	frameBudget func(*apps.App) (rate, burst int64)
 }
 
 func defaultTunables() tunables {
@@ -85,6 +88,7 @@ func defaultTunables() tunables {
 		// publish-to-delivery p50 was 54 ms with 2 writers, 72 ms with 8.
 		writers:      runtime.GOMAXPROCS(0),
 		redisTimeout: 5 * time.Second,
+		frameBudget:  frameBudget,
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wsnode"
+	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // startNodesOnCluster builds n nodes sharing a 3-master Redis Cluster.
@@ -202,4 +203,97 @@ func TestRefusedAndRepeatedPresenceSubscribesReadNoMembers(t *testing.T) {
 	f = readSkippingMembers(t, c1)
 	require.Equal(t, "client-hi", f.Event, f.raw)
 	n.requireChannel(t, limitAppID, ch, 2)
+}
+
+// closeCode is the code of a close frame's payload, or 0 if p is not one
+// (every other frame of the node is a JSON object).
+func closeCode(p string) int {
+	if len(p) < 2 || p[0] == '{' {
+		return 0
+	}
+	return int(p[0])<<8 | int(p[1])
+}
+
+// TestFrameFloodIsClosed: a client that sends frames faster than any
+// pusher-js does is told with pusher:error 4100 and closed with 4100
+// (pusher-js backs off a second, then reconnects), having been answered
+// no more than its burst and a second's refill.
+func TestFrameFloodIsClosed(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connectRaw(t, appKey)
+	const flood = 2000
+	var b []byte
+	for range flood {
+		b = append(b, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	}
+	_, err := c.Write(b)
+	require.NoError(t, err)
+	pongs, errored := 0, false
+	for {
+		p, err := c.Read(wait)
+		require.NoError(t, err, "no close after %d pongs", pongs)
+		if code := closeCode(p); code != 0 {
+			require.Equal(t, 4100, code, "close frame %q", p)
+			_, err := c.Write([]byte{0x88, 0x82, 0, 0, 0, 0, p[0], p[1]}) // the client's close
+			require.NoError(t, err)
+			break
+		}
+		f := parseRaw(t, p)
+		switch f.Event {
+		case "pusher:pong":
+			pongs++
+		case "pusher:error":
+			require.Contains(t, f.Data, `"code":4100`)
+			require.Contains(t, f.Data, "frames per second")
+			errored = true
+		default:
+			t.Fatalf("unexpected frame %s", p)
+		}
+	}
+	require.True(t, errored, "closed without a pusher:error")
+	t.Logf("%d pongs before the close", pongs)
+	require.Less(t, pongs, 2*(3*100+20), "the burst and a refill")
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+}
+
+// TestPusherJSReconnectBurstFits: what pusher-js sends on a reconnect, all
+// at once (a signin, a subscribe for each channel up to the per-connection
+// limit, a ping), then unsubscribing from every channel and subscribing to
+// each again in the same second, passes.
+func TestPusherJSReconnectBurstFits(t *testing.T) {
+	n := startNode(t).run(t)
+	c, id := n.connectRaw(t, appKey)
+	const channels = 100 // maxChannelsPerConnection's default
+	ud := `{"id":"7"}`
+	b, err := json.Marshal(map[string]any{"event": "pusher:signin", "data": map[string]string{"user_data": ud, "auth": sign(id + "::user::" + ud)}})
+	require.NoError(t, err)
+	burst := wstest.TextFrame(string(b))
+	for i := range channels {
+		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
+	}
+	for i := range channels {
+		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:unsubscribe","data":{"channel":"c%d"}}`, i))...)
+		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
+	}
+	burst = append(burst, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	_, err = c.Write(burst)
+	require.NoError(t, err)
+	succeeded := 0
+	for {
+		f := parseRaw(t, c.read(t))
+		if f.Event == "pusher:pong" {
+			break
+		}
+		switch f.Event {
+		case "pusher_internal:subscription_succeeded":
+			succeeded++
+		case "pusher:signin_success", "pusher:cache_miss":
+		default:
+			t.Fatalf("unexpected frame %+v", f)
+		}
+	}
+	require.Equal(t, 2*channels, succeeded)
+	c.send(t, `{"event":"pusher:ping","data":{}}`)
+	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
+	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
 )
 
@@ -37,6 +38,12 @@ func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
 // before Run.
 func (a *App) SetWriteTimeout(write, sweep time.Duration) {
 	a.tun.writeTimeout, a.tun.sweepEvery = write, sweep
+}
+
+// LiftFrameBudget lets every socket send any number of frames; call it
+// before Run.
+func (a *App) LiftFrameBudget() {
+	a.tun.frameBudget = func(*apps.App) (int64, int64) { return 1 << 30, 1 << 30 }
 }
 
 // WritesWaiting counts the sockets with a write in progress, which for a

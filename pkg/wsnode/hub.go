@@ -24,6 +24,8 @@ type socket struct {
 	// the socket's goroutine waits on between frames.
 	wire  *socketConn
 	shard uint32
+	// closing is set once the node started closing the socket.
+	closing atomic.Bool
 	// subs is small (pusher-js apps subscribe to a handful); a slice costs
 	// less per socket than a map.
 	subs []sub
@@ -38,13 +40,16 @@ type socket struct {
 	// are the client-event rate limiter's bucket.
 	tokens   int64
 	tokensAt int64
+	// frames and framesAt (hub clock, unix seconds) are the frame rate
+	// limiter's bucket (allowFrame): 8 bytes that were padding, so a socket
+	// costs what it did.
+	frames   int32
+	framesAt uint32
 
 	// lastSeen is the hub clock (unix ms) at the last frame received.
 	lastSeen atomic.Int64
 	// writeSince is the hub clock when the write in progress started, or 0.
 	writeSince atomic.Int64
-	// closing is set once the node started closing the socket.
-	closing atomic.Bool
 	// authBy is the hub clock by which a socket of an app that requires
 	// user authentication must be authorized (signed in, or subscribed to
 	// a private or presence channel), or 0 once it is or need not be.

@@ -74,6 +74,7 @@ const (
 	reasonOrigin
 	reasonInvalidUTF8
 	reasonAlreadySubscribed
+	reasonFrameRate
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -106,6 +107,7 @@ var reasonLabels = [reasonCount]string{
 	reasonWatchlistLimit:    "watchlist_limit",
 	reasonInvalidUTF8:       "invalid_utf8",
 	reasonAlreadySubscribed: "already_subscribed",
+	reasonFrameRate:         "frame_rate",
 }
 
 func (r reason) String() string { return reasonLabels[r] }

@@ -228,6 +228,7 @@ var closeReasons = map[protocol.Code]string{
 	protocol.CodeUnsupportedProtocol: "unsupported protocol version",
 	protocol.CodeOverConnectionQuota: "over connection quota",
 	protocol.CodeUnauthorized:        "unauthorized",
+	protocol.CodeOverCapacity:        "too many frames",
 }
 
 // refuse sends pusher:error with perr's code, then closes with that code,
@@ -238,6 +239,66 @@ func (a *App) refuse(s *socket, perr *protocol.Error) {
 		_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
 	}
 	_ = s.conn.CloseNow()
+}
+
+// frameBudget is the one rule of how many frames a socket of app may send:
+// a burst, then a steady rate per second. The burst fits what pusher-js
+// sends at once, on a reconnect a signin, a subscribe for every channel and
+// a ping, with room for the app to leave and rejoin every channel in the
+// same second: three frames per channel the connection may hold, and a
+// second's rate. The rate is the app's client events and 10 more
+// (subscribes, unsubscribes, pings); with client events unlimited, 1,000
+// (half what Ably closes a connection at).
+func frameBudget(app *apps.App) (rate, burst int64) {
+	rate = int64(app.ClientEventsPerSecond())
+	if rate == 0 || rate > 1000 {
+		rate = 1000
+	}
+	rate += 10
+	return rate, 3*int64(app.ChannelsPerConnection()) + rate
+}
+
+// allowFrame is a token bucket of s's frames (frameBudget) on the hub's
+// coarse clock, in whole frames and seconds: no timer, and two 4-byte
+// fields per socket.
+func (a *App) allowFrame(s *socket) bool {
+	rate, burst := a.tun.frameBudget(s.app)
+	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
+	if s.framesAt == 0 {
+		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 4,010 (maxChannelsPerConnection <= 1,000)
+	} else if now != s.framesAt {
+		// A clock set back refills the bucket (now-framesAt wraps).
+		s.frames = int32(min(burst, int64(s.frames)+int64(now-s.framesAt)*rate)) //nolint:gosec // G115: at most the burst
+	}
+	s.framesAt = now
+	if s.frames <= 0 {
+		return false
+	}
+	s.frames--
+	return true
+}
+
+// errFrameRate ends the read loop of a socket over its frame rate.
+var errFrameRate = errors.New("over the frame rate")
+
+// overFrameRate closes s, whose client sends more frames than any Pusher
+// client does: pusher:error and close code 4100, on which pusher-js backs
+// off a second and reconnects (with a full bucket, into which its whole
+// resubscription fits). Dropping the frames instead would desynchronise
+// the client (a subscribe never answered, an unsubscribe not done) and still
+// cost the node a read per frame; 43xx close codes would make pusher-js
+// give up for good, 42xx reconnect at once.
+func (a *App) overFrameRate(s *socket) error {
+	a.m.errors[reasonFrameRate].Inc()
+	if s.closing.CompareAndSwap(false, true) {
+		rate, burst := a.tun.frameBudget(s.app)
+		s.mu.Lock()
+		s.kill()
+		s.mu.Unlock()
+		a.refuse(s, &protocol.Error{Code: protocol.CodeOverCapacity, Message: "Too many frames: at most " +
+			strconv.FormatInt(burst, 10) + " at once and " + strconv.FormatInt(rate, 10) + " frames per second after that; reconnect after a second"})
+	}
+	return errFrameRate
 }
 
 // serveFrame reads one frame from s and handles it.
@@ -255,6 +316,9 @@ func (a *App) serveFrame(s *socket) error {
 		return err
 	}
 	s.lastSeen.Store(a.hub.now.Load())
+	if !a.allowFrame(s) {
+		return a.overFrameRate(s)
+	}
 	if typ == websocket.MessageText {
 		if !utf8.Valid(sc.in.Bytes()) {
 			return a.invalidUTF8(s)
