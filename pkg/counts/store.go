@@ -47,6 +47,38 @@ func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error)
 	return int64(n), nil
 }
 
+// ChannelLoad is what a wsnode reads to cap an app's occupied channels.
+type ChannelLoad struct {
+	// Channels counts the app's occupied channels; Nodes the nodes with a
+	// contribution to the app (dead ones too, until reaped), and the
+	// reading node if it has none yet.
+	Channels, Nodes int64
+	// Occupied says whether the channel asked about is occupied.
+	Occupied bool
+}
+
+// ChannelLoad reads, for node, app's occupied channels, its nodes and
+// whether channel is occupied, in one round trip of four O(1) commands.
+func (s *Store) ChannelLoad(ctx context.Context, app, node, channel string) (ChannelLoad, error) {
+	var channels, nodes *redis.IntCmd
+	var score, self *redis.FloatCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		channels = p.ZCard(ctx, s.globalKey(app))
+		nodes = p.ZCard(ctx, s.nodesKey(app))
+		self = p.ZScore(ctx, s.nodesKey(app), node)
+		score = p.ZScore(ctx, s.globalKey(app), channel)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: a member that is not there
+		return ChannelLoad{}, fmt.Errorf("read channel load: %w", err)
+	}
+	l := ChannelLoad{Channels: channels.Val(), Nodes: nodes.Val(), Occupied: score.Err() == nil && score.Val() > 0}
+	if self.Err() != nil {
+		l.Nodes++
+	}
+	return l, nil
+}
+
 // Channels returns the occupied channels of app whose names start with
 // prefix, with their global subscription counts.
 func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]int64, error) {

@@ -119,6 +119,8 @@ type App struct {
 	// gate and waiters serve capacity-limited channels (admission.go).
 	gate    *admission.Gate
 	waiters *waiters
+	// channels caps each app's occupied channels (appchannels.go).
+	channels appChannels
 	// hooks appends client events to the apps' webhook logs.
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).

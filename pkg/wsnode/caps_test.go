@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -296,4 +299,216 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 	c.send(t, `{"event":"pusher:ping","data":{}}`)
 	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
 	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+}
+
+// subscriptionRefusal decodes a pusher:subscription_error's data.
+func subscriptionRefusal(t *testing.T, f rawFrame) (typ, msg string, status int) {
+	t.Helper()
+	require.Equal(t, "pusher:subscription_error", f.Event, "%+v", f)
+	var d struct {
+		Type   string `json:"type"`
+		Error  string `json:"error"`
+		Status int    `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(f.Data), &d))
+	return d.Type, d.Error, d.Status
+}
+
+// TestChannelsPerConnection: a connection of app-cap may hold 3 channels
+// (its maxChannelsPerConnection); a fourth is refused, and room comes back
+// when it leaves one.
+func TestChannelsPerConnection(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connectRaw(t, capKey)
+	sub := func(ch string) rawFrame {
+		c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
+		return parseRaw(t, c.read(t))
+	}
+	for _, ch := range []string{"a", "b", "c"} {
+		require.Equal(t, "pusher_internal:subscription_succeeded", sub(ch).Event)
+	}
+	typ, msg, status := subscriptionRefusal(t, sub("d"))
+	require.Equal(t, "LimitReached", typ)
+	require.Equal(t, 400, status)
+	require.Contains(t, msg, "already subscribed to 3 channels, its limit (maxChannelsPerConnection)")
+	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "channel_limit"))
+	c.send(t, `{"event":"pusher:unsubscribe","data":{"channel":"a"}}`)
+	require.Equal(t, "pusher_internal:subscription_succeeded", sub("d").Event)
+}
+
+// TestAppChannelLimit: app-few may hold 20 channels occupied at once. 60
+// subscribes to distinct new channels at once, over two nodes, open at most
+// 20 and a channel a node more; a node opens its share of the room at
+// once, so a burst may open fewer, and the rest is opened as its view of
+// the count is read again (appChannels). Past the cap, new channels are
+// refused; a channel occupied on the other node is no new channel and may
+// still be joined; vacated channels make room.
+func TestAppChannelLimit(t *testing.T) {
+	nodes := startNodes(t, 2)
+	for _, n := range nodes {
+		n.run(t)
+	}
+	const sockets, limit = 30, 20
+	conns := make([]*rawConn, sockets)
+	var burst [sockets][]byte
+	for i := range conns {
+		conns[i], _ = nodes[i%2].connectRaw(t, fewKey)
+		for j := range 2 {
+			burst[i] = append(burst[i], wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d-%d"}}`, i, j))...)
+		}
+	}
+	// Each node shares the room among the nodes that have written counts
+	// for the app: both have, once their sockets' connections are flushed.
+	require.Eventually(t, func() bool {
+		l, err := nodes[0].store.ChannelLoad(context.Background(), fewAppID, nodes[0].cfg.NodeID, "")
+		return err == nil && l.Nodes == 2
+	}, wait, tick)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.Write(burst[i])
+		}()
+	}
+	wg.Wait()
+	opened := map[string]int{} // channel -> socket
+	refused := 0
+	for i, c := range conns {
+		for range 2 {
+			f := parseRaw(t, c.read(t))
+			if f.Event == "pusher_internal:subscription_succeeded" {
+				opened[f.Channel] = i
+				continue
+			}
+			typ, msg, status := subscriptionRefusal(t, f)
+			require.Equal(t, "LimitReached", typ)
+			require.Equal(t, 403, status)
+			require.Contains(t, msg, "its limit (maxChannels) is 20")
+			refused++
+		}
+	}
+	t.Logf("the burst opened %d channels, %d refused", len(opened), refused)
+	require.GreaterOrEqual(t, len(opened), limit/len(nodes), "less than a node's share")
+	require.LessOrEqual(t, len(opened), limit+len(nodes), "over the cap by more than a channel a node")
+	require.Equal(t, float64(refused), metric(t, nodes[0].reg, "headcount_wsnode_errors_total", "app_channel_limit")+
+		metric(t, nodes[1].reg, "headcount_wsnode_errors_total", "app_channel_limit"))
+
+	// New channels from node 1, one at a time: they open while there is
+	// room (at the latest once the node reads the count again, within a
+	// second) and are refused for good at the cap.
+	filler, _ := nodes[1].connectRaw(t, fewKey)
+	lastOpened := time.Now()
+	for k := 0; time.Since(lastOpened) < 3*wsnode.ChannelReadEvery; {
+		ch := fmt.Sprintf("fill-%d", k)
+		filler.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
+		if f := parseRaw(t, filler.read(t)); f.Event == "pusher_internal:subscription_succeeded" {
+			opened[ch] = -1
+			lastOpened = time.Now()
+			k++
+			continue
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d channels opened in all", len(opened))
+	require.GreaterOrEqual(t, len(opened), limit, "refused while there was room")
+	require.LessOrEqual(t, len(opened), limit+len(nodes), "over the cap by more than a channel a node")
+	want := map[string]int64{}
+	for ch := range opened {
+		want[ch] = 1
+	}
+	requireAppCounts(t, nodes[0], fewAppID, want)
+
+	// A channel occupied on node 0 may be joined from node 1 at the cap.
+	var joinable string
+	for ch, i := range opened {
+		if i >= 0 && i%2 == 0 {
+			joinable = ch
+			break
+		}
+	}
+	other, _ := nodes[1].connectRaw(t, fewKey)
+	other.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+joinable+`"}}`)
+	require.Equal(t, "pusher_internal:subscription_succeeded", parseRaw(t, other.read(t)).Event)
+	other.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"new"}}`)
+	_, _, status := subscriptionRefusal(t, parseRaw(t, other.read(t)))
+	require.Equal(t, 403, status)
+
+	// Vacated channels make room again, once the node reads the count anew.
+	for _, c := range append(conns, filler) {
+		require.NoError(t, c.Close())
+	}
+	requireAppCounts(t, nodes[0], fewAppID, map[string]int64{joinable: 1})
+	deadline := time.Now().Add(wait)
+	for {
+		other.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"new"}}`)
+		f := parseRaw(t, other.read(t))
+		if f.Event == "pusher_internal:subscription_succeeded" {
+			break
+		}
+		subscriptionRefusal(t, f)
+		require.True(t, time.Now().Before(deadline), "no room after the channels were vacated")
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestChannelMemory measures what one occupied channel costs: Redis memory
+// (its count, the node's contribution, the node's subscription to its
+// topic) and the node's heap (the subscription, the index, the bus), over
+// 20 sockets of 1,000 channels each, names of 20 bytes. It runs only when
+// asked, alone:
+//
+//	HC_MEASURE_CHANNELS=1 go test -count=1 -v -run TestChannelMemory ./pkg/wsnode/
+func TestChannelMemory(t *testing.T) {
+	if os.Getenv("HC_MEASURE_CHANNELS") == "" {
+		t.Skip("a measurement: set HC_MEASURE_CHANNELS=1")
+	}
+	const sockets, perSocket = 20, apps.MaxChannelsPerConnectionLimit
+	n := startNode(t).run(t)
+	rdb := n.redis.Client(t)
+	ctx := context.Background()
+	usedMemory := func() int64 {
+		info, err := rdb.Info(ctx, "memory").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				m, err := strconv.ParseInt(v, 10, 64)
+				require.NoError(t, err)
+				return m
+			}
+		}
+		t.Fatal("no used_memory")
+		return 0
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	conns := make([]*rawConn, sockets)
+	for i := range conns {
+		conns[i], _ = n.connectRaw(t, wideKey)
+	}
+	want := map[string]int64{}
+	requireAppCounts(t, n, wideAppID, want)
+	redisBefore, heapBefore := usedMemory(), heap()
+	for i, c := range conns {
+		var burst []byte
+		for j := range perSocket {
+			ch := fmt.Sprintf("measure-%05d-%06d", i, j)
+			want[ch] = 1
+			burst = append(burst, wstest.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)...)
+		}
+		_, err := c.Write(burst)
+		require.NoError(t, err)
+		for range perSocket {
+			require.Contains(t, c.read(t), "subscription_succeeded")
+		}
+	}
+	requireAppCounts(t, n, wideAppID, want)
+	channels := float64(sockets * perSocket)
+	t.Logf("%.0f channels: Redis %.0f B each, node heap %.0f B each", channels,
+		float64(usedMemory()-redisBefore)/channels, float64(heap()-heapBefore)/channels)
+	runtime.KeepAlive(conns)
 }

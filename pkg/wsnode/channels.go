@@ -71,6 +71,9 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 	if limit := kb(s.app.MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
 		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
+	if serr := a.allowChannel(s, ch); serr != nil {
+		return a.sendError(s, sc, serr)
+	}
 	return a.joinPresence(s, sc, ch, presence{user: m.UserID, info: m.UserInfo})
 }
 

@@ -60,3 +60,7 @@ func (a *App) WritesWaiting() int {
 
 // Redis is the client New built.
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
+
+// ChannelReadEvery is how old a node's view of an app's occupied channels
+// may be (appChannels).
+const ChannelReadEvery = channelReadEvery

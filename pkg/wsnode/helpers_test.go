@@ -65,6 +65,9 @@ const (
 	cacheKey    = "key-cache"
 	wideAppID   = "app-wide"
 	wideKey     = "key-wide" // 1,000 channels per connection, the most an app may set
+	capKey      = "key-cap"  // 3 channels per connection
+	fewAppID    = "app-few"
+	fewKey      = "key-few" // 20 channels occupied at once
 	secret      = "secret-1"
 )
 
@@ -85,6 +88,8 @@ func testApps(t *testing.T) *apps.Registry {
 		{ID: cacheAppID, Key: cacheKey, Secret: secret, Enabled: true,
 			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/", EventTypes: []string{"cache_miss"}}}},
 		{ID: wideAppID, Key: wideKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: apps.MaxChannelsPerConnectionLimit},
+		{ID: "app-cap", Key: capKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: 3},
+		{ID: fewAppID, Key: fewKey, Secret: secret, Enabled: true, MaxChannels: 20},
 	})
 	require.NoError(t, err)
 	return reg

@@ -107,3 +107,12 @@ func (x *index) newer(k chanKey, v int64) bool {
 	sh.versions[k] = v
 	return true
 }
+
+// has reports whether k has a subscriber on this node.
+func (x *index) has(k chanKey) bool {
+	sh := x.shard(k.channel)
+	sh.mu.RLock()
+	_, ok := sh.subs[k]
+	sh.mu.RUnlock()
+	return ok
+}

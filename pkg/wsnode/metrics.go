@@ -75,6 +75,7 @@ const (
 	reasonInvalidUTF8
 	reasonAlreadySubscribed
 	reasonFrameRate
+	reasonAppChannelLimit
 	reasonCount // the number of reasons; not a reason
 )
 
@@ -108,6 +109,7 @@ var reasonLabels = [reasonCount]string{
 	reasonInvalidUTF8:       "invalid_utf8",
 	reasonAlreadySubscribed: "already_subscribed",
 	reasonFrameRate:         "frame_rate",
+	reasonAppChannelLimit:   "app_channel_limit",
 }
 
 func (r reason) String() string { return reasonLabels[r] }

@@ -19,7 +19,7 @@ func TestMetricLabels(t *testing.T) {
 		"drain_forced_close", "connection_limit", "auth", "presence_limit", "redis", "client_event_refused",
 		"publish", "accept", "handshake_refused", "user_auth_timeout", "socket_cap", "watchlist_limit", "origin_not_allowed",
 		"invalid_utf8",
-		"already_subscribed", "frame_rate",
+		"already_subscribed", "frame_rate", "app_channel_limit",
 	}, labelValues(t, reg, "headcount_wsnode_errors_total", "reason"))
 	require.ElementsMatch(t, []string{
 		"malformed", "binary", "ping", "pong", "subscribe", "unsubscribe", "signin", "client_event", "other",

@@ -424,6 +424,9 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	case protocol.KindPresence:
 		return a.subscribePresence(s, sc, sub)
 	}
+	if serr := a.allowChannel(s, ch); serr != nil {
+		return a.sendError(s, sc, serr)
+	}
 	a.join(s, ch, presence{})
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
 	if err := a.reply(s, sc.out); err != nil {
