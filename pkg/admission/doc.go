@@ -1,5 +1,9 @@
-// Package admission is the gate of capacity-limited presence channels: a
-// fair FIFO waiting list that never lets one user too many in.
+// Package admission is the gate of presence channels: it never lets one
+// user too many in. Every presence channel seats its member limit
+// (maxPresenceMembersPerChannel), first come first served; a
+// capacity-limited one seats its capacity, or the member limit if smaller,
+// through a fair FIFO waiting list. scripts/lib.lua's seats is the one rule
+// of a channel's seats.
 //
 // Per channel, Redis holds the capacity override, the slots (admitted users
 // with an expiry), the holds (subscribes the gate let in, until the node
@@ -16,7 +20,7 @@
 //   - Occupancy counts distinct users holding a seat: presence members,
 //     holders of an unexpired slot (a ticket not used yet, a leaver within
 //     the grace) and holds. Nobody is admitted while occupancy is at
-//     capacity, so under any concurrency, in any order of checks,
+//     the seats, so under any concurrency, in any order of checks,
 //     subscribes, flushes, leaves, DELETEs, expiries and capacity changes,
 //     the admitted users never exceed it. (Lowering a capacity evicts
 //     nobody: nobody is admitted until occupancy is below the new one.
@@ -38,6 +42,12 @@
 //     users really there.
 //   - Waiters are admitted strictly from the head of the list, before any
 //     newcomer: a newcomer is admitted directly only when the list is empty.
+//   - A channel with the member limit alone keeps no list and gives no
+//     tickets: Join lets a user in while a seat is free and refuses them
+//     (ErrFull) when none is; Check answers Unlimited, State capacity 0. A
+//     seat held by a subscribe whose member leaves within the grace stays
+//     taken until the grace from that subscribe ends. Every join writes a
+//     hold, so the hold key expires a grace after its last hold ends.
 //   - No held places: a waiter not checking in for the dropout time is
 //     struck; a ticket not used within its time is freed; a member's slot
 //     lasts while they are a member and for the grace after their last

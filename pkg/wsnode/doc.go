@@ -58,7 +58,16 @@
 // private or presence channel) within --user-auth-timeout (pusher:error and
 // close 4009, which pusher-js does not reconnect from). The client-event rate limit (the
 // app's maxClientEventsPerSecond, 10 by default, per socket, pusher:error
-// 4301 beyond) is a token bucket on the same clock. An upgrade whose Origin
+// 4301 beyond) is a token bucket on the same clock, and so is the frame
+// limit (frameBudget: a burst of three frames per channel the socket may
+// hold, then the client events and 10 more per second; beyond it
+// pusher:error and close 4100, so pusher-js backs off a second). A socket
+// holds at most the app's maxChannelsPerConnection channels (100 by
+// default), and a subscribe that would open a channel counts against the
+// app's maxChannels, occupied cluster-wide, from a view each node reads at
+// most once a second (appchannels.go). A repeated subscribe of a socket
+// gets Pusher's pusher:error "Existing subscription to channel", not a
+// second answer. An upgrade whose Origin
 // the app's allowedOrigins do not allow is refused with 403 before it
 // becomes a socket. The socket registry and the channel index (channel ->
 // local subscribers) are sharded, each shard under its own lock. App
@@ -69,8 +78,12 @@
 // every node) only from the cluster-wide 0->1 and 1->0 edges the recorder
 // reports after a flush (by package announce, which the cleaner's reap
 // uses too), so a user with sockets on several nodes is added once and
-// removed once. subscription_succeeded lists the cluster's members
-// (Redis) merged with this node's members not flushed yet. Channel-data
+// removed once. A presence subscribe first passes the admission gate
+// (admission.Gate.Join), which holds the user's seat until this node's
+// flush records them, so maxPresenceMembersPerChannel is exact across nodes;
+// only a user it lets in reads the member list, and subscription_succeeded
+// lists the cluster's members (Redis) merged with this node's members not
+// flushed yet. Channel-data
 // signatures are over socket_id:channel:channel_data as received; a
 // presence subscription without channel_data takes its member from the
 // connection's signin and is signed over socket_id:channel.
