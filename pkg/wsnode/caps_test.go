@@ -224,7 +224,7 @@ func closeCode(p string) int {
 func TestFrameFloodIsClosed(t *testing.T) {
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
-	const flood = 2000
+	const flood = 5000
 	var b []byte
 	for range flood {
 		b = append(b, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
@@ -255,20 +255,20 @@ func TestFrameFloodIsClosed(t *testing.T) {
 	}
 	require.True(t, errored, "closed without a pusher:error")
 	t.Logf("%d pongs before the close", pongs)
-	require.Less(t, pongs, 2*(3*100+20), "the burst and a refill")
+	require.Less(t, pongs, 2*(3*1000+20), "the burst and a refill")
 	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
 }
 
 // TestPusherJSReconnectBurstFits: what pusher-js sends on a reconnect, all
-// at once (a signin, a subscribe for each channel up to the per-connection
-// limit, a ping), then unsubscribing from every channel and subscribing to
-// each again in the same second, passes.
+// at once (a signin, a subscribe for each channel up to the most a
+// connection may hold, a ping), then unsubscribing from every channel and
+// subscribing to each again in the same second, passes.
 func TestPusherJSReconnectBurstFits(t *testing.T) {
 	n := startNode(t).run(t)
-	c, id := n.connectRaw(t, appKey)
-	const channels = 100 // maxChannelsPerConnection's default
+	c, id := n.connectRaw(t, wideKey)
+	const channels = apps.MaxChannelsPerConnectionLimit
 	ud := `{"id":"7"}`
-	b, err := json.Marshal(map[string]any{"event": "pusher:signin", "data": map[string]string{"user_data": ud, "auth": sign(id + "::user::" + ud)}})
+	b, err := json.Marshal(map[string]any{"event": "pusher:signin", "data": map[string]string{"user_data": ud, "auth": signKey(wideKey, id+"::user::"+ud)}})
 	require.NoError(t, err)
 	burst := wstest.TextFrame(string(b))
 	for i := range channels {
@@ -296,6 +296,36 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2*channels, succeeded)
+	c.send(t, `{"event":"pusher:ping","data":{}}`)
+	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
+	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+}
+
+// TestOverCapBurstIsRefusedNotCut: a page of 300 channels on an app whose
+// connections may hold 100 (the default) sends all 300 subscribes on every
+// reconnect, as pusher-js does: the 200 past the cap are refused and the
+// connection stays, so pusher-js does not reconnect in a loop.
+func TestOverCapBurstIsRefusedNotCut(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connectRaw(t, appKey)
+	const channels = 300
+	var burst []byte
+	for i := range channels {
+		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"p%d"}}`, i))...)
+	}
+	_, err := c.Write(burst)
+	require.NoError(t, err)
+	succeeded := 0
+	for range channels {
+		f := parseRaw(t, c.read(t))
+		if f.Event == "pusher_internal:subscription_succeeded" {
+			succeeded++
+			continue
+		}
+		typ, _, _ := subscriptionRefusal(t, f)
+		require.Equal(t, "LimitReached", typ)
+	}
+	require.Equal(t, apps.DefaultMaxChannelsPerConnection, succeeded)
 	c.send(t, `{"event":"pusher:ping","data":{}}`)
 	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
 	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))

@@ -59,8 +59,8 @@
 // close 4009, which pusher-js does not reconnect from). The client-event rate limit (the
 // app's maxClientEventsPerSecond, 10 by default, per socket, pusher:error
 // 4301 beyond) is a token bucket on the same clock, and so is the frame
-// limit (frameBudget: a burst of three frames per channel the socket may
-// hold, then the client events and 10 more per second; beyond it
+// limit (frameBudget: a burst of three frames per channel a connection
+// may hold at most, then the client events and 10 more per second; beyond it
 // pusher:error and close 4100, so pusher-js backs off a second). A socket
 // holds at most the app's maxChannelsPerConnection channels (100 by
 // default), and a subscribe that would open a channel counts against the

@@ -243,19 +243,23 @@ func (a *App) refuse(s *socket, perr *protocol.Error) {
 
 // frameBudget is the one rule of how many frames a socket of app may send:
 // a burst, then a steady rate per second. The burst fits what pusher-js
-// sends at once, on a reconnect a signin, a subscribe for every channel and
-// a ping, with room for the app to leave and rejoin every channel in the
-// same second: three frames per channel the connection may hold, and a
-// second's rate. The rate is the app's client events and 10 more
-// (subscribes, unsubscribes, pings); with client events unlimited, 1,000
-// (half what Ably closes a connection at).
+// sends at once, on a reconnect a signin, a subscribe for every channel of
+// the page and a ping, with room to leave and rejoin every channel in the
+// same second: three frames per channel, and a second's rate. pusher-js
+// sends every channel of the page, not only those its connection may hold,
+// so the burst is sized for the most any connection may hold
+// (apps.MaxChannelsPerConnectionLimit), whatever the app's cap: a page
+// past its cap has the excess refused, never its connection cut (and cut
+// again after each reconnect). The rate is the app's client events and 10
+// more (subscribes, unsubscribes, pings); with client events unlimited,
+// 1,000 (half what Ably closes a connection at).
 func frameBudget(app *apps.App) (rate, burst int64) {
 	rate = int64(app.ClientEventsPerSecond())
 	if rate == 0 || rate > 1000 {
 		rate = 1000
 	}
 	rate += 10
-	return rate, 3*int64(app.ChannelsPerConnection()) + rate
+	return rate, 3*apps.MaxChannelsPerConnectionLimit + rate
 }
 
 // allowFrame is a token bucket of s's frames (frameBudget) on the hub's
@@ -265,7 +269,7 @@ func (a *App) allowFrame(s *socket) bool {
 	rate, burst := a.tun.frameBudget(s.app)
 	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
 	if s.framesAt == 0 {
-		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 4,010 (maxChannelsPerConnection <= 1,000)
+		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 4,010
 	} else if now != s.framesAt {
 		// A clock set back refills the bucket (now-framesAt wraps).
 		s.frames = int32(min(burst, int64(s.frames)+int64(now-s.framesAt)*rate)) //nolint:gosec // G115: at most the burst

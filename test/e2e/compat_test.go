@@ -45,7 +45,9 @@ func TestPusherJSCompat(t *testing.T) {
 	}
 
 	// app-id has client events on and a capacity of 1 on presence-cap-
-	// channels (08-admission.test.js); app2 has client events off; app3
+	// channels (08-admission.test.js); app-id and app3 let a connection hold
+	// 1,000 channels, the most an app may, and app2 the default 100
+	// (09-many-channels.test.js); app2 has client events off; app3
 	// sends subscription_count (09-many-channels.test.js); app4 requires
 	// user authentication (10-user-auth.test.js); limitsApp has small rate
 	// limits, a short channel name limit and allowed origins
@@ -66,13 +68,14 @@ func TestPusherJSCompat(t *testing.T) {
 		MaxReadRequestsPerSecond  int      `json:"maxReadRequestsPerSecond,omitempty"`
 		MaxChannelNameLength      int      `json:"maxChannelNameLength,omitempty"`
 		AllowedOrigins            []string `json:"allowed_origins,omitempty"`
+		MaxChannelsPerConnection  int      `json:"maxChannelsPerConnection,omitempty"`
 	}
 	apps := []appEntry{
 		{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
 			Capacities: []map[string]any{{"prefix": "presence-cap-", "capacity": 1}},
-			Admission:  map[string]int{"dropoutSeconds": 30, "graceSeconds": 1, "ticketSeconds": 30}},
+			Admission:  map[string]int{"dropoutSeconds": 30, "graceSeconds": 1, "ticketSeconds": 30}, MaxChannelsPerConnection: 1000},
 		{ID: "app2-id", Key: "app2-key", Secret: "app2-secret", EnableClientMessages: false},
-		{ID: "app3-id", Key: "app3-key", Secret: "app3-secret", EnableSubscriptionCount: true},
+		{ID: "app3-id", Key: "app3-key", Secret: "app3-secret", EnableSubscriptionCount: true, MaxChannelsPerConnection: 1000},
 		{ID: "app4-id", Key: "app4-key", Secret: "app4-secret", EnableUserAuth: true},
 	}
 	// The webhook app batches its webhooks to a receiver the suite runs on

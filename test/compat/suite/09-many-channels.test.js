@@ -6,10 +6,13 @@
 
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { A, B, Client, closeAll, uid, server, app3, waitUntil } = require('./lib');
+const { A, B, Client, closeAll, uid, server, app2, app3, waitUntil } = require('./lib');
 
-// The per-socket channel limit of wsnode.
+// The channels a connection of the default app (and app3) may hold: their
+// maxChannelsPerConnection, the most an app may set.
 const limit = 1000;
+// The default of maxChannelsPerConnection, which app2 keeps.
+const defaultLimit = 100;
 
 // occupied lists the occupied channels whose names start with prefix.
 async function occupied(sdk, prefix) {
@@ -56,6 +59,26 @@ describe('many channels on one connection', { timeout: 90000 }, () => {
       assert.equal(again.size, limit, `every channel must be subscribed again after the reconnect`);
       assert.equal(c.states.filter((s) => s === 'connected').length, 2, `one reconnect only, got states ${c.states.join(',')}`);
       await pollOccupied(server, prefix, limit, 10000);
+    } finally {
+      c.close();
+    }
+  });
+
+  test('past its connection\'s limit, a page\'s extra subscribes are refused and the connection stays', { skip: app2 ? false : 'HC_APP2_KEY not set' }, async () => {
+    const prefix = `over-${uid()}-`;
+    const n = defaultLimit + 50;
+    const c = new Client('over', A, { app: app2 });
+    try {
+      const results = await Promise.allSettled(Array.from({ length: n }, (_, i) => c.subscribe(`${prefix}${i}`, 20000)));
+      const refused = results.filter((r) => r.status === 'rejected');
+      assert.equal(results.length - refused.length, defaultLimit, `${defaultLimit} subscriptions must succeed ${c.dump()}`);
+      for (const r of refused) {
+        assert.equal(r.reason.data && r.reason.data.type, 'LimitReached', String(r.reason));
+      }
+      // Refusals, not a cut: every answer came on the one connection, which
+      // is still up.
+      assert.equal(c.pusher.connection.state, 'connected', c.dump());
+      assert.equal(c.states.filter((s) => s === 'connected').length, 1, `${c.name} must connect once, got states ${c.states.join(',')}`);
     } finally {
       c.close();
     }
