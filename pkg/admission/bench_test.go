@@ -2,7 +2,10 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,4 +69,80 @@ func BenchmarkCheck(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "checks/s")
 	b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/check")
+}
+
+// BenchmarkJoinFull measures presence subscribes refused by the member
+// limit alone (no capacity), from 16 concurrent callers, on a channel of
+// 100 seats held by members (a full channel as it mostly is) or by joins
+// not recorded as members yet (the most a refusal reads): joins/s, Redis
+// round trips per join and Redis's time per join. Run it with:
+//
+//	go test -run '^$' -bench JoinFull ./pkg/admission/
+func BenchmarkJoinFull(b *testing.B) {
+	for _, held := range []bool{false, true} {
+		name := "members"
+		if held {
+			name = "held"
+		}
+		b.Run(name, func(b *testing.B) { benchJoinFull(b, held) })
+	}
+}
+
+func benchJoinFull(b *testing.B, held bool) {
+	const seats = 100
+	rdb := redistest.New(b).Client(b)
+	ctx := context.Background()
+	g := New(rdb, keyspace.Space{})
+	r := Rule{Members: seats, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+	for i := range seats {
+		u := fmt.Sprint("u", i)
+		if !held {
+			// As counts records a member (this test only writes the hash).
+			if err := rdb.HSet(ctx, keys{}.channel("app", "presence-room").Members, u, 1).Err(); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		if ok, _, _, _, err := g.Join(ctx, "app", "presence-room", u, r); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+	hook := &countingHook{}
+	rdb.AddHook(hook)
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, _, _, _, err := g.Join(ctx, "app", "presence-room", fmt.Sprint("x", next.Add(1)), r)
+			if !errors.Is(err, ErrFull) {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "joins/s")
+	b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/join")
+	// Redis's own time per script call, which the machine's load does not
+	// blur as much as the round trip.
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					us, _ := strconv.ParseFloat(v, 64)
+					b.ReportMetric(us, "redis-us/join")
+				}
+			}
+		}
+	}
 }

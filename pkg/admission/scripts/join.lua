@@ -15,6 +15,8 @@ if cap <= 0 then return {1, 0, 0, 0} end
 local now = now_ms()
 if not listed then
   if not (is_member(user) or is_held(user, now)) then
+    -- Members alone filling the seats is the common full channel: O(1).
+    if redis.call('HLEN', K.members) >= cap then return {0, 0, 0, -1} end
     -- occupancy counts every hold in the key, ended or not: sweep first.
     sweep(now, grace, dropout)
     if occupancy() >= cap then return {0, 0, 0, -1} end
