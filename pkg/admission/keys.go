@@ -13,8 +13,8 @@ import (
 // them: "<prefix>:{<app>}:adm:<kind>:<channel>".
 type keys struct{ ks keyspace.Space }
 
-// The kinds of gate key; the ones in gatedKinds exist exactly while their
-// channel is gated (see gatedChannel).
+// The kinds of gate key; one in gatedKinds exists while its channel is
+// gated (see gatedChannel).
 const (
 	kindCap   = "cap:"
 	kindSlots = "slots:"
@@ -58,10 +58,10 @@ func (c channelKeys) scriptKeys() []string {
 }
 
 // gatedKinds are the keys whose presence means a channel is gated right
-// now: an override, admitted users, waiters, or seats held by subscribes
-// being recorded. (The arrival counter outlives its list, so it is not one
-// of them.)
-var gatedKinds = []string{kindCap, kindSlots, kindWait, kindHold}
+// now: an override, admitted users or waiters. (The arrival counter
+// outlives its list, so it is not one of them; nor are holds, which every
+// presence channel has for a grace after a join, for its member limit.)
+var gatedKinds = []string{kindCap, kindSlots, kindWait}
 
 // gatedChannel returns the channel of one of app's gate keys, if the key is
 // one that makes its channel gated.

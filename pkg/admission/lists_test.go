@@ -16,7 +16,8 @@ import (
 
 // TestLists: every gated channel of the app (waiters, admitted users or an
 // override), longest list first, settled as GET .../admission settles;
-// other apps' channels and channels without a capacity stay out.
+// other apps' channels and channels without a capacity stay out, and so
+// do channels with the member limit alone, whose joins hold seats.
 func TestLists(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
@@ -46,6 +47,13 @@ func TestLists(t *testing.T) {
 		_, _, err = g.SetCapacity(ctx, app, "presence-set", 5, Rule{})
 		require.NoError(t, err)
 		rules["presence-set"] = Rule{Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+		rules["presence-members"] = Rule{Members: 100, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+		ok, _, _, _, err := g.Join(ctx, app, "presence-members", "m0", rules["presence-members"])
+		require.NoError(t, err)
+		require.True(t, ok)
+		gated, err := g.gatedChannels(ctx, app)
+		require.NoError(t, err)
+		require.NotContains(t, gated, "presence-members")
 
 		got, err = g.Lists(ctx, app, 10, rule)
 		require.NoError(t, err)
