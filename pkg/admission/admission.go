@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -36,8 +35,8 @@ var (
 	//go:embed scripts/waiters.lua
 	waitersSrc string
 
-	// lib.lua reads capacity.Max as MAX_CAPACITY.
-	lib = "local MAX_CAPACITY = " + strconv.Itoa(capacity.Max) + "\n" + libSrc
+	// lib.lua reads apps.MaxCapacity as MAX_CAPACITY.
+	lib = "local MAX_CAPACITY = " + strconv.Itoa(apps.MaxCapacity) + "\n" + libSrc
 
 	checkScript   = redis.NewScript(lib + checkSrc)
 	leaveScript   = redis.NewScript(lib + leaveSrc)
@@ -161,8 +160,8 @@ type Gate struct {
 // New returns a gate on rdb whose keys are in ks.
 func New(rdb redis.UniversalClient, ks keyspace.Space) *Gate { return &Gate{rdb: rdb, keys: keys{ks}} }
 
-// ErrNoCapacity is returned by SetCapacity for n < 1 or n > capacity.Max.
-var ErrNoCapacity = fmt.Errorf("capacity must be 1 to %d", capacity.Max)
+// ErrNoCapacity is returned by SetCapacity for n < 1 or n > apps.MaxCapacity.
+var ErrNoCapacity = fmt.Errorf("capacity must be 1 to %d", apps.MaxCapacity)
 
 // ErrFull is returned by Join when a channel without a waiting list (the
 // member limit alone limits it) has no free seat.
@@ -217,11 +216,11 @@ func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, u
 	return State{Capacity: toInt(v[0]), Occupancy: toInt(v[1]), Waiting: toInt(v[2])}, changes(v[3:6]), nil
 }
 
-// SetCapacity overrides the channel's capacity (1 to capacity.Max), then
+// SetCapacity overrides the channel's capacity (1 to apps.MaxCapacity), then
 // admits waiters if it grew. Lowering it evicts nobody: it only admits
 // fewer.
 func (g *Gate) SetCapacity(ctx context.Context, app, channel string, n int, r Rule) (State, Changes, error) {
-	if n < 1 || n > capacity.Max {
+	if n < 1 || n > apps.MaxCapacity {
 		return State{}, Changes{}, ErrNoCapacity
 	}
 	if err := g.rdb.Set(ctx, g.keys.channel(app, channel).Cap, n, 0).Err(); err != nil {

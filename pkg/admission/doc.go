@@ -55,7 +55,7 @@
 //     never recorded (its socket left within the node's flush window, or
 //     the node died) frees its seat when its hold ends. If the leave is
 //     never reported, the slot is freed at its expiry, never kept.
-//   - A capacity is at most capacity.Max, which the scripts' Lua numbers
+//   - A capacity is at most apps.MaxCapacity, which the scripts' Lua numbers
 //     and Redis's integer replies both hold exactly: PUT .../capacity and
 //     the apps file refuse more, and an override above it (written before
 //     there was a maximum) counts as the maximum.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/pkg/admission/capacity"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/redis/go-redis/v9"
@@ -110,10 +110,10 @@ func TestMaxCapacity(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	r := Rule{Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
-	st, _, err := g.SetCapacity(ctx, "app", "presence-max", capacity.Max, r)
+	st, _, err := g.SetCapacity(ctx, "app", "presence-max", apps.MaxCapacity, r)
 	require.NoError(t, err)
-	require.Equal(t, capacity.Max, st.Capacity)
-	_, _, err = g.SetCapacity(ctx, "app", "presence-max", capacity.Max+1, r)
+	require.Equal(t, apps.MaxCapacity, st.Capacity)
+	_, _, err = g.SetCapacity(ctx, "app", "presence-max", apps.MaxCapacity+1, r)
 	require.ErrorIs(t, err, ErrNoCapacity)
 
 	// As PUT .../capacity could write it before the maximum.
@@ -121,17 +121,17 @@ func TestMaxCapacity(t *testing.T) {
 	res, err := g.Check(ctx, "app", "presence-old", "u", r)
 	require.NoError(t, err)
 	require.Equal(t, Admitted, res.Status)
-	require.Equal(t, State{Capacity: capacity.Max, Occupancy: 1}, res.State)
+	require.Equal(t, State{Capacity: apps.MaxCapacity, Occupancy: 1}, res.State)
 	got, err := g.Lists(ctx, "app", 10, func(string) Rule { return r })
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for _, c := range got {
-		require.Equal(t, capacity.Max, c.Capacity, c.Channel)
+		require.Equal(t, apps.MaxCapacity, c.Capacity, c.Channel)
 	}
 
 	// The apps file's rule is refused above it at load (package apps); at
 	// the maximum it reads back exact.
-	res, err = g.Check(ctx, "app", "presence-rule", "u", Rule{Capacity: capacity.Max, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour})
+	res, err = g.Check(ctx, "app", "presence-rule", "u", Rule{Capacity: apps.MaxCapacity, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, capacity.Max, res.Capacity)
+	require.Equal(t, apps.MaxCapacity, res.Capacity)
 }

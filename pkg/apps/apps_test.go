@@ -113,12 +113,12 @@ func TestFromEnvCredentials(t *testing.T) {
 
 func TestAdmissionValidation(t *testing.T) {
 	_, err := Parse([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"presence-room-","capacity":0}],"admission":{"graceSeconds":-1}}]`))
-	require.ErrorContains(t, err, `app "a": capacities[0] (prefix "presence-room-"): capacity must be 1 to 1000000000 (capacity.Max), not 0`)
+	require.ErrorContains(t, err, `app "a": capacities[0] (prefix "presence-room-"): capacity must be 1 to 1000000000 (MaxCapacity), not 0`)
 	require.ErrorContains(t, err, "admission.graceSeconds must not be negative")
 
 	// Above the maximum a capacity would not read back exact from Redis.
 	_, err = Parse([]byte(`[{"id":"a","key":"k","secret":"s","capacities":[{"prefix":"presence-a-","capacity":1000000000},{"prefix":"presence-b-","capacity":9223372036854775807}]}]`))
-	require.ErrorContains(t, err, `app "a": capacities[1] (prefix "presence-b-"): capacity must be 1 to 1000000000 (capacity.Max), not 9223372036854775807`)
+	require.ErrorContains(t, err, `app "a": capacities[1] (prefix "presence-b-"): capacity must be 1 to 1000000000 (MaxCapacity), not 9223372036854775807`)
 	require.NotContains(t, err.Error(), "capacities[0]")
 }
 

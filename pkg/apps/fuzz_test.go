@@ -5,14 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/eventlog"
 )
 
 // FuzzParse: no apps file makes Parse panic, and an app it accepts has its
 // origins checkable, a key pusher-js can put in its URL, a secret that is
 // not blank, webhooks asking for known event types only, and capacities
-// for presence channels within capacity.Max.
+// for presence channels within MaxCapacity.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"id":"a","key":"k","secret":"s","allowed_origins":["*.example.com","https://a.b"],"webhooks":[{"url":"u","lambda":{}}]}]`))
 	f.Add([]byte(`[{"AppId":1,"key":"k","secret":"s","max_read_req_per_sec":3,"capacities":[{"Prefix":"presence-p","capacity":2}]}]`))
@@ -42,7 +41,7 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			for _, c := range a.Capacities {
-				if !strings.HasPrefix(c.Prefix, "presence-") || c.Capacity < 1 || c.Capacity > capacity.Max {
+				if !strings.HasPrefix(c.Prefix, "presence-") || c.Capacity < 1 || c.Capacity > MaxCapacity {
 					t.Fatalf("accepted capacity %+v", c)
 				}
 			}

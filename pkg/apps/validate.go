@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -54,8 +53,18 @@ func checkEventTypes(types []string) []error {
 	return errs
 }
 
+// MaxCapacity is the largest capacity a channel may have: the bound the
+// apps file, the HTTP API's PUT .../capacity and package admission's
+// scripts share. The admission scripts compute in Lua numbers, doubles
+// exact up to 2^53 only, and Redis turns the numbers they return into
+// 64-bit integers: 9223372036854775807 came back negative and the channel
+// left the listing. A billion is far inside both, and far above the users
+// one presence channel could hold (its members are one hash in Redis), so
+// no real limit is refused.
+const MaxCapacity = 1_000_000_000
+
 // validateCapacities checks each capacities entry: a capacity
-// admission's scripts hold exactly (capacity.Max), and a prefix that only
+// admission's scripts hold exactly (MaxCapacity), and a prefix that only
 // presence channels, the ones admission gates, can start with, given
 // once: any other would limit nothing, silently.
 func (a *App) validateCapacities() []error {
@@ -63,8 +72,8 @@ func (a *App) validateCapacities() []error {
 	seen := map[string]int{}
 	for i, c := range a.Capacities {
 		field := fmt.Sprintf("app %q: capacities[%d] (prefix %q)", a.ID, i, c.Prefix)
-		if c.Capacity < 1 || c.Capacity > capacity.Max {
-			errs = append(errs, fmt.Errorf("%s: capacity must be 1 to %d (capacity.Max), not %d", field, capacity.Max, c.Capacity))
+		if c.Capacity < 1 || c.Capacity > MaxCapacity {
+			errs = append(errs, fmt.Errorf("%s: capacity must be 1 to %d (MaxCapacity), not %d", field, MaxCapacity, c.Capacity))
 		}
 		if j, dup := seen[c.Prefix]; dup {
 			errs = append(errs, fmt.Errorf("%s: the same prefix as capacities[%d]; give each prefix once", field, j))

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/headcount/headcount/pkg/admission"
-	"github.com/headcount/headcount/pkg/admission/capacity"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -140,7 +139,7 @@ func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiReq
 }
 
 // setCapacity is PUT .../capacity {"capacity": N}, 1 <= N <=
-// capacity.Max.
+// apps.MaxCapacity.
 func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	ch, ok := a.admissionChannel(w, r, req.app)
 	if !ok {
@@ -158,8 +157,8 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 		return
 	}
 	n, err := strconv.Atoi(body.Capacity.String())
-	if err != nil || n < 1 || n > capacity.Max {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number from 1 to %d, not %s", capacity.Max, body.Capacity.String()))
+	if err != nil || n < 1 || n > apps.MaxCapacity {
+		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number from 1 to %d, not %s", apps.MaxCapacity, body.Capacity.String()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)

@@ -173,7 +173,7 @@
 // Admission (README, Admission; pkg/admission does the atomic work): PUT/DELETE
 // /apps/{id}/channels/{name}/capacity, POST/DELETE/GET .../admission, for
 // presence channels only (400 otherwise); a capacity is 1 to
-// capacity.Max (pkg/admission/capacity; 400 otherwise). A call that admits or strikes
+// apps.MaxCapacity (400 otherwise). A call that admits or strikes
 // someone logs the admission webhooks the app asks for and tells the nodes
 // with connected waiters on protocol.AdmissionChannel.
 //
