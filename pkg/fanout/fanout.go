@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/logging"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -62,9 +63,6 @@ const (
 	// dropped its subscriptions (a slot moved), so a cluster still settling
 	// its slot map is not hammered.
 	rebuildEvery = time.Second
-	// logEvery rate-limits the logs of per-message problems (decode errors),
-	// which come in floods, e.g. from a node of a newer version.
-	logEvery = 10 * time.Second
 	// publishAttempts bounds the tries of a publish that certainly never
 	// reached Redis (the dial failed). go-redis's own retries are off for
 	// publishes, see noRetry.
@@ -120,7 +118,9 @@ type Bus struct {
 	// concurrent.
 	deliverMu sync.Mutex
 
-	decodeLog limiter
+	// decodeLog holds decode errors, which come in floods (from a node of a
+	// newer version, say), to a line per logging.RepeatEvery.
+	decodeLog logging.Limiter
 	pingEvery time.Duration // defaultPingEvery; tests shorten it
 }
 
@@ -824,9 +824,9 @@ func (r *runner) dispatch(msg *redis.Message) {
 	m, err := decode(msg.Payload)
 	if err != nil {
 		b.m.decodeErrors.Inc()
-		if suppressed, ok := b.decodeLog.allow(); ok {
+		if n, ok := b.decodeLog.Allow(time.Now()); ok {
 			b.log.Error("dropping a message that does not decode", "app", in.app, "channel", in.channel,
-				"bytes", len(msg.Payload), "error", err, "suppressed_since_last_log", suppressed)
+				"bytes", len(msg.Payload), "error", err, "suppressed_since_last_log", n-1)
 		}
 		return
 	}
@@ -879,23 +879,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// limiter lets one log line through per logEvery and counts the rest.
-type limiter struct {
-	mu         sync.Mutex
-	next       time.Time
-	suppressed int
-}
-
-func (l *limiter) allow() (suppressed int, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if now.Before(l.next) {
-		l.suppressed++
-		return 0, false
-	}
-	suppressed, l.suppressed, l.next = l.suppressed, 0, now.Add(logEvery)
-	return suppressed, true
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/headcount/headcount/pkg/logging"
 )
 
 // Cap caps the connections a Server holds open on its port, so that its
@@ -75,8 +77,6 @@ const (
 	refusingAtOnce = 16
 	// lingerTimeout bounds how long a refused connection is drained.
 	lingerTimeout = time.Second
-	// logEvery is how often each warning may be logged.
-	logEvery = 10 * time.Second
 )
 
 // ListenCapped is Listen with a cap on the connections open on the port
@@ -131,7 +131,7 @@ type capListener struct {
 	drained   sync.WaitGroup // the lingering connections' goroutines
 
 	// The accept loop's warnings; only Accept uses them.
-	refusedLog, closedLog, acceptLog logLimiter
+	refusedLog, closedLog, acceptLog logging.Limiter
 }
 
 func newCapListener(ln net.Listener, c Cap) *capListener {
@@ -160,7 +160,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			l.c.OnEvent(CapAcceptFailed)
-			if n, ok := l.acceptLog.allow(time.Now()); ok {
+			if n, ok := l.acceptLog.Allow(time.Now()); ok {
 				l.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
 			}
 			select {
@@ -199,7 +199,7 @@ func (l *capListener) admit(c net.Conn) net.Conn {
 	if victim != nil {
 		_ = victim.Close() // its place is the new one's
 		l.c.OnEvent(event)
-		if n, ok := l.closedLog.allow(now); ok {
+		if n, ok := l.closedLog.Allow(now); ok {
 			l.log.Warn("closing the connections that waited longest for a request to admit new ones: the port is at its connection cap ("+l.c.Setting+")",
 				"max_connections", l.max, "closed", n)
 		}
@@ -235,7 +235,7 @@ func (l *capListener) victim(now time.Time) (*capConn, CapEvent) {
 // once, which may reset them: what matters then is the descriptor.
 func (l *capListener) refuse(c net.Conn) {
 	l.c.OnEvent(CapRefused)
-	if n, ok := l.refusedLog.allow(time.Now()); ok {
+	if n, ok := l.refusedLog.Allow(time.Now()); ok {
 		l.log.Warn("refusing connections: the port is at its connection cap ("+l.c.Setting+") and every connection is busy",
 			"max_connections", l.max, "refused", n)
 	}
@@ -407,23 +407,4 @@ func (c *capConn) unlist() {
 		q.tail = c.prev
 	}
 	c.list, c.prev, c.next = nil, nil, nil
-}
-
-// logLimiter lets a repeated warning through at most once per logEvery and
-// counts the occurrences in between. Not safe for concurrent use.
-type logLimiter struct {
-	last time.Time
-	n    int
-}
-
-// allow counts one occurrence and reports whether to log it, with the
-// occurrences since the last line logged, this one included.
-func (l *logLimiter) allow(now time.Time) (int, bool) {
-	l.n++
-	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
-		return 0, false
-	}
-	n := l.n
-	l.last, l.n = now, 0
-	return n, true
 }

@@ -370,18 +370,3 @@ func TestCapAcceptFailuresBackOff(t *testing.T) {
 	l.wait()
 	require.Zero(t, l.open.Load())
 }
-
-func TestLogLimiter(t *testing.T) {
-	var l logLimiter
-	now := time.Now()
-	n, ok := l.allow(now)
-	require.True(t, ok)
-	require.Equal(t, 1, n)
-	for range 4 {
-		_, ok = l.allow(now.Add(time.Second))
-		require.False(t, ok)
-	}
-	n, ok = l.allow(now.Add(logEvery))
-	require.True(t, ok)
-	require.Equal(t, 5, n, "the occurrences since the last line, this one included")
-}

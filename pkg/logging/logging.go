@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +121,32 @@ type RedisPrintf struct{ l hclog.Logger }
 // Printf logs one go-redis message.
 func (r RedisPrintf) Printf(_ context.Context, format string, v ...any) {
 	r.l.Debug(fmt.Sprintf(format, v...))
+}
+
+// RepeatEvery is how often a Limiter lets a repeated warning through.
+const RepeatEvery = 10 * time.Second
+
+// Limiter lets a repeated warning through at most once per RepeatEvery and
+// counts the occurrences in between, so a flood of one problem (refused
+// connections, failed accepts, undecodable messages) logs a line every ten
+// seconds saying how many there were. The zero value is ready; it is safe
+// for concurrent use.
+type Limiter struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int
+}
+
+// Allow counts one occurrence at now and reports whether to log it, with
+// the occurrences since the last line logged, this one included.
+func (l *Limiter) Allow(now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if !l.last.IsZero() && now.Sub(l.last) < RepeatEvery {
+		return 0, false
+	}
+	n := l.n
+	l.last, l.n = now, 0
+	return n, true
 }

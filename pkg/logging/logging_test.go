@@ -42,3 +42,18 @@ func TestTextDurations(t *testing.T) {
 	New("wsnode", "info", "text", &buf).Named("counts").Info("started", "dead_after", 3*time.Second)
 	require.Contains(t, buf.String(), "[INFO]  wsnode.counts: started: dead_after=3s")
 }
+
+func TestLimiter(t *testing.T) {
+	var l Limiter
+	now := time.Now()
+	n, ok := l.Allow(now)
+	require.True(t, ok)
+	require.Equal(t, 1, n)
+	for range 4 {
+		_, ok = l.Allow(now.Add(time.Second))
+		require.False(t, ok)
+	}
+	n, ok = l.Allow(now.Add(RepeatEvery))
+	require.True(t, ok)
+	require.Equal(t, 5, n, "the occurrences since the last line, this one included")
+}

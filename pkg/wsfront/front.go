@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/headcount/headcount/pkg/logging"
 )
 
 // Front serves a WebSocket port without net/http's server: it accepts
@@ -55,8 +57,8 @@ type Front struct {
 	// draining on a goroutine of their own (refuseAtCap).
 	refusing chan struct{}
 	// capLog and acceptLog hold the accept loop's warnings to one per
-	// logEvery each, however many connections it refuses or fails.
-	capLog, acceptLog logLimiter
+	// logging.RepeatEvery each, however many connections it refuses or fails.
+	capLog, acceptLog logging.Limiter
 
 	// headTimeout is how long a client has to send its request head,
 	// checked every sweepEvery (tests shorten both before Serve).
@@ -166,7 +168,7 @@ func (f *Front) Serve() error {
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			f.onRefuse(AcceptFailed)
-			if n, ok := f.acceptLog.allow(time.Now()); ok {
+			if n, ok := f.acceptLog.Allow(time.Now()); ok {
 				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
 			}
 			select {
@@ -209,7 +211,7 @@ const refusingAtOnce = 16
 // pusher-js retries either way.
 func (f *Front) refuseAtCap(c net.Conn) {
 	f.onRefuse(AtCap)
-	if n, ok := f.capLog.allow(time.Now()); ok {
+	if n, ok := f.capLog.Allow(time.Now()); ok {
 		f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 			"max_sockets", f.maxConns, "refused", n)
 	}
@@ -264,27 +266,6 @@ func (c *Conn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
-}
-
-// logLimiter lets a repeated warning through at most once per logEvery and
-// counts the occurrences in between. Not safe for concurrent use.
-type logLimiter struct {
-	last time.Time
-	n    int
-}
-
-const logEvery = 10 * time.Second
-
-// allow counts one occurrence and reports whether to log it, with the
-// occurrences since the last line logged, this one included.
-func (l *logLimiter) allow(now time.Time) (int, bool) {
-	l.n++
-	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
-		return 0, false
-	}
-	n := l.n
-	l.last, l.n = now, 0
-	return n, true
 }
 
 func (f *Front) isClosed() bool {
