@@ -100,6 +100,51 @@ local function apply_field(f, n, info)
   end
 end
 
+-- call_in_chunks calls cmd on key with the values of args, a few thousand
+-- at a time (Lua's unpack takes fewer than 8,000), and returns the reply
+-- (of one chunk; the elements of all in order when there are several).
+-- #args may be odd only below a chunk.
+local function call_in_chunks(cmd, key, args)
+  if #args <= 4000 then
+    return redis.call(cmd, key, unpack(args))
+  end
+  local out = {}
+  for i = 1, #args, 4000 do
+    local r = redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+    if type(r) == 'table' then
+      for j = 1, #r do out[#out + 1] = r[j] end
+    end
+  end
+  return out
+end
+
+-- apply_channels adds ns[i] to the global count of channel chs[i] for each
+-- i, as apply_field does for a 'c' field, with its bookkeeping, but in three
+-- commands whatever their number (ZMSCORE, then one ZADD of the counts
+-- still positive and one ZREM of the others), not one or two per channel:
+-- most of a reap slice's fields are channels. A channel is listed once.
+local function apply_channels(chs, ns)
+  if #chs == 0 then return end
+  local was = call_in_chunks('ZMSCORE', global, chs)
+  local zadd, zrem, na, nr = {}, {}, 0, 0
+  for i, ch in ipairs(chs) do
+    local k, old = 'c' .. ch, tonumber(was[i]) or 0
+    local v = old + ns[i]
+    if before[k] == nil then
+      before[k] = old
+      table.insert(touched_ch, ch)
+    end
+    after[k] = v
+    if v > 0 then
+      zadd[na + 1], zadd[na + 2], na = v, ch, na + 2
+    elseif was[i] then
+      zrem[nr + 1], nr = ch, nr + 1
+    end
+  end
+  if na > 0 then call_in_chunks('ZADD', global, zadd) end
+  if nr > 0 then call_in_chunks('ZREM', global, zrem) end
+end
+
 -- next_version returns the version of this unit's channel counts (see
 -- changes): above every earlier unit's of the app, whose last P..'seq'
 -- keeps, and never below this shard's clock in microseconds. So a shard

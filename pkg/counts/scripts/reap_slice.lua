@@ -11,7 +11,8 @@
 -- ARGV[2] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[3], ARGV[4], ARGV[5] what to log, and the channels whose edges and
 --         counts are not logged (as ARGV[4..6] of apply.lua)
--- ARGV[6..] the fields to take (the caller read their names by HSCAN)
+-- ARGV[6..] the fields to take (the caller read their names by HSCAN; a
+--         field listed twice is taken once)
 -- Returns {-3, fields} if present fields touch keys not declared (nothing
 -- written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
@@ -20,25 +21,39 @@ local reaps, reaping = KEYS[1], KEYS[2]
 P = ARGV[2]
 open_log(ARGV[3], ARGV[4], ARGV[5])
 
-local list = {}
+-- taken: the fields present, which this unit subtracts and deletes, each
+-- once however often it is listed; the channels' ('c') go to
+-- apply_channels together, the others (members, connections) one by one to
+-- apply_field.
+local taken, seen, chs, ns, others = {}, {}, {}, {}, {}
+local nt, nc, no = 0, 0, 0
 if #ARGV >= 6 then
-  local fields = {}
-  for i = 6, #ARGV do table.insert(fields, ARGV[i]) end
-  local vals = redis.call('HMGET', reaping, unpack(fields))
-  for i, f in ipairs(fields) do
-    if vals[i] then
-      table.insert(list, f)
-      table.insert(list, vals[i])
+  local vals = redis.call('HMGET', reaping, unpack(ARGV, 6))
+  for i = 6, #ARGV do
+    local f, v = ARGV[i], vals[i - 5]
+    if v and not seen[f] then
+      seen[f] = true
+      nt = nt + 1
+      taken[nt] = f
+      if string.byte(f) == 99 then -- 'c'
+        nc = nc + 1
+        chs[nc], ns[nc] = string.sub(f, 3), -tonumber(v)
+      else
+        others[no + 1], others[no + 2], no = f, v, no + 2
+      end
     end
   end
 end
-local missing = missing_keys(list)
+local missing = missing_keys(others)
 if #missing > 0 then
   return {-3, missing}
 end
-for i = 1, #list, 2 do
-  apply_field(list[i], -tonumber(list[i + 1]), nil)
-  redis.call('HDEL', reaping, list[i])
+for i = 1, #others, 2 do
+  apply_field(others[i], -tonumber(others[i + 1]), nil)
+end
+apply_channels(chs, ns)
+if nt > 0 then
+  call_in_chunks('HDEL', reaping, taken)
 end
 local left = redis.call('HLEN', reaping)
 if left == 0 then
@@ -46,4 +61,4 @@ if left == 0 then
 end
 local chans, edges = changes()
 log_events(edges)
-return {#list / 2, chans, edges, left}
+return {nt, chans, edges, left}
