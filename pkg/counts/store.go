@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,6 +30,14 @@ type Store struct {
 	// reads. 0 means DefaultSliceSize; at most 4096. Tests make it small
 	// so every operation takes many units.
 	SliceSize int
+
+	mu sync.Mutex
+	// draining counts the drains of each reap (by its key) this store
+	// runs now: FinishReaps leaves those reaps to them.
+	draining map[string]int
+	// inFlight holds a token for each slice of a reap this store has sent
+	// and not yet had answered, whichever drain sent it.
+	inFlight chan struct{}
 }
 
 // NewStore returns a store of the counts under ks on rdb.
@@ -243,10 +253,11 @@ func newReapID(node string) string {
 
 // FinishReaps drains every reap of app under way: those whose cleaner (or
 // stopping node) died or failed half-way, and those another cleaner is
-// draining now (both then take fields; each is subtracted once). It returns
-// what each reap it took part in changed, by node, as ReapNode does
-// (SinceSeen is 0: the first unit measured it). Its cost when no reap is
-// under way is one SMEMBERS.
+// draining now (both then take fields; each is subtracted once), but not
+// those this store drains now (a ReapNode in progress finishes its own, or
+// leaves it to the next call). It returns what each reap it took part in
+// changed, by node, as ReapNode does (SinceSeen is 0: the first unit
+// measured it). Its cost when no reap is under way is one SMEMBERS.
 func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped, error) {
 	ids, err := s.rdb.SMembers(ctx, s.reapsKey(app)).Result()
 	if err != nil {
@@ -254,6 +265,9 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 	}
 	out := map[string]Reaped{}
 	for _, id := range ids {
+		if s.isDraining(app, id) {
+			continue
+		}
 		_, node, _ := strings.Cut(id, ":")
 		reaped := out[node]
 		if reaped.App == "" {
@@ -270,43 +284,162 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 	return out, nil
 }
 
+// slicesInFlight is how many slices of reaps one store sends before the
+// first of them answers, whichever drains they belong to: enough that Redis
+// has the next slice at hand when one ends (a round trip costs more than
+// Redis's time between two), few enough that another client's command
+// waits behind a few slices at most, however many apps' reaps run at once.
+const slicesInFlight = 4
+
 // drain subtracts the contribution under reap id a slice at a time, adding
 // what each slice changed to into. It reads field names by HSCAN (a
-// command of its own, bounded by the slice size) and hands them to
-// reap_slice.lua, which takes those still there. Members go first, in a
-// pass of their own, so a presence channel's member_removed events are
-// logged before its channel_vacated, as one unit would log them.
+// command of its own, bounded by a few slice sizes) and hands them to
+// reap_slice.lua, which takes those still there, up to slicesInFlight
+// slices at once: each is an atomic unit that subtracts only the fields it
+// deletes, so no order among them and no other drain of the same reap
+// changes what is subtracted. One order matters to the event log: a
+// presence channel's member_removed before its channel_vacated, as one
+// unit would log them. So the fields of channels that have members are
+// held back until every slice of the walk has answered: by then no member
+// field is left (the walk saw each, and a slice that found one gone ran
+// after the unit that took it), and the channels go last.
 func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
+	s.setDraining(app, id, true)
+	defer s.setDraining(app, id, false)
 	key := s.reapingKey(app, id)
 	n := s.sliceSize()
-	for _, match := range []string{"m:*", ""} {
-		var cursor uint64
-		for {
-			kv, next, err := s.rdb.HScan(ctx, key, cursor, match, int64(n)).Result()
-			if err != nil {
-				return fmt.Errorf("scan reaped contribution: %w", err)
-			}
-			fields := make([]string, 0, len(kv)/2)
-			for i := 0; i < len(kv); i += 2 {
-				fields = append(fields, kv[i])
-			}
-			for len(fields) > 0 {
-				k := min(n, len(fields))
-				if err := s.reapSlice(ctx, app, id, fields[:k], into); err != nil {
-					return err
-				}
-				fields = fields[k:]
-			}
-			if cursor = next; cursor == 0 {
-				break
+	d := s.newSlicer(ctx, app, id, into)
+	var batch, last []string
+	var cursor uint64
+	for d.ok() {
+		kv, next, err := s.rdb.HScan(ctx, key, cursor, "", int64(n*slicesInFlight)).Result()
+		if err != nil {
+			d.fail(fmt.Errorf("scan reaped contribution: %w", err))
+			break
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if f := kv[i]; channelHasMembers(f) {
+				last = append(last, f)
+			} else if batch = append(batch, f); len(batch) == n {
+				d.send(batch)
+				batch = nil
 			}
 		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	d.send(batch)
+	if err := d.wait(); err != nil {
+		return err
+	}
+	d = s.newSlicer(ctx, app, id, into)
+	for len(last) > 0 {
+		k := min(n, len(last))
+		d.send(last[:k])
+		last = last[k:]
 	}
 	// A scan returns every field present throughout it, and nothing but
 	// slices deletes from the hash, so it is empty now; the slice that
 	// emptied it dropped the reap from the set. A hash left behind (a
 	// field missed all the same) stays listed, for FinishReaps.
-	return nil
+	return d.wait()
+}
+
+// channelHasMembers reports whether contribution field f counts a
+// channel's subscriptions (not a member's) in a channel that has members.
+func channelHasMembers(f string) bool {
+	ch, ok := strings.CutPrefix(f, "c:")
+	return ok && protocol.ChannelKind(ch).HasMembers()
+}
+
+// slicer runs the slices of one drain, as many at once as the store's
+// slicesInFlight allow, and adds what each changed to into. After the
+// first failure it sends no more; the slices in flight still answer and
+// are added.
+type slicer struct {
+	s       *Store
+	ctx     context.Context
+	app, id string
+	wg      sync.WaitGroup
+
+	mu   sync.Mutex
+	into *Reaped
+	err  error
+}
+
+func (s *Store) newSlicer(ctx context.Context, app, id string, into *Reaped) *slicer {
+	return &slicer{s: s, ctx: ctx, app: app, id: id, into: into}
+}
+
+// send runs a slice of fields once the store has a slice in flight fewer
+// than slicesInFlight.
+func (d *slicer) send(fields []string) {
+	if len(fields) == 0 || !d.ok() {
+		return
+	}
+	inFlight := d.s.slots()
+	inFlight <- struct{}{}
+	d.wg.Go(func() {
+		defer func() { <-inFlight }()
+		var r Reaped
+		err := d.s.reapSlice(d.ctx, d.app, d.id, fields, &r)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.into.add(r)
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+	})
+}
+
+func (d *slicer) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *slicer) ok() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err == nil
+}
+
+// wait waits for the slices in flight and returns the first failure.
+func (d *slicer) wait() error {
+	d.wg.Wait()
+	return d.err
+}
+
+func (s *Store) slots() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight == nil {
+		s.inFlight = make(chan struct{}, slicesInFlight)
+	}
+	return s.inFlight
+}
+
+func (s *Store) setDraining(app, id string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining == nil {
+		s.draining = map[string]int{}
+	}
+	k := s.reapingKey(app, id)
+	if on {
+		s.draining[k]++
+	} else if s.draining[k]--; s.draining[k] <= 0 {
+		delete(s.draining, k)
+	}
+}
+
+func (s *Store) isDraining(app, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining[s.reapingKey(app, id)] > 0
 }
 
 func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, into *Reaped) error {
@@ -330,4 +463,11 @@ func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, 
 	into.Fields += int(res.status)
 	into.merge(res.edges(app))
 	return nil
+}
+
+// add adds what one slice of a reap changed to r, whichever order the
+// slices answered in (each channel keeps its latest count, by version).
+func (r *Reaped) add(slice Reaped) {
+	r.Fields += slice.Fields
+	r.merge(slice.Edges)
 }
