@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -322,4 +323,109 @@ func TestRepublishInSlices(t *testing.T) {
 		}
 		require.Empty(t, firstLeaves, "the first republish keeps every member")
 	})
+}
+
+// Slices of one reap in flight at once, as a drain sends them and as two
+// drains of the same reap do, with fields that overlap (a field in several
+// slices, as a scan may return it twice and as two drains each take it,
+// and twice in one slice),
+// while the reaped node republishes a new contribution: each field is
+// subtracted once, by the one slice that finds it, and each channel's new
+// count and each member's leave is reported once.
+func TestReapSlicesOverlappingInFlight(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		loadNode(t, rdb, "app", "other", 30, 10, 2)
+		zombie := loadNode(t, rdb, "app", "zombie", 150, 40, 5)
+		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, false)
+		require.NoError(t, err)
+		require.True(t, ok)
+		fields, err := rdb.HKeys(ctx, testKeys.reapingKey("app", id)).Result()
+		require.NoError(t, err)
+		require.Len(t, fields, 150+2*40+1)
+
+		const reapers = 6
+		var mu sync.Mutex
+		all := []Reaped{reaped}
+		var wg sync.WaitGroup
+		for k := range reapers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(k), 1))
+				mine := slices.Clone(fields)
+				rng.Shuffle(len(mine), func(i, j int) { mine[i], mine[j] = mine[j], mine[i] })
+				for len(mine) > 0 {
+					n := min(1+rng.IntN(9), len(mine))
+					// A field twice in one slice, as a drain may batch
+					// two scan replies that both return it.
+					slice := append(slices.Clone(mine[:n]), mine[rng.IntN(n)])
+					var r Reaped
+					require.NoError(t, store.reapSlice(ctx, "app", id, slice, &r))
+					mine = mine[n:]
+					mu.Lock()
+					all = append(all, r)
+					mu.Unlock()
+				}
+			})
+		}
+		// The zombie's write is refused (it was unregistered) and it
+		// republishes whole while the slices run.
+		wg.Go(func() {
+			zombie.Add("app", "ch1", 2)
+			require.NoError(t, zombie.Flush(ctx))
+			checkInvariants(t, takeSnapshot(t, rdb, "app"))
+		})
+		wg.Wait()
+
+		s := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, localFields(zombie, "app"), s.contrib["zombie"], "the republished contribution stands whole")
+		require.Equal(t, []string{"other", "zombie"}, mapKeys(s.contrib), "no reap is left under way")
+		subtracted := 0
+		chans := map[string]int{}
+		leaves := map[string]int{}
+		for _, r := range all {
+			subtracted += r.Fields
+			for ch := range r.Channels {
+				chans[ch]++
+			}
+			for _, m := range r.Members {
+				leaves[m.Channel+"\n"+m.UserID]++
+			}
+		}
+		require.Equal(t, len(fields), subtracted, "every field subtracted once")
+		for ch, n := range chans {
+			require.Equal(t, 1, n, "channel %s reported %d times", ch, n)
+		}
+		for m, n := range leaves {
+			require.Equal(t, 1, n, "member %q left %d times", m, n)
+		}
+	})
+}
+
+// FinishReaps leaves a reap its own store drains now to that drain (the
+// cleaner's scan would otherwise walk a reap its liveness check is
+// draining), and drains it once that drain has stopped.
+func TestFinishReapsLeavesOwnDrains(t *testing.T) {
+	ctx := context.Background()
+	rdb := newSingle(t)
+	store := NewStore(rdb, testKeys.ks)
+	loadNode(t, rdb, "app", "dead", 20, 4, 3)
+	id, ok, _, err := store.startReap(ctx, "app", "dead", 0, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	store.setDraining("app", id, true)
+	done, err := store.FinishReaps(ctx, "app")
+	require.NoError(t, err)
+	require.Empty(t, done)
+	n, err := store.Nodes(ctx, "app", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n.Reaping)
+
+	store.setDraining("app", id, false)
+	done, err = store.FinishReaps(ctx, "app")
+	require.NoError(t, err)
+	require.Equal(t, 20+4+4+1, done["dead"].Fields)
+	checkInvariants(t, takeSnapshot(t, rdb, "app"))
 }
