@@ -127,12 +127,16 @@ local function apply_channels(chs, ns)
   if #chs == 0 then return end
   local was = call_in_chunks('ZMSCORE', global, chs)
   local zadd, zrem, na, nr = {}, {}, 0, 0
+  local nt = #touched_ch
   for i, ch in ipairs(chs) do
-    local k, old = 'c' .. ch, tonumber(was[i]) or 0
+    -- A score read is a numeric string; arithmetic converts it once
+    -- (tonumber would twice), false (no score) is 0.
+    local k, old = 'c' .. ch, was[i] and was[i] + 0 or 0
     local v = old + ns[i]
     if before[k] == nil then
       before[k] = old
-      table.insert(touched_ch, ch)
+      nt = nt + 1
+      touched_ch[nt] = ch
     end
     after[k] = v
     if v > 0 then

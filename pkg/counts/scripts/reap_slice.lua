@@ -37,7 +37,7 @@ if #ARGV >= 6 then
       taken[nt] = f
       if string.byte(f) == 99 then -- 'c'
         nc = nc + 1
-        chs[nc], ns[nc] = string.sub(f, 3), -tonumber(v)
+        chs[nc], ns[nc] = string.sub(f, 3), -v -- v: a numeric string
       else
         others[no + 1], others[no + 2], no = f, v, no + 2
       end
