@@ -36,7 +36,8 @@ type Store struct {
 	// runs now: FinishReaps leaves those reaps to them.
 	draining map[string]int
 	// inFlight holds a token for each slice of a reap this store has sent
-	// and not yet had answered, whichever drain sent it.
+	// and not yet had answered, whichever drain sent it (see
+	// storeSlicesInFlight).
 	inFlight chan struct{}
 }
 
@@ -284,52 +285,48 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 	return out, nil
 }
 
-// slicesInFlight is how many slices of reaps one store sends before the
-// first of them answers, whichever drains they belong to: enough that Redis
-// has the next slice at hand when one ends (a round trip costs more than
-// Redis's time between two), few enough that another client's command
-// waits behind a few slices at most, however many apps' reaps run at once.
-const slicesInFlight = 4
+// slicesInFlight is how many slices of one drain are sent before the
+// first of them answers: two, so Redis has the next at hand when one ends
+// (a round trip costs more than Redis's time between two) and another
+// client's command waits behind two at most. storeSlicesInFlight bounds
+// those of all the drains of one store (the cleaner reaps a node in
+// several apps at once).
+const (
+	slicesInFlight      = 2
+	storeSlicesInFlight = 8
+)
 
 // drain subtracts the contribution under reap id a slice at a time, adding
-// what each slice changed to into. It reads field names by HSCAN (a
-// command of its own, bounded by a few slice sizes) and hands them to
-// reap_slice.lua, which takes those still there, up to slicesInFlight
-// slices at once: each is an atomic unit that subtracts only the fields it
-// deletes, so no order among them and no other drain of the same reap
-// changes what is subtracted. One order matters to the event log: a
-// presence channel's member_removed before its channel_vacated, as one
-// unit would log them. So the fields of channels that have members are
-// held back until every slice of the walk has answered: by then no member
-// field is left (the walk saw each, and a slice that found one gone ran
-// after the unit that took it), and the channels go last.
+// what each slice changed to into. It reads field names by HSCAN, ahead
+// of the slices (scanReap), and hands them to reap_slice.lua, which takes
+// those still there, up to slicesInFlight slices at once: each is an
+// atomic unit that subtracts only the fields it deletes, so no order among
+// them and no other drain of the same reap changes what is subtracted.
+// One order matters to the event log: a presence channel's
+// member_removed before its channel_vacated, as one unit would log them.
+// So the fields of channels that have members are held back until every
+// slice of the walk has answered: by then no member field is left (the
+// walk saw each, and a slice that found one gone ran after the unit that
+// took it), and the channels go last.
 func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 	s.setDraining(app, id, true)
 	defer s.setDraining(app, id, false)
-	key := s.reapingKey(app, id)
 	n := s.sliceSize()
 	d := s.newSlicer(ctx, app, id, into)
-	var batch, last []string
-	var cursor uint64
-	for d.ok() {
-		kv, next, err := s.rdb.HScan(ctx, key, cursor, "", int64(n*slicesInFlight)).Result()
-		if err != nil {
-			d.fail(fmt.Errorf("scan reaped contribution: %w", err))
-			break
-		}
-		for i := 0; i < len(kv); i += 2 {
-			if f := kv[i]; channelHasMembers(f) {
-				last = append(last, f)
-			} else if batch = append(batch, f); len(batch) == n {
-				d.send(batch)
-				batch = nil
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
+	// The scan reads ahead of the slices, so the next is at hand when a
+	// slot frees.
+	batches := make(chan []string, slicesInFlight)
+	var last []string
+	var scanErr error
+	var scanned sync.WaitGroup
+	scanned.Go(func() { last, scanErr = s.scanReap(ctx, app, id, n, d, batches) })
+	for b := range batches {
+		d.send(b)
 	}
-	d.send(batch)
+	scanned.Wait()
+	if scanErr != nil {
+		d.fail(scanErr)
+	}
 	if err := d.wait(); err != nil {
 		return err
 	}
@@ -346,6 +343,42 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 	return d.wait()
 }
 
+// scanReap walks the contribution under reap id with HSCAN, scanAhead
+// slices' worth of fields a command, and sends its fields to out in
+// batches of n, until the walk ends or d has failed; it closes out. It
+// returns the fields of channels that have members, which it holds back.
+func (s *Store) scanReap(ctx context.Context, app, id string, n int, d *slicer, out chan<- []string) ([]string, error) {
+	defer close(out)
+	var batch, last []string
+	var cursor uint64
+	for d.ok() {
+		kv, next, err := s.rdb.HScan(ctx, s.reapingKey(app, id), cursor, "", int64(n*scanAhead)).Result()
+		if err != nil {
+			return last, fmt.Errorf("scan reaped contribution: %w", err)
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if f := kv[i]; channelHasMembers(f) {
+				last = append(last, f)
+			} else if batch = append(batch, f); len(batch) == n {
+				out <- batch
+				batch = nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if len(batch) > 0 {
+		out <- batch
+	}
+	return last, nil
+}
+
+// scanAhead is how many slices' worth of fields one HSCAN of a drain
+// reads: its Redis time stays below a slice's (a field costs a scan a
+// tenth of what it costs a slice).
+const scanAhead = 4
+
 // channelHasMembers reports whether contribution field f counts a
 // channel's subscriptions (not a member's) in a channel that has members.
 func channelHasMembers(f string) bool {
@@ -353,15 +386,16 @@ func channelHasMembers(f string) bool {
 	return ok && protocol.ChannelKind(ch).HasMembers()
 }
 
-// slicer runs the slices of one drain, as many at once as the store's
-// slicesInFlight allow, and adds what each changed to into. After the
-// first failure it sends no more; the slices in flight still answer and
-// are added.
+// slicer runs the slices of one drain, up to slicesInFlight at once and as
+// many as the store's storeSlicesInFlight allow, and adds what each
+// changed to into. After the first failure it sends no more; the slices
+// in flight still answer and are added.
 type slicer struct {
-	s       *Store
-	ctx     context.Context
-	app, id string
-	wg      sync.WaitGroup
+	s        *Store
+	ctx      context.Context
+	app, id  string
+	inFlight chan struct{}
+	wg       sync.WaitGroup
 
 	mu   sync.Mutex
 	into *Reaped
@@ -369,19 +403,20 @@ type slicer struct {
 }
 
 func (s *Store) newSlicer(ctx context.Context, app, id string, into *Reaped) *slicer {
-	return &slicer{s: s, ctx: ctx, app: app, id: id, into: into}
+	return &slicer{s: s, ctx: ctx, app: app, id: id, into: into, inFlight: make(chan struct{}, slicesInFlight)}
 }
 
-// send runs a slice of fields once the store has a slice in flight fewer
-// than slicesInFlight.
+// send runs a slice of fields once a slot of the drain's and one of the
+// store's are free.
 func (d *slicer) send(fields []string) {
 	if len(fields) == 0 || !d.ok() {
 		return
 	}
-	inFlight := d.s.slots()
-	inFlight <- struct{}{}
+	store := d.s.slots()
+	d.inFlight <- struct{}{}
+	store <- struct{}{}
 	d.wg.Go(func() {
-		defer func() { <-inFlight }()
+		defer func() { <-store; <-d.inFlight }()
 		var r Reaped
 		err := d.s.reapSlice(d.ctx, d.app, d.id, fields, &r)
 		d.mu.Lock()
@@ -410,6 +445,8 @@ func (d *slicer) ok() bool {
 // wait waits for the slices in flight and returns the first failure.
 func (d *slicer) wait() error {
 	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.err
 }
 
@@ -417,7 +454,7 @@ func (s *Store) slots() chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inFlight == nil {
-		s.inFlight = make(chan struct{}, slicesInFlight)
+		s.inFlight = make(chan struct{}, storeSlicesInFlight)
 	}
 	return s.inFlight
 }
