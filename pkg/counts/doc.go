@@ -35,7 +35,14 @@
 //     the last, the globals equal the sum of the registered contributions
 //     and of the reaps under way; a reap left half done (its cleaner died)
 //     is listed, and Store.FinishReaps, run by the cleaner's scan, drains
-//     it.
+//     it. A drain keeps two of these units in flight (a store at most
+//     eight, over all its drains), its scan of the names reading ahead,
+//     so Redis never idles for a round trip between two and another
+//     client waits behind two at most. Since each subtracts only what it
+//     deletes, neither their order nor a field sent twice changes what is
+//     subtracted; the one order kept is the event log's: the field of a
+//     channel that has members goes after every other unit of the drain
+//     has answered, so its members' leaves are logged before its vacated.
 //   - Every key of an app carries {app} as a hash tag: each atomic unit is
 //     single-slot and runs unchanged on Redis Cluster. Every key starts
 //     with the deployment's prefix (the Keyspace given to NewStore,

@@ -25,9 +25,9 @@ type Store struct {
 	// app's Spec says.
 	LogEvents func(app string) eventlog.Spec
 	// SliceSize, if set before use, bounds the work of one atomic unit:
-	// the contribution fields a slice of a reap takes, and (times four,
-	// shared among the contributions) the values a slice of an audit
-	// reads. 0 means DefaultSliceSize; at most 4096. Tests make it small
+	// the contribution fields the slices of a reap in flight take
+	// together (see slicesInFlight), and (times four, shared among the
+	// contributions) the values a slice of an audit reads. 0 means DefaultSliceSize; at most 4096. Tests make it small
 	// so every operation takes many units.
 	SliceSize int
 
@@ -287,10 +287,11 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 
 // slicesInFlight is how many slices of one drain are sent before the
 // first of them answers: two, so Redis has the next at hand when one ends
-// (a round trip costs more than Redis's time between two) and another
-// client's command waits behind two at most. storeSlicesInFlight bounds
-// those of all the drains of one store (the cleaner reaps a node in
-// several apps at once).
+// (a round trip costs more than Redis's time between two). Each takes half
+// the slice size, so what a drain has queued before another client's
+// command is one slice size of fields at most, as when it sent one full
+// slice at a time. storeSlicesInFlight bounds the slices of all the
+// drains of one store (the cleaner reaps a node in several apps at once).
 const (
 	slicesInFlight      = 2
 	storeSlicesInFlight = 8
@@ -299,19 +300,19 @@ const (
 // drain subtracts the contribution under reap id a slice at a time, adding
 // what each slice changed to into. It reads field names by HSCAN, ahead
 // of the slices (scanReap), and hands them to reap_slice.lua, which takes
-// those still there, up to slicesInFlight slices at once: each is an
-// atomic unit that subtracts only the fields it deletes, so no order among
-// them and no other drain of the same reap changes what is subtracted.
-// One order matters to the event log: a presence channel's
-// member_removed before its channel_vacated, as one unit would log them.
-// So the fields of channels that have members are held back until every
-// slice of the walk has answered: by then no member field is left (the
-// walk saw each, and a slice that found one gone ran after the unit that
-// took it), and the channels go last.
+// those still there, up to slicesInFlight slices (of half the slice size)
+// at once: each is an atomic unit that subtracts only the fields it
+// deletes, so no order among them and no other drain of the same reap
+// changes what is subtracted. One order matters to the event log: a
+// presence channel's member_removed before its channel_vacated, as one
+// unit would log them. So the fields of channels that have members are
+// held back until every slice of the walk has answered: by then no member
+// field is left (the walk saw each, and a slice that found one gone ran
+// after the unit that took it), and the channels go last.
 func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 	s.setDraining(app, id, true)
 	defer s.setDraining(app, id, false)
-	n := s.sliceSize()
+	n := max(s.sliceSize()/slicesInFlight, 1)
 	d := s.newSlicer(ctx, app, id, into)
 	// The scan reads ahead of the slices, so the next is at hand when a
 	// slot frees.
