@@ -367,9 +367,10 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 		if nodes.Reaping > 0 && held() {
 			// Reaps left half done by a cleaner (or a stopping node)
 			// that stopped: the globals still hold what is left of them.
-			// One still under way (this cleaner's liveness check, a
-			// node's graceful removal) is drained by both: each field
-			// once, each edge announced by whoever subtracted it.
+			// One still under way elsewhere (a node's graceful removal)
+			// is drained by both: each field once, each edge announced
+			// by whoever subtracted it; one this cleaner's liveness
+			// check is draining is left to it.
 			if err := a.finishReaps(ctx, app); err != nil {
 				return err
 			}
