@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/redisx/redistest"
@@ -64,14 +65,7 @@ func TestReapSlicedDuringSlotMigration(t *testing.T) {
 			// Drain until the reap is gone and the migration over; a
 			// drain that fails (its slice met the moving slot once too
 			// often) is left to the next, as the cleaner's scan does.
-			for {
-				select {
-				case <-migrated:
-					if done() {
-						return
-					}
-				default:
-				}
+			assert.Eventually(t, func() bool {
 				got, err := s.FinishReaps(ctx, "app")
 				if err != nil {
 					failures.Add(1)
@@ -79,7 +73,13 @@ func TestReapSlicedDuringSlotMigration(t *testing.T) {
 				for _, r := range got {
 					record(r)
 				}
-			}
+				select {
+				case <-migrated:
+					return done()
+				default:
+					return false
+				}
+			}, time.Minute, 2*time.Millisecond)
 		})
 	}
 	wg.Wait()
