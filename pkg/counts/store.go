@@ -27,8 +27,9 @@ type Store struct {
 	// SliceSize, if set before use, bounds the work of one atomic unit:
 	// the contribution fields the slices of a reap in flight take
 	// together (see slicesInFlight), and (times four, shared among the
-	// contributions) the values a slice of an audit reads. 0 means DefaultSliceSize; at most 4096. Tests make it small
-	// so every operation takes many units.
+	// contributions) the values a slice of an audit reads. 0 means
+	// DefaultSliceSize; at most 4096. Tests make it small so every
+	// operation takes many units.
 	SliceSize int
 
 	mu sync.Mutex
