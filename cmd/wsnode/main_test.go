@@ -198,25 +198,11 @@ func startLowLimitNode(t *testing.T, args ...string) *lowLimitNode {
 
 // lines returns the log lines whose message contains msg.
 func (n *lowLimitNode) lines(msg string) []map[string]any {
-	var out []map[string]any
-	for _, raw := range strings.Split(n.log.String(), "\n") {
-		var l map[string]any
-		if json.Unmarshal([]byte(raw), &l) == nil && strings.Contains(fmt.Sprint(l["@message"]), msg) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return proctest.LogLines(n.log.String(), msg)
 }
 
 func (n *lowLimitNode) get(path string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + n.admin + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return proctest.Get("http://"+n.admin+path, 2*time.Second)
 }
 
 // cpu is the child's user and system CPU time so far.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -84,26 +83,12 @@ func startLowLimitApp(t *testing.T, nofile int, args ...string) *lowLimitApp {
 
 // lines returns the log lines whose message contains msg.
 func (p *lowLimitApp) lines(msg string) []map[string]any {
-	var out []map[string]any
-	for _, raw := range strings.Split(p.log.String(), "\n") {
-		var l map[string]any
-		if json.Unmarshal([]byte(raw), &l) == nil && strings.Contains(fmt.Sprint(l["@message"]), msg) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return proctest.LogLines(p.log.String(), msg)
 }
 
 // adminGet GETs path on the admin port, giving up after 5 s.
 func (p *lowLimitApp) adminGet(path string) (int, string) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + p.admin + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return proctest.Get("http://"+p.admin+path, 5*time.Second)
 }
 
 // metric is the value of the sample named name (with its labels) in a

@@ -3,12 +3,17 @@ package proctest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -77,4 +82,30 @@ func RequireCredentialExits(t *testing.T, args []string, mainEnv map[string]stri
 		require.Equal(t, tc.code, cmd.ProcessState.ExitCode(), "%v: %v\n%s", tc.env, err, out)
 		require.Contains(t, string(out), tc.want, "%v", tc.env)
 	}
+}
+
+// LogLines returns the lines of a JSON log (hclog's format) whose message
+// contains msg, decoded.
+func LogLines(log, msg string) []map[string]any {
+	var out []map[string]any
+	for _, raw := range strings.Split(log, "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(raw), &l) == nil && strings.Contains(fmt.Sprint(l["@message"]), msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Get GETs url, giving up after timeout, and returns the status and body
+// (status 0 and the error's text if there was no answer).
+func Get(url string, timeout time.Duration) (int, string) {
+	c := http.Client{Timeout: timeout}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
