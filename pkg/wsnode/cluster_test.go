@@ -493,13 +493,13 @@ func TestLastSubscriptionCountIsRedis(t *testing.T) {
 			send(t, conns[i], `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
 			readEvent(t, conns[i], "pusher_internal:subscription_succeeded")
 		}
-		requireCount(t, a, countAppID, ch, leavers+2)
+		a.requireChannel(t, countAppID, ch, leavers+2)
 		var wg sync.WaitGroup
 		for _, c := range conns {
 			wg.Go(func() { _ = c.CloseNow() })
 		}
 		wg.Wait()
-		requireCount(t, a, countAppID, ch, 2)
+		a.requireChannel(t, countAppID, ch, 2)
 		for i, w := range watchers {
 			require.Eventually(t, func() bool {
 				last, quiet := w.settled(300 * time.Millisecond)
@@ -507,13 +507,4 @@ func TestLastSubscriptionCountIsRedis(t *testing.T) {
 			}, wait, tick, "round %d: observer %d's last subscription_count is not Redis's 2 (got %v)", round, i, func() float64 { l, _ := w.settled(0); return l }())
 		}
 	}
-}
-
-func requireCount(t *testing.T, n *testNode, app, channel string, want int64) {
-	t.Helper()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got, err := n.store.Channel(context.Background(), app, channel)
-		require.NoError(c, err)
-		assert.Equal(c, want, got)
-	}, wait, tick)
 }
