@@ -224,6 +224,18 @@ func Parse(b []byte) (*Registry, error) {
 	} else if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("apps file must be a JSON array of apps, or a soketi config object: %w", err)
 	}
+	r, err := Decode(raw)
+	if r != nil {
+		r.warnings = append(warnings, r.warnings...)
+	}
+	return r, err
+}
+
+// Decode builds a registry from app objects, each a field name and its JSON
+// value, as an apps file holds them (see Parse for how names match): the
+// one way apps come in, whatever their source (a file, a database row).
+func Decode(raw []map[string]json.RawMessage) (*Registry, error) {
+	var warnings []string
 	list := make([]*App, 0, len(raw))
 	var errs []error
 	for i, fields := range raw {
