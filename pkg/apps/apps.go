@@ -13,16 +13,22 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 )
 
 // App is one tenant: its credentials and limits. Zero limits mean the
 // protocol's defaults.
 type App struct {
-	ID     string
+	ID string
+	// Key and Secret are the app's first key pair: the one webhooks are
+	// signed with and the dashboard signs its requests with.
 	Key    string
 	Secret string
+	// Keys are the app's further key pairs (the apps field keys), each as
+	// good as the first for clients, signatures and the HTTP API: a secret
+	// is rotated by adding a pair, rolling clients and servers onto it,
+	// then removing the old one.
+	Keys []KeyPair
 	// Enabled is false for an app whose clients are refused (4003, HTTP 403).
 	Enabled bool
 
@@ -69,6 +75,30 @@ type App struct {
 	Admission  Admission
 }
 
+// KeyPair is one key and the secret that signs for it.
+type KeyPair struct {
+	Key    string `json:"key"`
+	Secret string `json:"secret"`
+}
+
+// SecretFor returns the secret of the app's key pair whose key is key.
+func (a *App) SecretFor(key string) (string, bool) {
+	if key == a.Key {
+		return a.Secret, true
+	}
+	for _, p := range a.Keys {
+		if p.Key == key {
+			return p.Secret, true
+		}
+	}
+	return "", false
+}
+
+// keyPairs returns every key pair of the app, the first pair first.
+func (a *App) keyPairs() []KeyPair {
+	return append([]KeyPair{{a.Key, a.Secret}}, a.Keys...)
+}
+
 // Capacity limits admission to channels whose name starts with Prefix.
 type Capacity struct {
 	Prefix   string `json:"prefix"`
@@ -89,81 +119,6 @@ const (
 	DefaultSecret = "app-secret"
 )
 
-// Registry looks apps up by id and by key.
-type Registry struct {
-	list  []*App
-	byID  map[string]*App
-	byKey map[string]*App
-	// warnings are the apps file's fields headcount ignores (Warnings).
-	warnings []string
-}
-
-// ByID returns the app with this id, or nil (also on a nil registry).
-func (r *Registry) ByID(id string) *App {
-	if r == nil {
-		return nil
-	}
-	return r.byID[id]
-}
-
-// ByKey returns the app with this key, or nil (also on a nil registry).
-func (r *Registry) ByKey(key string) *App {
-	if r == nil {
-		return nil
-	}
-	return r.byKey[key]
-}
-
-// All returns every app in file order. The slice must not be modified.
-func (r *Registry) All() []*App { return r.list }
-
-// publicSecrets are secrets anyone can read in headcount's own sources:
-// DefaultSecret and the placeholder of the example apps files in deploy/.
-var publicSecrets = []string{DefaultSecret, "replace-this-secret"}
-
-// WithPublicSecret returns the ids of the apps whose secret is one that
-// ships with headcount (DefaultSecret or an example file's placeholder):
-// whoever reaches a server holding such an app can sign its API requests
-// and channel subscriptions.
-func (r *Registry) WithPublicSecret() []string {
-	var ids []string
-	for _, a := range r.list {
-		if slices.Contains(publicSecrets, a.Secret) {
-			ids = append(ids, a.ID)
-		}
-	}
-	return ids
-}
-
-// New builds a registry from apps, checking that each is complete and
-// would work (validate: every source of apps, the apps file, a soketi
-// config file and the environment, comes through here) and that ids and
-// keys are unique.
-func New(list []*App) (*Registry, error) {
-	r := &Registry{byID: map[string]*App{}, byKey: map[string]*App{}}
-	var errs []error
-	for i, a := range list {
-		if err := a.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("app %d: %w", i, err))
-			continue
-		}
-		if r.byID[a.ID] != nil {
-			errs = append(errs, fmt.Errorf("app %d: duplicate id %q", i, a.ID))
-			continue
-		}
-		if r.byKey[a.Key] != nil {
-			errs = append(errs, fmt.Errorf("app %d: duplicate key %q", i, a.Key))
-			continue
-		}
-		r.byID[a.ID], r.byKey[a.Key] = a, a
-		r.list = append(r.list, a)
-	}
-	if len(list) == 0 {
-		errs = append(errs, errors.New("no apps defined"))
-	}
-	return r, errors.Join(errs...)
-}
-
 // idPattern keeps app ids usable as a Redis hash tag and in URL paths.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
@@ -172,11 +127,17 @@ func (a *App) validate() error {
 	if !idPattern.MatchString(a.ID) {
 		errs = append(errs, fmt.Errorf("id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", a.ID))
 	}
-	if err := checkKey(a.Key); err != nil {
-		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
-	}
-	if err := checkSecret(a.Secret); err != nil {
-		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
+	for i, p := range a.keyPairs() {
+		at := ""
+		if i > 0 {
+			at = fmt.Sprintf("keys[%d]: ", i-1)
+		}
+		if err := checkKey(p.Key); err != nil {
+			errs = append(errs, fmt.Errorf("app %q: %s%w", a.ID, at, err))
+		}
+		if err := checkSecret(p.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("app %q: %s%w", a.ID, at, err))
+		}
 	}
 	errs = append(errs, a.validateCapacities()...)
 	if err := validateWebhooks(a.Webhooks); err != nil {
@@ -226,7 +187,7 @@ func Parse(b []byte) (*Registry, error) {
 	}
 	r, err := Decode(raw)
 	if r != nil {
-		r.warnings = append(warnings, r.warnings...)
+		r.cur.Load().warnings = append(warnings, r.Warnings()...)
 	}
 	return r, err
 }
@@ -254,19 +215,9 @@ func Decode(raw []map[string]json.RawMessage) (*Registry, error) {
 	}
 	r, err := New(list)
 	if r != nil {
-		r.warnings = warnings
+		r.cur.Load().warnings = warnings
 	}
 	return r, err
-}
-
-// Warnings names each field of the apps file that was ignored because
-// headcount does not implement it, one sentence per field and app. The
-// binaries log them at start.
-func (r *Registry) Warnings() []string {
-	if r == nil {
-		return nil
-	}
-	return r.warnings
 }
 
 func canonical(name string) string {
@@ -306,6 +257,7 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
 	get("id", &a.ID)
 	get("key", &a.Key)
 	get("secret", &a.Secret)
+	get("keys", &a.Keys)
 	get("enabled", &a.Enabled)
 	get("enableClientMessages", &a.EnableClientMessages)
 	get("enableUserAuthentication", &a.EnableUserAuthentication)

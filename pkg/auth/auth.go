@@ -204,8 +204,9 @@ func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.
 			return SignedQuery{}, failf("Missing %s: signed requests carry auth_key, auth_timestamp, auth_version and auth_signature", name)
 		}
 	}
-	if key := params["auth_key"]; !equal(key, app.Key) {
-		return SignedQuery{}, failf("Invalid auth_key: %s is not the key of app %s", strconv.Quote(key), strconv.Quote(app.ID))
+	secret, ok := app.SecretFor(params["auth_key"])
+	if !ok {
+		return SignedQuery{}, failf("Invalid auth_key: %s is not a key of app %s", strconv.Quote(params["auth_key"]), strconv.Quote(app.ID))
 	}
 	if v := params["auth_version"]; v != Version {
 		return SignedQuery{}, failf("Invalid auth_version: %s is not supported (use %s)", strconv.Quote(v), Version)
@@ -220,7 +221,7 @@ func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.
 		return SignedQuery{}, failf("Timestamp expired: Given timestamp (%d) not within %ds of server time (%d)", ts, int64(MaxSkew/time.Second), now.Unix())
 	}
 	toSign := StringToSign(method, path, params)
-	if sig := params["auth_signature"]; !equal(Sign(app.Secret, toSign), sig) {
+	if sig := params["auth_signature"]; !equal(Sign(secret, toSign), sig) {
 		return SignedQuery{}, failf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(toSign), strconv.Quote(sig))
 	}
 	md5, has := params["body_md5"]
@@ -289,10 +290,11 @@ func checkAuthValue(app *apps.App, msg, authValue string) error {
 	if !ok {
 		return failf("Invalid auth value %s: expected <app key>:<signature>", strconv.Quote(authValue))
 	}
-	if !equal(key, app.Key) {
-		return failf("Invalid key in auth value: %s is not the key of app %s", strconv.Quote(key), strconv.Quote(app.ID))
+	secret, known := app.SecretFor(key)
+	if !known {
+		return failf("Invalid key in auth value: %s is not a key of app %s", strconv.Quote(key), strconv.Quote(app.ID))
 	}
-	if !equal(Sign(app.Secret, msg), sig) {
+	if !equal(Sign(secret, msg), sig) {
 		return failf("Invalid signature: Expected HMAC SHA256 hex digest of %s, but got %s", strconv.Quote(msg), strconv.Quote(sig))
 	}
 	return nil

@@ -85,7 +85,7 @@ func TestVerifyRequestFailures(t *testing.T) {
 		{name: "upper-case signature", edit: func(q url.Values) { q.Set("auth_signature", strings.ToUpper(q.Get("auth_signature"))) }, want: "Invalid signature"},
 		{name: "altered body", body: strings.Replace(docBody, "foo", "bar", 1), want: `Invalid body_md5: Expected ea638899d86dc2b588567bbf46e6f5b0 (MD5 hex digest of the 68-byte body), but got "ec365a775a4cd0599faeb73354201b6f"`},
 		{name: "empty body with body_md5", body: "-", want: `Invalid body_md5: Expected d41d8cd98f00b204e9800998ecf8427e (MD5 hex digest of the 0-byte body)`},
-		{name: "wrong key", edit: func(q url.Values) { q.Set("auth_key", "other") }, want: `Invalid auth_key: "other" is not the key of app "3"`},
+		{name: "wrong key", edit: func(q url.Values) { q.Set("auth_key", "other") }, want: `Invalid auth_key: "other" is not a key of app "3"`},
 		{name: "wrong version", edit: func(q url.Values) { q.Set("auth_version", "2.0") }, want: `Invalid auth_version: "2.0" is not supported (use 1.0)`},
 		{name: "bad timestamp", edit: func(q url.Values) { q.Set("auth_timestamp", "yesterday") }, want: `Invalid auth_timestamp: "yesterday" is not Unix time in seconds`},
 		{name: "huge timestamp", edit: func(q url.Values) { q.Set("auth_timestamp", "9223372036854775807") }, want: "Timestamp expired: Given timestamp (9223372036854775807) not within 600s"},
@@ -273,7 +273,7 @@ func TestCheckChannelAuth(t *testing.T) {
 		{name: "presence with re-serialized data", socket: "1234.1234", channel: "presence-foobar", data: `{"user_id":10,"user_info":{"name":"Mr.  Channels"}}`, auth: presenceSig, want: "Invalid signature: Expected HMAC SHA256 hex digest of "},
 		{name: "other socket", socket: "1234.1235", channel: "private-foobar", auth: privateSig, want: `Invalid signature: Expected HMAC SHA256 hex digest of "1234.1235:private-foobar", but got "58df8b0c`},
 		{name: "other channel", socket: "1234.1234", channel: "private-foobaz", auth: privateSig, want: "Invalid signature"},
-		{name: "wrong key part", socket: "1234.1234", channel: "private-foobar", auth: "other:" + strings.SplitN(privateSig, ":", 2)[1], want: `Invalid key in auth value: "other" is not the key of app "3"`},
+		{name: "wrong key part", socket: "1234.1234", channel: "private-foobar", auth: "other:" + strings.SplitN(privateSig, ":", 2)[1], want: `Invalid key in auth value: "other" is not a key of app "3"`},
 		{name: "no colon", socket: "1234.1234", channel: "private-foobar", auth: "58df8b0c", want: `Invalid auth value "58df8b0c": expected <app key>:<signature>`},
 		{name: "empty", socket: "1234.1234", channel: "private-foobar", auth: "", want: "Invalid auth value"},
 	} {
@@ -295,4 +295,26 @@ func TestCheckSigninAuth(t *testing.T) {
 	// The DOCS protocol example's "<key>::user::<sig>" form is not what the
 	// server libraries produce; it is refused.
 	require.Error(t, CheckSigninAuth(docApp, "1234.1234", `{"id":"12345"}`, "278d425bdf160c739803::user::4708d583dada6a56435fb8bc611c77c359a31eebde13337c16ab43aa6de336ba"))
+}
+
+// TestEveryKeyPairSigns: each of an app's key pairs signs API requests,
+// channel subscriptions and sign-ins, the key in the request selecting its
+// secret, and no key verifies with another pair's secret: what a secret's
+// rotation without a gap relies on.
+func TestEveryKeyPairSigns(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	app := &apps.App{ID: "3", Key: "old-key", Secret: "old-secret", Keys: []apps.KeyPair{{Key: "new-key", Secret: "new-secret"}}, Enabled: true}
+	for _, p := range []apps.KeyPair{{Key: "old-key", Secret: "old-secret"}, {Key: "new-key", Secret: "new-secret"}} {
+		q := SignRequest("GET", "/apps/3/channels", nil, nil, p.Key, p.Secret, now)
+		require.NoError(t, VerifyRequest("GET", "/apps/3/channels", q, nil, app, now), p.Key)
+		sig := p.Key + ":" + Sign(p.Secret, ChannelAuthString("1.2", "private-a", ""))
+		require.NoError(t, CheckChannelAuth(app, "1.2", "private-a", "", sig), p.Key)
+		sig = p.Key + ":" + Sign(p.Secret, "1.2::user::{}")
+		require.NoError(t, CheckSigninAuth(app, "1.2", "{}", sig), p.Key)
+	}
+	q := SignRequest("GET", "/apps/3/channels", nil, nil, "new-key", "old-secret", now)
+	require.ErrorContains(t, VerifyRequest("GET", "/apps/3/channels", q, nil, app, now), "Invalid signature")
+	require.ErrorContains(t, CheckChannelAuth(app, "1.2", "private-a", "", "new-key:"+Sign("old-secret", "1.2:private-a")), "Invalid signature")
+	q = SignRequest("GET", "/apps/3/channels", nil, nil, "gone-key", "old-secret", now)
+	require.ErrorContains(t, VerifyRequest("GET", "/apps/3/channels", q, nil, app, now), `Invalid auth_key: "gone-key" is not a key of app "3"`)
 }

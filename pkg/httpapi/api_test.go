@@ -100,7 +100,7 @@ func TestSignatureChecks(t *testing.T) {
 		{name: "valid", rawQuery: signed("GET", path, query, nil, appKey, appSecret, now), code: 200, want: `{"channels":{"private-a":{}}}`},
 		{name: "valid with body", rawQuery: signed("GET", path, query, body, appKey, appSecret, now), body: body, code: 200, want: `{"channels":{"private-a":{}}}`},
 		{name: "wrong secret", rawQuery: signed("GET", path, query, nil, appKey, "wrong", now), code: 401, want: `Invalid signature: Expected HMAC SHA256 hex digest of "GET\n/apps/app-1/channels\nauth_key=key-1&auth_timestamp=`},
-		{name: "wrong key", rawQuery: signed("GET", path, query, nil, offKey, appSecret, now), code: 401, want: `Invalid auth_key: "key-off" is not the key of app "app-1"`},
+		{name: "wrong key", rawQuery: signed("GET", path, query, nil, offKey, appSecret, now), code: 401, want: `Invalid auth_key: "key-off" is not a key of app "app-1"`},
 		{name: "stale timestamp", rawQuery: signed("GET", path, query, nil, appKey, appSecret, now.Add(-601*time.Second)), code: 401, want: "Timestamp expired: Given timestamp ("},
 		{name: "future timestamp", rawQuery: signed("GET", path, query, nil, appKey, appSecret, now.Add(601*time.Second)), code: 401, want: "not within 600s of server time"},
 		{name: "tampered query", rawQuery: strings.Replace(signed("GET", path, query, nil, appKey, appSecret, now), "private-", "presence-", 1), code: 401, want: "Invalid signature"},
