@@ -7,10 +7,10 @@ package apps
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -158,11 +158,7 @@ func (a *App) validate() error {
 
 // LoadFile reads an apps file.
 func LoadFile(path string) (*Registry, error) {
-	b, err := os.ReadFile(path) //nolint:gosec // G304: the path is the operator's --apps-file setting
-	if err != nil {
-		return nil, err
-	}
-	return Parse(b)
+	return NewFile(path).Load(context.Background())
 }
 
 // Parse decodes an apps file: a JSON array of app objects. Field names are

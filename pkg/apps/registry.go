@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,6 +20,9 @@ import (
 // database. Safe for concurrent use.
 type Registry struct {
 	cur atomic.Pointer[set]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed by the next Replace that changes something
 }
 
 type set struct {
@@ -178,12 +182,34 @@ type Diff struct {
 // Empty reports whether nothing changed.
 func (d Diff) Empty() bool { return len(d.Added)+len(d.Removed)+len(d.Changed) == 0 }
 
+// Changed returns a channel closed when a Replace next changes the apps.
+// A waiter takes it before reading the apps, so no change goes unseen.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	return r.changed
+}
+
 // Replace makes the registry serve next's set of apps from now on and
-// returns what changed. next must not be used afterwards.
-func (r *Registry) Replace(next *Registry) Diff {
+// returns what changed, waking Changed's waiters if anything did. next
+// must not be used afterwards.
+func (r *Registry) Replace(next *Registry) (d Diff) {
+	defer func() {
+		if d.Empty() {
+			return
+		}
+		r.mu.Lock()
+		if r.changed != nil {
+			close(r.changed)
+			r.changed = nil
+		}
+		r.mu.Unlock()
+	}()
 	ns := next.load()
 	old := r.cur.Swap(ns)
-	var d Diff
 	for _, a := range ns.list {
 		was := old.lookup(a.ID)
 		switch {

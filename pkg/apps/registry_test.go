@@ -76,3 +76,20 @@ func TestZeroRegistry(t *testing.T) {
 	require.Equal(t, Diff{Added: []string{"a"}}, r.Replace(next))
 	require.True(t, r.Loaded())
 }
+
+func TestChangedWakesOnChangesOnly(t *testing.T) {
+	r, err := Parse([]byte(`[{"id":"a","key":"ka","secret":"s"}]`))
+	require.NoError(t, err)
+	c := r.Changed()
+	same, _ := Parse([]byte(`[{"id":"a","key":"ka","secret":"s"}]`))
+	r.Replace(same)
+	select {
+	case <-c:
+		t.Fatal("woken by a replace that changed nothing")
+	default:
+	}
+	next, _ := Parse([]byte(`[{"id":"a","key":"ka","secret":"t"}]`))
+	r.Replace(next)
+	<-c
+	require.NotEqual(t, c, r.Changed(), "a new channel for the next change")
+}

@@ -31,12 +31,12 @@ const waiterTick = 250 * time.Millisecond
 // ch: the socket then gets its place as it changes (EventAdmission*).
 func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error {
 	local := false
-	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, q presence) { local = local || q.user == p.user })
+	a.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) { local = local || q.user == p.user })
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
 	if !local {
-		rule := admission.RuleFor(s.app, ch)
-		ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.ID, ch, p.user, rule)
+		rule := admission.RuleFor(s.app.Load(), ch)
+		ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.Load().ID, ch, p.user, rule)
 		switch {
 		case errors.Is(err, admission.ErrFull):
 			a.m.errors[reasonPresenceLimit].Inc()
@@ -45,22 +45,22 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 				Message: "The maximum members per presence channel limit was reached: " + strconv.Itoa(rule.Members) + " (maxPresenceMembersPerChannel)"})
 		case err != nil:
 			a.m.errors[reasonRedis].Inc()
-			a.log.Warn("cannot check the presence gate", "app", s.app.ID, "channel", ch, "error", err)
+			a.log.Warn("cannot check the presence gate", "app", s.app.Load().ID, "channel", ch, "error", err)
 			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 				Message: "admission cannot be checked right now; try again"})
 		case !ok:
 			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
 		}
 		if reentry {
-			a.announce.Metrics().Reentered(s.app.ID)
+			a.announce.Metrics().Reentered(s.app.Load().ID)
 		}
 		a.unwait(s, ch)
 	}
-	members, err := a.store.Members(ctx, s.app.ID, ch)
+	members, err := a.store.Members(ctx, s.app.Load().ID, ch)
 	if err != nil {
 		// The seat the gate held frees at the hold's end.
 		a.m.errors[reasonRedis].Inc()
-		a.log.Warn("cannot read presence members", "app", s.app.ID, "channel", ch, "error", err)
+		a.log.Warn("cannot read presence members", "app", s.app.Load().ID, "channel", ch, "error", err)
 		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list cannot be read right now; try again"})
 	}
@@ -118,7 +118,7 @@ func (a *App) wait(s *socket, ch, user string, position int) {
 		}
 	}
 	s.waiting = append(s.waiting, ch)
-	k := chanKey{s.app.ID, ch}
+	k := chanKey{s.app.Load().ID, ch}
 	a.waiters.mu.Lock()
 	a.waiters.byChannel[k]++
 	a.waiters.told[waiterKey{s, ch}] = position
@@ -126,8 +126,8 @@ func (a *App) wait(s *socket, ch, user string, position int) {
 		a.waiters.checked[k] = time.Now()
 	}
 	a.waiters.mu.Unlock()
-	a.index.add(chanKey{s.app.ID, protocol.AdmissionChannel(ch)}, s, presence{user: user})
-	a.bus.Join(s.app.ID, protocol.AdmissionChannel(ch))
+	a.index.add(chanKey{s.app.Load().ID, protocol.AdmissionChannel(ch)}, s, presence{user: user})
+	a.bus.Join(s.app.Load().ID, protocol.AdmissionChannel(ch))
 }
 
 // unwait undoes wait, if s waits for ch. It runs on s's own goroutine.
@@ -145,9 +145,9 @@ func (a *App) unwait(s *socket, ch string) {
 	if len(s.waiting) == 0 {
 		s.waiting = nil
 	}
-	k := chanKey{s.app.ID, ch}
-	a.index.remove(chanKey{s.app.ID, protocol.AdmissionChannel(ch)}, s)
-	a.bus.Leave(s.app.ID, protocol.AdmissionChannel(ch))
+	k := chanKey{s.app.Load().ID, ch}
+	a.index.remove(chanKey{s.app.Load().ID, protocol.AdmissionChannel(ch)}, s)
+	a.bus.Leave(s.app.Load().ID, protocol.AdmissionChannel(ch))
 	a.waiters.mu.Lock()
 	defer a.waiters.mu.Unlock()
 	delete(a.waiters.told, waiterKey{s, ch})

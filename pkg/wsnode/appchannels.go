@@ -98,11 +98,11 @@ func (v *channelView) pending(now time.Time) int64 {
 // read again for a second: refusing every new channel during a Redis blip
 // would be worse, as for the connection limit.
 func (a *App) allowChannel(s *socket, ch string) *protocol.SubscriptionError {
-	limit := int64(s.app.ChannelLimit())
-	if limit == 0 || !protocol.ChannelKind(ch).Counted() || a.index.has(chanKey{s.app.ID, ch}) {
+	limit := int64(s.app.Load().ChannelLimit())
+	if limit == 0 || !protocol.ChannelKind(ch).Counted() || a.index.has(chanKey{s.app.Load().ID, ch}) {
 		return nil
 	}
-	v := a.channels.view(s.app.ID)
+	v := a.channels.view(s.app.Load().ID)
 	v.mu.Lock()
 	now := time.Now()
 	age := now.Sub(v.readAt)
@@ -120,12 +120,12 @@ func (a *App) allowChannel(s *socket, ch string) *protocol.SubscriptionError {
 	}
 	v.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
-	load, err := a.store.ChannelLoad(ctx, s.app.ID, a.cfg.NodeID, ch)
+	load, err := a.store.ChannelLoad(ctx, s.app.Load().ID, a.cfg.NodeID, ch)
 	cancel()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err != nil {
-		a.log.Warn("cannot read the app's occupied channels; letting new channels in for a second", "app", s.app.ID, "error", err)
+		a.log.Warn("cannot read the app's occupied channels; letting new channels in for a second", "app", s.app.Load().ID, "error", err)
 		v.readAt, v.share, v.opened = time.Now(), math.MaxInt64, 0
 		return nil
 	}
@@ -135,7 +135,7 @@ func (a *App) allowChannel(s *socket, ch string) *protocol.SubscriptionError {
 	if room := limit - load.Channels; room > 0 {
 		v.share = (room + load.Nodes - 1) / load.Nodes
 	}
-	a.log.Trace("read the app's occupied channels", "app", s.app.ID, "channels", load.Channels, "limit", limit, "nodes", load.Nodes, "share", v.share, "pending", v.opened)
+	a.log.Trace("read the app's occupied channels", "app", s.app.Load().ID, "channels", load.Channels, "limit", limit, "nodes", load.Nodes, "share", v.share, "pending", v.opened)
 	if load.Occupied {
 		return nil // occupied on another node: no new channel
 	}
@@ -145,6 +145,6 @@ func (a *App) allowChannel(s *socket, ch string) *protocol.SubscriptionError {
 	}
 	a.m.errors[reasonAppChannelLimit].Inc()
 	return &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusForbidden,
-		Message: "app " + s.app.ID + " has " + strconv.FormatInt(load.Channels, 10) + " channels occupied, its limit (maxChannels) is " +
+		Message: "app " + s.app.Load().ID + " has " + strconv.FormatInt(load.Channels, 10) + " channels occupied, its limit (maxChannels) is " +
 			strconv.FormatInt(limit, 10) + ": a channel nobody is subscribed to cannot be opened now"}
 }

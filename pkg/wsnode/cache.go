@@ -58,25 +58,25 @@ func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
-	wantMiss := webhook.Wants(s.app, webhook.CacheMiss)
-	err := a.bus.WaitJoined(ctx, s.app.ID, []string{ch})
+	wantMiss := webhook.Wants(s.app.Load(), webhook.CacheMiss)
+	err := a.bus.WaitJoined(ctx, s.app.Load().ID, []string{ch})
 	var e cache.Entry
 	var hit, report bool
 	if err == nil {
-		e, hit, report, err = a.cache.Fetch(ctx, s.app.ID, ch, wantMiss)
+		e, hit, report, err = a.cache.Fetch(ctx, s.app.Load().ID, ch, wantMiss)
 	}
 	if hit {
 		// A miss needs no sync: with the cache empty at the read, no
 		// event was published before it (each is written first).
-		if serr := a.bus.Sync(ctx, s.app.ID); serr != nil {
+		if serr := a.bus.Sync(ctx, s.app.Load().ID); serr != nil {
 			// The event is right; only its order against live events
 			// published just before it is not assured.
-			a.log.Debug("cannot sync with the event bus; sending the cached event anyway", "app", s.app.ID, "channel", ch, "error", serr)
+			a.log.Debug("cannot sync with the event bus; sending the cached event anyway", "app", s.app.Load().ID, "channel", ch, "error", serr)
 		}
 	}
 	if err != nil {
 		a.m.errors[reasonRedis].Inc()
-		a.log.Warn("cannot read a cache channel's last event; sending cache_miss", "app", s.app.ID, "channel", ch, "error", err)
+		a.log.Warn("cannot read a cache channel's last event; sending cache_miss", "app", s.app.Load().ID, "channel", ch, "error", err)
 	}
 	msg := protocol.Message{Event: protocol.EventCacheMiss, Channel: ch}
 	if hit {
@@ -91,7 +91,7 @@ func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
 		return err
 	}
 	if report {
-		a.hooks.Enqueue(s.app, webhook.Event{Name: webhook.CacheMiss, Channel: ch})
+		a.hooks.Enqueue(s.app.Load(), webhook.Event{Name: webhook.CacheMiss, Channel: ch})
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 	ch := sub.Channel
 	var m protocol.Member
 	if sub.ChannelData != "" {
-		if err := auth.CheckChannelAuth(s.app, s.id, ch, sub.ChannelData, sub.Auth); err != nil {
+		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, sub.ChannelData, sub.Auth); err != nil {
 			return a.authFailed(s, sc, ch, err)
 		}
 		var err error
@@ -60,7 +60,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 		if s.user == nil {
 			return a.authFailed(s, sc, ch, errors.New("presence subscription without channel_data requires pusher:signin first"))
 		}
-		if err := auth.CheckChannelAuth(s.app, s.id, ch, "", sub.Auth); err != nil {
+		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, "", sub.Auth); err != nil {
 			return a.authFailed(s, sc, ch, err)
 		}
 		m = *s.user
@@ -68,7 +68,7 @@ func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) 
 	if n := utf8.RuneCountInString(m.UserID); n > maxUserIDLength {
 		return a.presenceLimit(s, sc, ch, "user_id is "+strconv.Itoa(n)+" characters long, over the limit of "+strconv.Itoa(maxUserIDLength))
 	}
-	if limit := kb(s.app.MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
+	if limit := kb(s.app.Load().MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
 		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
 	if serr := a.allowChannel(s, ch); serr != nil {
@@ -89,7 +89,7 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, membe
 	if members == nil {
 		members = map[string]json.RawMessage{}
 	}
-	a.index.each(chanKey{s.app.ID, ch}, func(_ *socket, q presence) {
+	a.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) {
 		if _, ok := members[q.user]; !ok && q.user != "" {
 			members[q.user] = q.info
 		}
@@ -121,7 +121,7 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 		a.m.errors[reasonAuth].Inc()
 		return a.sendError(s, sc, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Sign-in refused: " + msg})
 	}
-	if err := auth.CheckSigninAuth(s.app, s.id, si.UserData, si.Auth); err != nil {
+	if err := auth.CheckSigninAuth(s.app.Load(), s.id, si.UserData, si.Auth); err != nil {
 		return fail(err.Error())
 	}
 	m, err := protocol.ParseUserData(si.UserData)
@@ -143,7 +143,7 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 		a.watchTerminate(s, m.UserID)
 		// Online, for the watchlists of others: a member of the app's
 		// signed-in channel while any socket of the user is signed in.
-		a.rec.AddMember(s.app.ID, protocol.SignedInChannel, m.UserID, nil, 1)
+		a.rec.AddMember(s.app.Load().ID, protocol.SignedInChannel, m.UserID, nil, 1)
 	}
 	s.user = &m
 	s.authBy.Store(0)
@@ -171,8 +171,8 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 		a.m.errors[reasonClientEvent].Inc()
 		return a.sendError(s, sc, &protocol.Error{Code: code, Message: msg})
 	}
-	if !s.app.EnableClientMessages {
-		return refuse(protocol.CodeNone, "To send client events, enable client messages for app "+s.app.ID)
+	if !s.app.Load().EnableClientMessages {
+		return refuse(protocol.CodeNone, "To send client events, enable client messages for app "+s.app.Load().ID)
 	}
 	kind := protocol.ChannelKind(f.Channel)
 	switch {
@@ -190,27 +190,27 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 		return refuse(protocol.CodeNone, "Client event on "+clip(f.Channel)+" refused: this connection is not subscribed to it")
 	}
 	data := f.EventData()
-	if limit := kb(s.app.MaxEventPayloadInKb, defaultMaxEventKB); len(data) > limit {
+	if limit := kb(s.app.Load().MaxEventPayloadInKb, defaultMaxEventKB); len(data) > limit {
 		return refuse(protocol.CodeNone, "Client event data is "+strconv.Itoa(len(data))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
 	if !a.allowClientEvent(s) {
-		a.limits.Rejected(s.app.ID, ratelimit.ClientEvents)
-		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.Itoa(s.app.ClientEventsPerSecond())+" per second (maxClientEventsPerSecond)")
+		a.limits.Rejected(s.app.Load().ID, ratelimit.ClientEvents)
+		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.Itoa(s.app.Load().ClientEventsPerSecond())+" per second (maxClientEventsPerSecond)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
 	// Never echoed; user_id only on presence channels (member.user is
 	// empty elsewhere).
-	err := a.bus.Publish(ctx, s.app.ID, fanout.Message{Channel: f.Channel, Event: f.Event, Data: data,
+	err := a.bus.Publish(ctx, s.app.Load().ID, fanout.Message{Channel: f.Channel, Event: f.Event, Data: data,
 		UserID: s.subs[i].member.user, ExceptSocket: s.id})
 	if err != nil {
 		a.m.errors[reasonPublish].Inc()
-		a.log.Warn("cannot publish client event", "app", s.app.ID, "channel", f.Channel, "error", err)
+		a.log.Warn("cannot publish client event", "app", s.app.Load().ID, "channel", f.Channel, "error", err)
 		return refuse(protocol.CodeNone, "Client event could not be delivered; try again")
 	}
 	a.m.clientEvents.Inc()
-	if webhook.Wants(s.app, webhook.ClientEvent) {
-		a.hooks.Enqueue(s.app, webhook.Event{Name: webhook.ClientEvent, Channel: f.Channel, Event: f.Event,
+	if webhook.Wants(s.app.Load(), webhook.ClientEvent) {
+		a.hooks.Enqueue(s.app.Load(), webhook.Event{Name: webhook.ClientEvent, Channel: f.Channel, Event: f.Event,
 			Data: data, SocketID: s.id, UserID: s.subs[i].member.user})
 	}
 	return nil
@@ -222,7 +222,7 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 // counted in thousandths of an event.
 func (a *App) allowClientEvent(s *socket) bool {
 	const unit = 1000
-	rate := int64(s.app.ClientEventsPerSecond())
+	rate := int64(s.app.Load().ClientEventsPerSecond())
 	if rate == 0 {
 		return true // the app set no limit
 	}
@@ -288,15 +288,15 @@ func (a *App) deliver(app string, m fanout.Message) {
 // goroutine or timer; closed undoes it. The channel is not counted.
 func (a *App) watchTerminate(s *socket, user string) {
 	ch := protocol.TerminateUserChannel(user)
-	a.index.add(chanKey{s.app.ID, ch}, s, presence{})
-	a.bus.Join(s.app.ID, ch)
+	a.index.add(chanKey{s.app.Load().ID, ch}, s, presence{})
+	a.bus.Join(s.app.Load().ID, ch)
 }
 
 // unwatchTerminate undoes watchTerminate for a signed-in socket.
 func (a *App) unwatchTerminate(s *socket) {
 	ch := protocol.TerminateUserChannel(s.user.UserID)
-	a.index.remove(chanKey{s.app.ID, ch}, s)
-	a.bus.Leave(s.app.ID, ch)
+	a.index.remove(chanKey{s.app.Load().ID, ch}, s)
+	a.bus.Leave(s.app.Load().ID, ch)
 }
 
 // terminate closes s on the HTTP API's order: pusher:error 4009 and then

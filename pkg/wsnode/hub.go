@@ -17,8 +17,10 @@ import (
 // fields above mu; writers and deliveries use mu and the atomics, other
 // goroutines the conn's own methods.
 type socket struct {
-	id   string
-	app  *apps.App // nil until the handshake accepted the app
+	id string
+	// app is nil until the handshake accepted the app; a reload of the
+	// apps replaces it (applyApps).
+	app  atomic.Pointer[apps.App]
 	conn *websocket.Conn
 	// wire is conn's connection, which the writers send frames on and
 	// the socket's goroutine waits on between frames.

@@ -89,7 +89,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		a.hub.remove(s)
 		return
 	}
-	s.app = app
+	s.app.Store(app)
 	if app.EnableUserAuthentication {
 		s.authBy.Store(a.hub.now.Load() + a.cfg.UserAuthTimeout.Milliseconds())
 	}
@@ -266,7 +266,7 @@ func frameBudget(app *apps.App) (rate, burst int64) {
 // coarse clock, in whole frames and seconds: no timer, and two 4-byte
 // fields per socket.
 func (a *App) allowFrame(s *socket) bool {
-	rate, burst := a.tun.frameBudget(s.app)
+	rate, burst := a.tun.frameBudget(s.app.Load())
 	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
 	if s.framesAt == 0 {
 		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 4,010
@@ -295,7 +295,7 @@ var errFrameRate = errors.New("over the frame rate")
 func (a *App) overFrameRate(s *socket) error {
 	a.m.errors[reasonFrameRate].Inc()
 	if s.closing.CompareAndSwap(false, true) {
-		rate, burst := a.tun.frameBudget(s.app)
+		rate, burst := a.tun.frameBudget(s.app.Load())
 		s.mu.Lock()
 		s.kill()
 		s.mu.Unlock()
@@ -391,7 +391,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		return a.sendError(s, sc, err)
 	}
 	ch := sub.Channel
-	if err := protocol.ValidateChannelNameMax(ch, s.app.ChannelNameLimit()); err != nil {
+	if err := protocol.ValidateChannelNameMax(ch, s.app.Load().ChannelNameLimit()); err != nil {
 		a.m.errors[reasonInvalidChannel].Inc()
 		// A name over the app's limit gets the same pusher:error as any
 		// invalid name (soketi sends a pusher:subscription_error of type
@@ -407,7 +407,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		a.m.errors[reasonAlreadySubscribed].Inc()
 		return a.sendError(s, sc, &protocol.Error{Message: "Existing subscription to channel " + ch})
 	}
-	if limit := s.app.ChannelsPerConnection(); len(s.subs) >= limit {
+	if limit := s.app.Load().ChannelsPerConnection(); len(s.subs) >= limit {
 		a.m.errors[reasonChannelLimit].Inc()
 		return a.sendError(s, sc, &protocol.SubscriptionError{
 			Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
@@ -418,7 +418,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	case protocol.KindPrivate, protocol.KindEncrypted:
 		// Encrypted channels are authorized like private ones; the server
 		// only relays their ciphertext.
-		if err := auth.CheckChannelAuth(s.app, s.id, ch, "", sub.Auth); err != nil {
+		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, "", sub.Auth); err != nil {
 			return a.authFailed(s, sc, ch, err)
 		}
 	case protocol.KindUser:
@@ -450,18 +450,18 @@ func (a *App) join(s *socket, ch string, p presence) {
 		s.authBy.Store(0)
 	}
 	if kind.Counted() {
-		a.rec.Add(s.app.ID, ch, 1)
+		a.rec.Add(s.app.Load().ID, ch, 1)
 	}
 	if p.user != "" {
-		a.rec.AddMember(s.app.ID, ch, p.user, p.info, 1)
+		a.rec.AddMember(s.app.Load().ID, ch, p.user, p.info, 1)
 	}
 	if protocol.IsCacheChannel(ch) {
 		a.awaitCache(s, ch) // before deliveries can find s
 	}
-	a.index.add(chanKey{s.app.ID, ch}, s, p)
+	a.index.add(chanKey{s.app.Load().ID, ch}, s, p)
 	// Per socket, not per first local subscriber: the bus is ref-counted,
 	// so concurrent first-join and last-leave need no ordering here.
-	a.bus.Join(s.app.ID, ch)
+	a.bus.Join(s.app.Load().ID, ch)
 	a.m.subscriptions.Inc()
 }
 
@@ -472,13 +472,13 @@ func (a *App) leave(s *socket, i int) {
 	s.subs[i] = s.subs[last]
 	s.subs[last] = sub{}
 	s.subs = s.subs[:last]
-	a.index.remove(chanKey{s.app.ID, sb.channel}, s)
-	a.bus.Leave(s.app.ID, sb.channel)
+	a.index.remove(chanKey{s.app.Load().ID, sb.channel}, s)
+	a.bus.Leave(s.app.Load().ID, sb.channel)
 	if protocol.ChannelKind(sb.channel).Counted() {
-		a.rec.Add(s.app.ID, sb.channel, -1)
+		a.rec.Add(s.app.Load().ID, sb.channel, -1)
 	}
 	if sb.member.user != "" {
-		a.rec.AddMember(s.app.ID, sb.channel, sb.member.user, nil, -1)
+		a.rec.AddMember(s.app.Load().ID, sb.channel, sb.member.user, nil, -1)
 	}
 	a.m.subscriptions.Dec()
 }
@@ -561,7 +561,7 @@ func (a *App) closed(s *socket, err error) {
 	}
 	if s.user != nil {
 		a.unwatchTerminate(s)
-		a.rec.AddMember(s.app.ID, protocol.SignedInChannel, s.user.UserID, nil, -1)
+		a.rec.AddMember(s.app.Load().ID, protocol.SignedInChannel, s.user.UserID, nil, -1)
 	}
 	if s.watch != nil {
 		a.unwatchUsers(s)
@@ -569,7 +569,7 @@ func (a *App) closed(s *socket, err error) {
 	for len(s.waiting) > 0 {
 		a.unwait(s, s.waiting[0])
 	}
-	a.rec.AddConnections(s.app.ID, -1)
+	a.rec.AddConnections(s.app.Load().ID, -1)
 	s.mu.Lock()
 	s.kill()
 	s.mu.Unlock()
@@ -580,7 +580,7 @@ func (a *App) closed(s *socket, err error) {
 		a.m.errors[reasonFrameTooBig].Inc()
 	}
 	if a.log.IsDebug() {
-		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.ID, "channels", n, "close_status", int(websocket.CloseStatus(err)), "error", err)
+		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.Load().ID, "channels", n, "close_status", int(websocket.CloseStatus(err)), "error", err)
 	}
 	s.subs = nil
 }

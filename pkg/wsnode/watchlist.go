@@ -38,18 +38,18 @@ func (a *App) watchUsers(s *socket, users []string) {
 	chs := make([]string, len(users))
 	for i, u := range users {
 		chs[i] = protocol.WatchUserChannel(u)
-		a.index.add(chanKey{s.app.ID, chs[i]}, s, presence{})
-		a.bus.Join(s.app.ID, chs[i])
+		a.index.add(chanKey{s.app.Load().ID, chs[i]}, s, presence{})
+		a.bus.Join(s.app.Load().ID, chs[i])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
 	defer cancel()
-	if err := a.bus.WaitJoined(ctx, s.app.ID, chs); err != nil {
-		a.log.Warn("watchlist: the bus did not confirm its joins in time; an online or offline change may be missed", "app", s.app.ID, "error", err)
+	if err := a.bus.WaitJoined(ctx, s.app.Load().ID, chs); err != nil {
+		a.log.Warn("watchlist: the bus did not confirm its joins in time; an online or offline change may be missed", "app", s.app.Load().ID, "error", err)
 	}
-	online, err := a.store.AreMembers(ctx, s.app.ID, protocol.SignedInChannel, users)
+	online, err := a.store.AreMembers(ctx, s.app.Load().ID, protocol.SignedInChannel, users)
 	if err != nil {
 		a.m.errors[reasonRedis].Inc()
-		a.log.Warn("cannot read the watchlist's online users; only later changes are sent", "app", s.app.ID, "error", err)
+		a.log.Warn("cannot read the watchlist's online users; only later changes are sent", "app", s.app.Load().ID, "error", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -82,8 +82,8 @@ func (a *App) watchUsers(s *socket, users []string) {
 func (a *App) unwatchUsers(s *socket) {
 	for _, u := range s.watch.users {
 		ch := protocol.WatchUserChannel(u)
-		a.index.remove(chanKey{s.app.ID, ch}, s)
-		a.bus.Leave(s.app.ID, ch)
+		a.index.remove(chanKey{s.app.Load().ID, ch}, s)
+		a.bus.Leave(s.app.Load().ID, ch)
 	}
 }
 

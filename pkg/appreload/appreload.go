@@ -1,0 +1,210 @@
+package appreload
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/headcount/headcount/pkg/apps"
+)
+
+// DefaultEvery is how often a source is read when nothing announced a
+// change: within it, a change fsnotify missed (a network filesystem, a
+// database row) is served.
+const DefaultEvery = 2 * time.Second
+
+// repeatEvery is how often the same failure is logged again.
+const repeatEvery = time.Minute
+
+// Reloader keeps Registry serving what Source holds.
+type Reloader struct {
+	Registry *apps.Registry
+	// Source is where the apps are; nil when they came from the
+	// environment, which a running process cannot read anew (a SIGHUP
+	// then only says so).
+	Source apps.Source
+	// Every is the poll period; zero means DefaultEvery.
+	Every time.Duration
+	Log   hclog.Logger
+	// Registerer takes the metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+
+	m       *metrics
+	started chan struct{} // closed once Run watches (tests wait on it)
+	lastErr string
+	lastAt  time.Time
+}
+
+// watcher is a Source with paths fsnotify can watch (apps.File).
+type watcher interface{ WatchPaths() []string }
+
+// Run reads the source every Every, on each change fsnotify reports in the
+// source's paths, and on SIGHUP, until ctx ends. A Registry with nothing
+// loaded yet (a database) is loaded first, retried every Every.
+func (r *Reloader) Run(ctx context.Context) error {
+	r.init()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if r.Source == nil {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				r.Log.Info("SIGHUP: the apps come from the environment, which a running process cannot read anew; nothing reloaded")
+			}
+		}
+	}
+	events, stop := r.watch()
+	defer stop()
+	if r.started != nil {
+		close(r.started)
+	}
+	if !r.Registry.Loaded() {
+		r.Reload(ctx)
+	}
+	tick := time.NewTicker(r.every())
+	defer tick.Stop()
+	// settle gathers the burst of events one replacement makes (the
+	// kubelet's new directory, its symlink, the rename) into one read.
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			r.Log.Info("SIGHUP: reloading the apps", "source", r.Source.String())
+			r.Reload(ctx)
+		case <-tick.C:
+			r.Reload(ctx)
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			r.Log.Trace("apps file watch", "event", ev)
+			if settle == nil {
+				settle = time.After(50 * time.Millisecond)
+			}
+		case <-settle:
+			settle = nil
+			r.Reload(ctx)
+		}
+	}
+}
+
+func (r *Reloader) init() {
+	if r.Log == nil {
+		r.Log = hclog.NewNullLogger()
+	}
+	if r.m == nil {
+		r.m = newMetrics(r.Registerer)
+		r.m.served(r.Registry)
+	}
+}
+
+func (r *Reloader) every() time.Duration {
+	if r.Every > 0 {
+		return r.Every
+	}
+	return DefaultEvery
+}
+
+// Reload reads the source once and, if it holds a new valid set of apps,
+// serves it. A failure changes nothing: the last apps loaded keep serving.
+// It reports whether the apps changed.
+func (r *Reloader) Reload(ctx context.Context) bool {
+	r.init()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next, err := r.Source.Load(ctx)
+	switch {
+	case errors.Is(err, apps.ErrUnchanged): // as good or as bad as last time
+		r.m.reloads.WithLabelValues("unchanged").Inc()
+		return false
+	case err != nil:
+		r.m.reloads.WithLabelValues("failed").Inc()
+		r.m.up.Set(0)
+		r.failed(err)
+		return false
+	}
+	r.m.up.Set(1)
+	r.lastErr = ""
+	d := r.Registry.Replace(next)
+	if d.Empty() {
+		r.m.reloads.WithLabelValues("unchanged").Inc()
+		return false
+	}
+	r.m.reloads.WithLabelValues("changed").Inc()
+	r.m.served(r.Registry)
+	v := r.Registry.Version()
+	r.Log.Info("apps reloaded", "source", r.Source.String(), "version", v.Hash, "apps", len(r.Registry.All()),
+		"added", list(d.Added), "removed", list(d.Removed), "changed", list(d.Changed), "disabled", list(d.Disabled))
+	for _, w := range r.Registry.Warnings() {
+		r.Log.Warn("apps: " + w)
+	}
+	return true
+}
+
+// failed logs a failure: at once when it differs from the last one, else
+// once a minute. Apps that do not parse are an ERROR (someone must fix
+// the source), a source out of reach a WARN (it may come back by itself).
+func (r *Reloader) failed(err error) {
+	now := time.Now()
+	if err.Error() == r.lastErr && now.Sub(r.lastAt) < repeatEvery {
+		return
+	}
+	r.lastErr, r.lastAt = err.Error(), now
+	v := r.Registry.Version()
+	args := []any{"source", r.Source.String(), "serving", v.Hash, "error", err}
+	var unavailable *apps.UnavailableError
+	switch {
+	case !r.Registry.Loaded():
+		r.Log.Error("cannot load the apps; not ready until they are", "source", r.Source.String(), "error", err)
+	case errors.As(err, &unavailable):
+		r.Log.Warn("cannot read the apps; the last loaded keep serving", args...)
+	default:
+		r.Log.Error("the apps changed but are not valid; the last good apps keep serving", args...)
+	}
+}
+
+func list(ids []string) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	return strings.Join(ids, ",")
+}
+
+// watch starts an fsnotify watch on the source's paths, if it has any. A
+// watch that cannot be set up leaves the poll to find changes.
+func (r *Reloader) watch() (<-chan fsnotify.Event, func()) {
+	w, ok := r.Source.(watcher)
+	if !ok {
+		return nil, func() {}
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		r.Log.Warn("cannot watch the apps file; changes are found by polling", "every", r.every(), "error", err)
+		return nil, func() {}
+	}
+	for _, p := range w.WatchPaths() {
+		if err := fw.Add(p); err != nil {
+			r.Log.Warn("cannot watch a directory of the apps file; changes are found by polling", "dir", p, "every", r.every(), "error", err)
+		}
+	}
+	go func() {
+		for err := range fw.Errors {
+			r.Log.Debug("apps file watch", "error", err)
+		}
+	}()
+	return fw.Events, func() { _ = fw.Close() }
+}

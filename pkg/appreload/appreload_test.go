@@ -1,0 +1,154 @@
+package appreload
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+)
+
+// kubeVolume lays out a directory as the kubelet mounts a Secret or
+// ConfigMap: the file name points through ..data, a symlink to a
+// timestamped directory, and an update writes a new directory and renames
+// a new ..data over the old (an atomic swap; the file's own inode never
+// changes in place).
+type kubeVolume struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newKubeVolume(t *testing.T, content string) *kubeVolume {
+	v := &kubeVolume{t: t, dir: t.TempDir()}
+	v.write(content)
+	require.NoError(t, os.Symlink(filepath.Join("..data", "apps.json"), filepath.Join(v.dir, "apps.json")))
+	return v
+}
+
+func (v *kubeVolume) path() string { return filepath.Join(v.dir, "apps.json") }
+
+func (v *kubeVolume) write(content string) {
+	v.n++
+	ts := fmt.Sprintf("..2026_11_27_04_%02d_00.%d", v.n, v.n)
+	require.NoError(v.t, os.Mkdir(filepath.Join(v.dir, ts), 0o755))
+	require.NoError(v.t, os.WriteFile(filepath.Join(v.dir, ts, "apps.json"), []byte(content), 0o600))
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	require.NoError(v.t, os.Symlink(ts, tmp))
+	require.NoError(v.t, os.Rename(tmp, filepath.Join(v.dir, "..data")))
+}
+
+const (
+	oneApp  = `[{"id":"a","key":"ka","secret":"s"}]`
+	twoApps = `[{"id":"a","key":"ka","secret":"s"},{"id":"b","key":"kb","secret":"s"}]`
+	broken  = `[{"id":"a","key":"ka","secret":"s"},{"id":"b","key":"kb"}]`
+)
+
+func start(t *testing.T, src apps.Source, every time.Duration) (*apps.Registry, *Reloader) {
+	reg, err := src.Load(context.Background())
+	require.NoError(t, err)
+	r := &Reloader{Registry: reg, Source: src, Every: every, Registerer: prometheus.NewRegistry(), Log: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})}
+	r.init()
+	r.started = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-r.started
+	return reg, r
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func eventually(t *testing.T, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestKubernetesSwapIsSeenAtOnce: with polling effectively off, fsnotify
+// alone must see the kubelet's ..data swap, which a watch on the file
+// itself misses.
+func TestKubernetesSwapIsSeenAtOnce(t *testing.T) {
+	v := newKubeVolume(t, oneApp)
+	reg, r := start(t, apps.NewFile(v.path()), time.Hour)
+	changed := reg.Changed()
+	v.write(twoApps)
+	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") != nil }, "app b served after the swap")
+	<-changed
+	// The metrics follow the swap.
+	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.version.WithLabelValues(reg.Version().Hash)) == 1 }, "the version served shown")
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.reloads.WithLabelValues("changed")))
+}
+
+func TestBrokenFileChangesNothing(t *testing.T) {
+	v := newKubeVolume(t, twoApps)
+	reg, r := start(t, apps.NewFile(v.path()), 20*time.Millisecond)
+	version := reg.Version()
+	b := reg.ByID("b")
+	v.write(broken)
+	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.reloads.WithLabelValues("failed")) == 1 }, "the broken file is read")
+	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.reloads.WithLabelValues("unchanged")) >= 3 }, "polled again")
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.reloads.WithLabelValues("failed")), "the same broken bytes fail once")
+	require.Equal(t, 0.0, testutil.ToFloat64(r.m.up))
+	require.Same(t, b, reg.ByID("b"), "the last good apps keep serving")
+	require.Equal(t, version, reg.Version())
+	v.write(oneApp)
+	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") == nil }, "a good file after a broken one is served")
+}
+
+func TestPollFindsWhatTheWatchCannot(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "apps.json")
+	require.NoError(t, os.WriteFile(p, []byte(oneApp), 0o600))
+	src := apps.NewFile(p)
+	reg, err := src.Load(context.Background())
+	require.NoError(t, err)
+	r := &Reloader{Registry: reg, Source: pollOnly{src}, Every: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	require.NoError(t, os.WriteFile(p, []byte(twoApps), 0o600))
+	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") != nil }, "a poll serves the change")
+}
+
+// pollOnly hides File's WatchPaths.
+type pollOnly struct{ apps.Source }
+
+func TestSIGHUPReloadsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "apps.json")
+	require.NoError(t, os.WriteFile(p, []byte(oneApp), 0o600))
+	src := apps.NewFile(p)
+	reg, err := src.Load(context.Background())
+	require.NoError(t, err)
+	r := &Reloader{Registry: reg, Source: pollOnly{src}, Every: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	require.NoError(t, os.WriteFile(p, []byte(twoApps), 0o600))
+	// Until Run registers its handler, a SIGHUP would end the test binary.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	eventually(t, 2*time.Second, func() bool {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		return reg.ByID("b") != nil
+	}, "SIGHUP reloads")
+}
