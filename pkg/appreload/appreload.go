@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/config"
 )
 
 // DefaultEvery is how often a source is read when nothing announced a
@@ -207,4 +208,9 @@ func (r *Reloader) watch() (<-chan fsnotify.Event, func()) {
 		}
 	}()
 	return fw.Events, func() { _ = fw.Close() }
+}
+
+// New returns the reloader of the apps a binary's configuration names.
+func New(c config.Common, log hclog.Logger, reg prometheus.Registerer) *Reloader {
+	return &Reloader{Registry: c.Apps, Source: c.AppsSource, Every: c.AppsRefresh, Log: log.Named("apps"), Registerer: reg}
 }

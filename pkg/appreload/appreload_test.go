@@ -2,7 +2,6 @@ package appreload
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,37 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/apps/appstest"
 )
-
-// kubeVolume lays out a directory as the kubelet mounts a Secret or
-// ConfigMap: the file name points through ..data, a symlink to a
-// timestamped directory, and an update writes a new directory and renames
-// a new ..data over the old (an atomic swap; the file's own inode never
-// changes in place).
-type kubeVolume struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func newKubeVolume(t *testing.T, content string) *kubeVolume {
-	v := &kubeVolume{t: t, dir: t.TempDir()}
-	v.write(content)
-	require.NoError(t, os.Symlink(filepath.Join("..data", "apps.json"), filepath.Join(v.dir, "apps.json")))
-	return v
-}
-
-func (v *kubeVolume) path() string { return filepath.Join(v.dir, "apps.json") }
-
-func (v *kubeVolume) write(content string) {
-	v.n++
-	ts := fmt.Sprintf("..2026_11_27_04_%02d_00.%d", v.n, v.n)
-	require.NoError(v.t, os.Mkdir(filepath.Join(v.dir, ts), 0o755))
-	require.NoError(v.t, os.WriteFile(filepath.Join(v.dir, ts, "apps.json"), []byte(content), 0o600))
-	tmp := filepath.Join(v.dir, "..data_tmp")
-	require.NoError(v.t, os.Symlink(ts, tmp))
-	require.NoError(v.t, os.Rename(tmp, filepath.Join(v.dir, "..data")))
-}
 
 const (
 	oneApp  = `[{"id":"a","key":"ka","secret":"s"}]`
@@ -87,10 +57,10 @@ func eventually(t *testing.T, within time.Duration, cond func() bool, msg string
 // alone must see the kubelet's ..data swap, which a watch on the file
 // itself misses.
 func TestKubernetesSwapIsSeenAtOnce(t *testing.T) {
-	v := newKubeVolume(t, oneApp)
-	reg, r := start(t, apps.NewFile(v.path()), time.Hour)
+	v := appstest.NewKubeVolume(t, "apps.json", oneApp)
+	reg, r := start(t, apps.NewFile(v.Path()), time.Hour)
 	changed := reg.Changed()
-	v.write(twoApps)
+	v.Write(twoApps)
 	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") != nil }, "app b served after the swap")
 	<-changed
 	// The metrics follow the swap.
@@ -99,18 +69,18 @@ func TestKubernetesSwapIsSeenAtOnce(t *testing.T) {
 }
 
 func TestBrokenFileChangesNothing(t *testing.T) {
-	v := newKubeVolume(t, twoApps)
-	reg, r := start(t, apps.NewFile(v.path()), 20*time.Millisecond)
+	v := appstest.NewKubeVolume(t, "apps.json", twoApps)
+	reg, r := start(t, apps.NewFile(v.Path()), 20*time.Millisecond)
 	version := reg.Version()
 	b := reg.ByID("b")
-	v.write(broken)
+	v.Write(broken)
 	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.reloads.WithLabelValues("failed")) == 1 }, "the broken file is read")
 	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.reloads.WithLabelValues("unchanged")) >= 3 }, "polled again")
 	require.Equal(t, 1.0, testutil.ToFloat64(r.m.reloads.WithLabelValues("failed")), "the same broken bytes fail once")
 	require.Equal(t, 0.0, testutil.ToFloat64(r.m.up))
 	require.Same(t, b, reg.ByID("b"), "the last good apps keep serving")
 	require.Equal(t, version, reg.Version())
-	v.write(oneApp)
+	v.Write(oneApp)
 	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") == nil }, "a good file after a broken one is served")
 }
 

@@ -29,6 +29,8 @@ type set struct {
 	list  []*App
 	byID  map[string]*App
 	byKey map[string]*App
+	// hashes holds each app's content hash, by id (hashApp).
+	hashes map[string]string
 	// warnings are the apps file's fields headcount ignores (Warnings).
 	warnings []string
 	version  Version
@@ -121,7 +123,7 @@ func (r *Registry) WithPublicSecret() []string {
 // config file, a database table and the environment, comes through here)
 // and that ids and keys are unique across all apps.
 func New(list []*App) (*Registry, error) {
-	s := &set{byID: map[string]*App{}, byKey: map[string]*App{}}
+	s := &set{byID: map[string]*App{}, byKey: map[string]*App{}, hashes: map[string]string{}}
 	var errs []error
 	for i, a := range list {
 		if err := a.validate(); err != nil {
@@ -155,19 +157,25 @@ func New(list []*App) (*Registry, error) {
 	if len(list) == 0 {
 		errs = append(errs, errors.New("no apps defined"))
 	}
-	s.version = Version{Hash: hashApps(s.list), LoadedAt: time.Now()}
+	all := sha256.New()
+	for _, a := range s.list {
+		h := hashApp(a)
+		s.hashes[a.ID] = h
+		all.Write([]byte(h))
+	}
+	s.version = Version{Hash: hex.EncodeToString(all.Sum(nil)[:6]), LoadedAt: time.Now()}
 	r := &Registry{}
 	r.cur.Store(s)
 	return r, errors.Join(errs...)
 }
 
-func hashApps(list []*App) string {
-	b, err := json.Marshal(list)
+func hashApp(a *App) string {
+	b, err := json.Marshal(a)
 	if err != nil { // an App is plain data; cannot happen
 		panic(err)
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:6])
+	return string(sum[:])
 }
 
 // Diff says which apps a Replace changed, by id, in the new set's order
@@ -194,28 +202,25 @@ func (r *Registry) Changed() <-chan struct{} {
 }
 
 // Replace makes the registry serve next's set of apps from now on and
-// returns what changed, waking Changed's waiters if anything did. next
-// must not be used afterwards.
-func (r *Registry) Replace(next *Registry) (d Diff) {
-	defer func() {
-		if d.Empty() {
-			return
-		}
-		r.mu.Lock()
-		if r.changed != nil {
-			close(r.changed)
-			r.changed = nil
-		}
-		r.mu.Unlock()
-	}()
-	ns := next.load()
-	old := r.cur.Swap(ns)
-	for _, a := range ns.list {
+// returns what changed, waking Changed's waiters if anything did. An app
+// whose content did not change keeps its *App, so a holder can tell a
+// change by comparing pointers. next must not be used afterwards.
+func (r *Registry) Replace(next *Registry) Diff {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ns, old := next.load(), r.cur.Load()
+	var d Diff
+	for i, a := range ns.list {
 		was := old.lookup(a.ID)
 		switch {
 		case was == nil:
 			d.Added = append(d.Added, a.ID)
-		case hashApps([]*App{was}) != hashApps([]*App{a}):
+		case old.hashes[a.ID] == ns.hashes[a.ID]:
+			ns.list[i], ns.byID[a.ID] = was, was
+			for _, p := range was.keyPairs() {
+				ns.byKey[p.Key] = was
+			}
+		default:
 			d.Changed = append(d.Changed, a.ID)
 			if was.Enabled && !a.Enabled {
 				d.Disabled = append(d.Disabled, a.ID)
@@ -228,6 +233,11 @@ func (r *Registry) Replace(next *Registry) (d Diff) {
 				d.Removed = append(d.Removed, a.ID)
 			}
 		}
+	}
+	r.cur.Store(ns)
+	if !d.Empty() && r.changed != nil {
+		close(r.changed)
+		r.changed = nil
 	}
 	return d
 }

@@ -43,7 +43,7 @@ func TestReplaceDiff(t *testing.T) {
 	require.NoError(t, err)
 	v1 := r.Version()
 	require.Len(t, v1.Hash, 12)
-	a := r.ByID("a")
+	a, b := r.ByID("a"), r.ByID("b")
 
 	next, err := Parse([]byte(`[
 	  {"id":"a","key":"ka","secret":"s"},
@@ -55,7 +55,9 @@ func TestReplaceDiff(t *testing.T) {
 	require.NotEqual(t, v1.Hash, r.Version().Hash)
 	require.Nil(t, r.ByID("c"))
 	require.Equal(t, "d", r.ByKey("kc").ID, "a key moves with its pair")
-	require.NotSame(t, a, r.ByID("a"), "a reload makes new *App values; the old ones are left as they were")
+	require.Same(t, a, r.ByID("a"), "an app that did not change keeps its *App")
+	require.NotSame(t, b, r.ByID("b"), "a changed app is a new *App; the old one is left as it was")
+	require.True(t, b.Enabled)
 
 	same, err := Parse([]byte(` [ {"id":"a","key":"ka","secret":"s"}, {"id":"b","key":"kb","secret":"s","enabled":false},
 	  {"id":"d","key":"kd","secret":"s","keys":[{"key":"kc","secret":"t"}]} ]`))

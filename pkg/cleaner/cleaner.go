@@ -16,6 +16,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
+	"github.com/headcount/headcount/pkg/appreload"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
@@ -58,10 +59,12 @@ type App struct {
 	// what a reap changed, as the dead node's sockets' leaving would have.
 	ann   *announce.Announcer
 	lease *lease.Lease // nil with --lease-ttl 0: always active
-	admin *lifecycle.Server
-	ready lifecycle.Readiness
-	m     *metrics
-	life  lifecycle.State
+	// reload keeps cfg.Apps current.
+	reload *appreload.Reloader
+	admin  *lifecycle.Server
+	ready  lifecycle.Readiness
+	m      *metrics
+	life   lifecycle.State
 
 	auditEvery time.Duration // <= 0: no continuous audit
 
@@ -185,6 +188,7 @@ func New(opts Options) (_ *App, err error) {
 		auditEvery: opts.AuditInterval,
 	}
 	a.store.SliceSize = opts.Config.SliceSize
+	a.reload = appreload.New(opts.Config.Common, a.log, reg)
 	a.life.Defer(func() { _ = rdb.Close() })
 	lifecycle.WarnIgnoredAppFields(a.log, opts.Config.Apps)
 	defer func() {
@@ -250,12 +254,36 @@ func (a *App) Run(ctx context.Context) error {
 // client New took.
 func (a *App) Stop() { a.life.Stop() }
 
+// appsLoaded waits until the apps are loaded (a database's may not be
+// yet), reporting false if ctx ended first. A reap logs the webhooks of the
+// apps it finds, so a cleaner that does not know them takes no part.
+func (a *App) appsLoaded(ctx context.Context) bool {
+	if a.cfg.Apps == nil {
+		return true // nothing to know (tests without apps)
+	}
+	for {
+		changed := a.cfg.Apps.Changed()
+		if a.cfg.Apps.Loaded() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
 func (a *App) run(ctx context.Context) error {
 	var g run.Group
 	ctx, cancel := context.WithCancel(ctx)
+	g.Add(func() error { return a.reload.Run(ctx) }, func(error) { cancel() })
 	if a.lease == nil {
 		a.log.Warn("NO LEASE (--lease-ttl 0): this cleaner is ALWAYS ACTIVE, alongside any other cleaner; for tests only, never in production")
 		g.Add(func() error {
+			if !a.appsLoaded(ctx) {
+				return nil
+			}
 			a.m.active.Set(1)
 			defer a.m.active.Set(0)
 			a.active(ctx, func() bool { return true })
@@ -263,6 +291,9 @@ func (a *App) run(ctx context.Context) error {
 		}, func(error) { cancel() })
 	} else {
 		g.Add(func() error {
+			if !a.appsLoaded(ctx) {
+				return nil
+			}
 			e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
 				a.m.active.Set(map[bool]float64{true: 1}[active])
 				a.m.leaseChanges.WithLabelValues(map[bool]string{true: "active", false: "passive"}[active]).Inc()

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -62,6 +63,9 @@ type Common struct {
 	RedisTLSKey  string
 	// AppsFile is a JSON apps file; empty means one app from the environment.
 	AppsFile string
+	// AppsRefresh is how often the apps' source is read for changes
+	// (appreload; a file's changes are also seen at once by fsnotify).
+	AppsRefresh time.Duration
 	// AdminAddr serves /metrics, /healthz and /readyz; empty disables it.
 	AdminAddr string
 	// LogLevel is trace, debug, info, warn or error.
@@ -79,8 +83,11 @@ type Common struct {
 	// default. Tests make it tiny so every operation takes many slices.
 	SliceSize int
 
-	// Apps is filled in by validation from AppsFile or the environment.
-	Apps *apps.Registry
+	// Apps is filled in by validation from AppsFile or the environment;
+	// AppsSource is where its reloads read (nil: the environment, which a
+	// running process cannot read anew).
+	Apps       *apps.Registry
+	AppsSource apps.Source
 
 	// redisExplicit: --redis was given (flag or environment), not defaulted.
 	redisExplicit bool
@@ -233,6 +240,7 @@ func defaultCommon(adminAddr string) Common {
 		LogFormat: "text",
 
 		RedisPrefix: keyspace.DefaultPrefix,
+		AppsRefresh: 2 * time.Second,
 	}
 }
 
@@ -446,8 +454,13 @@ func validateCommon(c *Common, env Env) []error {
 		errs = append(errs, fmt.Errorf("--slice-size: %d is negative (0 means the default)", c.SliceSize))
 	}
 	var err error
+	if c.AppsRefresh <= 0 {
+		errs = append(errs, fmt.Errorf("--apps-refresh: %s must be positive", c.AppsRefresh))
+	}
 	if c.AppsFile != "" {
-		if c.Apps, err = apps.LoadFile(c.AppsFile); err != nil {
+		src := apps.NewFile(c.AppsFile)
+		c.AppsSource = src
+		if c.Apps, err = src.Load(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("--apps-file: %s: %w", c.AppsFile, err))
 		}
 		// Ignoring them would serve credentials other than those the

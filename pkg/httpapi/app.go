@@ -17,6 +17,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
+	"github.com/headcount/headcount/pkg/appreload"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
@@ -53,11 +54,13 @@ type Options struct {
 
 // App is a running HTTP API: its listeners are bound by New, served by Run.
 type App struct {
-	log   hclog.Logger
-	apps  *apps.Registry
-	rdb   redis.UniversalClient
-	ks    keyspace.Space // every Redis name this app uses
-	store *counts.Store
+	log  hclog.Logger
+	apps *apps.Registry
+	// reload keeps apps current; every request looks its app up anew.
+	reload *appreload.Reloader
+	rdb    redis.UniversalClient
+	ks     keyspace.Space // every Redis name this app uses
+	store  *counts.Store
 	// listings serves the listing, leaderboard and single-channel reads
 	// with their freshness (listing.go).
 	listings *counts.Listings
@@ -152,6 +155,7 @@ func New(opts Options) (_ *App, err error) {
 	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Keyspace: a.ks, Metrics: admission.NewMetrics(reg), Logger: a.log})
 	a.limiter = ratelimit.New(a.rdb, ratelimit.Options{Keyspace: a.ks, Metrics: ratelimit.NewMetrics(reg), Logger: a.log})
 	a.hooks = webhook.New(a.rdb, webhook.Options{Keyspace: a.ks, Apps: a.apps, Replica: replicaName(), Logger: a.log, Registerer: reg})
+	a.reload = appreload.New(opts.Config.Common, a.log, reg)
 
 	a.routes = a.handler()
 	a.maxConns = a.connCap(opts.Config.MaxConnections, redisConns(a.rdb, opts.Config.Common))
@@ -257,7 +261,7 @@ func (a *App) AdminAddr() string {
 }
 
 // ready is what /readyz reports.
-func (a *App) ready() bool { return a.redisUp.Ready() && !a.draining.Load() }
+func (a *App) ready() bool { return a.redisUp.Ready() && a.apps.Loaded() && !a.draining.Load() }
 
 // Run serves until ctx is done or Stop is called, then stops accepting,
 // lets requests in flight finish, and releases everything New acquired. It
@@ -287,6 +291,9 @@ func (a *App) run(ctx context.Context) error {
 	}, func(error) { cancel() })
 	g.Add(func() error {
 		return a.hooks.Run(ctx)
+	}, func(error) { cancel() })
+	g.Add(func() error {
+		return a.reload.Run(ctx)
 	}, func(error) { cancel() })
 	g.Add(func() error {
 		if err := a.api.Serve(); err != nil {

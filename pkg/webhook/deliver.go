@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -108,27 +107,66 @@ func New(rdb redis.UniversalClient, opts Options) *Deliverer {
 	return &Deliverer{rdb: rdb, opts: opts, log: opts.Logger.Named("webhook"), m: newMetrics(opts.Registerer)}
 }
 
-// Run delivers until ctx ends (and only then returns).
+// Run delivers until ctx ends (and only then returns). It follows the apps
+// as they are reloaded: a webhook URL added starts its delivery, one
+// removed stops, and every target of an app that changed in any way is
+// restarted on the app as it now is (its secret, headers, filters). A
+// restart is a hand-over like a replica's: what was read but not
+// acknowledged is delivered again (at least once, never lost).
 func (d *Deliverer) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, app := range d.opts.Apps.All() {
-		urls := map[string]bool{}
-		for _, w := range app.Webhooks {
-			if w.URL == "" || urls[w.URL] {
+	type running struct {
+		app  *apps.App
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	targets := map[[2]string]*running{} // app id, url
+	defer func() {
+		for _, r := range targets {
+			r.stop()
+		}
+		for _, r := range targets {
+			<-r.done
+		}
+	}()
+	for {
+		changed := d.opts.Apps.Changed()
+		want := map[[2]string]*apps.App{}
+		for _, app := range d.opts.Apps.All() {
+			for _, w := range app.Webhooks {
+				if w.URL != "" {
+					want[[2]string{app.ID, w.URL}] = app
+				}
+			}
+		}
+		for k, r := range targets {
+			if want[k] != r.app { // removed, or its app changed (a new *App)
+				r.stop()
+				<-r.done
+				delete(targets, k)
+			}
+		}
+		for k, app := range want {
+			if targets[k] != nil {
 				continue
 			}
-			urls[w.URL] = true
-			t := d.target(app, w.URL)
-			wg.Go(func() {
+			t := d.target(app, k[1])
+			tctx, stop := context.WithCancel(ctx)
+			r := &running{app: app, stop: stop, done: make(chan struct{})}
+			targets[k] = r
+			go func() {
+				defer close(r.done)
 				e := &lease.Elector{Lease: lease.New(d.rdb, t.leaseKey(), d.opts.LeaseTTL), Log: t.log,
 					OnChange: func(active bool) { d.m.active.WithLabelValues(app.ID, t.group).Set(map[bool]float64{true: 1}[active]) }}
-				_ = e.Run(ctx, t.deliver)
-			})
+				_ = e.Run(tctx, t.deliver)
+				d.m.active.DeleteLabelValues(app.ID, t.group)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
 		}
 	}
-	wg.Wait()
-	<-ctx.Done() // with no webhooks configured, nothing to do until the end
-	return nil
 }
 
 // target is one webhook URL of one app.

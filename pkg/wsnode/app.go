@@ -14,6 +14,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/announce"
+	"github.com/headcount/headcount/pkg/appreload"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
@@ -104,7 +105,9 @@ type App struct {
 	tun    tunables
 
 	rdb   redis.UniversalClient
-	rec   *counts.Recorder
+	// reload keeps cfg.Apps current (applyApps acts on its changes).
+	reload *appreload.Reloader
+	rec    *counts.Recorder
 	live  *counts.Liveness // see counts.NewNodeLiveness
 	store *counts.Store
 	bus   *fanout.Bus
@@ -188,6 +191,7 @@ func New(opts Options) (_ *App, err error) {
 	a.announce = a.newAnnounce()
 	a.live = counts.NewNodeLiveness(a.rdb, ks, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
 	a.rec = a.newRecorder(a.reg)
+	a.reload = appreload.New(cfg.Common, a.log, a.reg)
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
@@ -281,7 +285,9 @@ func (a *App) newAnnounce() *announce.Announcer {
 
 // Ready reports what /readyz serves: true while the node accepts sockets,
 // its counts reach Redis and its event fan-out is subscribed.
-func (a *App) Ready() bool { return a.ready.Ready() && a.rec.Healthy() && a.bus.Healthy() }
+func (a *App) Ready() bool {
+	return a.ready.Ready() && a.cfg.Apps.Loaded() && a.rec.Healthy() && a.bus.Healthy()
+}
 
 // Stop starts the same graceful shutdown as cancelling Run's context. It is
 // idempotent and does not wait; Run returns when the drain is done. Before
@@ -387,6 +393,14 @@ func (a *App) run(ctx context.Context) error {
 		a.live.Run(liveCtx)
 		return nil
 	}, func(error) {})
+
+	g.Add(func() error {
+		return a.reload.Run(sweepCtx)
+	}, func(error) { stopSweep() })
+	g.Add(func() error {
+		a.watchApps(sweepCtx)
+		return nil
+	}, func(error) { stopSweep() })
 
 	g.Add(func() error {
 		a.hub.sweep(sweepCtx, a.tun.sweepEvery, a.tun.idleTimeout, a.tun.writeTimeout, func(s *socket, reason reason) {

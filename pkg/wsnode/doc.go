@@ -123,6 +123,12 @@
 // node's bus subscription to the channel reached Redis, or during a Redis
 // outage, is lost for that node's sockets; counts are never lost.
 //
+// The apps are reloaded live (package appreload). A reload that removes or
+// disables an app closes its sockets on this node with 4001 or 4003, as a
+// connect would be refused now; a socket of an app that changed otherwise
+// gets the new *App for what it does next, nothing granted being taken
+// back; sockets of unchanged apps are not touched (apps.go).
+//
 // At start, New logs a WARN when --addr is reachable from other hosts and
 // an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
 //

@@ -142,6 +142,9 @@ type metrics struct {
 	slow prometheus.Counter
 	// terminated counts sockets closed by terminate_connections.
 	terminated prometheus.Counter
+	// appsClosed counts sockets closed because a reload of the apps
+	// removed (4001) or disabled (4003) their app.
+	appsRemoved, appsDisabled prometheus.Counter
 	// watchlist counts pusher_internal:watchlist_events frames queued, by
 	// why: a signin's first status, or an online or offline edge.
 	watchlistFirst, watchlistEdge prometheus.Counter
@@ -170,6 +173,10 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 		Name: "headcount_wsnode_watchlist_events_total",
 		Help: "pusher_internal:watchlist_events frames queued to signed-in sockets, by why: a signin's first status (signin) or a watched user's online or offline edge (edge).",
 	}, []string{"why"})
+	appsClosed := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "headcount_wsnode_closed_by_apps_reload_total",
+		Help: "Sockets closed because a reload of the apps removed their app (app_removed, 4001) or disabled it (app_disabled, 4003).",
+	}, []string{"reason"})
 	m := &metrics{
 		maxSockets: f.NewGauge(prometheus.GaugeOpts{
 			Name: "headcount_wsnode_max_sockets",
@@ -207,6 +214,8 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
 			Name: "headcount_wsnode_terminated_total",
 			Help: "Sockets closed (4009) by the HTTP API's terminate_connections for their signed-in user.",
 		}),
+		appsRemoved:    appsClosed.WithLabelValues("app_removed"),
+		appsDisabled:   appsClosed.WithLabelValues("app_disabled"),
 		watchlistFirst: watchlistEvents.WithLabelValues("signin"),
 		watchlistEdge:  watchlistEvents.WithLabelValues("edge"),
 		batch: f.NewHistogram(prometheus.HistogramOpts{

@@ -96,6 +96,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
+	a.refreshApp(s)
 	// The handshake's goroutine serves the first frame (its stack has grown
 	// already), then hands the socket to a fresh goroutine whose stack grows
 	// only as deep as the read loop needs (see runSocket).

@@ -211,12 +211,18 @@ func metric(admin, name string) float64 {
 // clients disconnect when the test ends (or after their own max lifetime).
 func pusherClients(t testing.TB, host string, n int, channels ...string) {
 	t.Helper()
+	pusherClientsOf(t, e2eAppKey, host, n, channels...)
+}
+
+// pusherClientsOf is pusherClients for the app of key.
+func pusherClientsOf(t testing.TB, key, host string, n int, channels ...string) {
+	t.Helper()
 	dir := filepath.Join(repoRoot(t), "test", "compat")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pusher-js")); err != nil {
 		t.Fatal("pusher-js is not installed: run `make test` (it runs npm ci in test/compat)")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", "clients.js", "--hosts", host, "--clients", strconv.Itoa(n),
+	cmd := exec.CommandContext(ctx, "node", "clients.js", "--hosts", host, "--key", key, "--clients", strconv.Itoa(n),
 		"--channels", strings.Join(channels, ","), "--max-seconds", "300")
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()

@@ -1,0 +1,55 @@
+package wsnode
+
+import (
+	"context"
+
+	"github.com/headcount/headcount/pkg/protocol"
+)
+
+// watchApps applies each reload of the apps (package appreload) to the
+// sockets open on this node until ctx ends.
+func (a *App) watchApps(ctx context.Context) {
+	for {
+		changed := a.cfg.Apps.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		for _, s := range a.hub.snapshot() {
+			a.refreshApp(s)
+		}
+	}
+}
+
+// refreshApp gives s its app as the apps now are. A socket whose app was
+// removed is closed with 4001, one whose app was disabled with 4003: the
+// codes it would get connecting now, and after which pusher-js does not
+// reconnect. Any other change applies to what s does next (its client
+// events, its next subscribe's limits); nothing already granted is taken
+// back, so a lowered maxConnections or maxChannelsPerConnection evicts
+// nobody. A socket that connected with a key since removed from its app
+// stays: its app is the same.
+//
+// The handshake calls it too, after it set s.app: a reload between the
+// handshake's lookup and that store is then seen by one of the two.
+func (a *App) refreshApp(s *socket) {
+	was := s.app.Load()
+	if was == nil {
+		return // not admitted yet: the handshake calls refreshApp after
+	}
+	now := a.cfg.Apps.ByID(was.ID)
+	switch {
+	case now == was:
+	case now == nil:
+		if a.refuseNow(s, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App " + was.ID + " no longer exists"}) {
+			a.m.appsRemoved.Inc()
+		}
+	case !now.Enabled:
+		if a.refuseNow(s, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + was.ID + " is disabled"}) {
+			a.m.appsDisabled.Inc()
+		}
+	default:
+		s.app.CompareAndSwap(was, now)
+	}
+}

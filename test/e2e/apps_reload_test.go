@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pusher "github.com/pusher/pusher-http-go/v5"
+
+	"github.com/headcount/headcount/pkg/apps/appstest"
+	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/wstest"
+)
+
+// reloadApp is an app of the apps file this test swaps.
+type reloadApp struct {
+	ID       string              `json:"id"`
+	Key      string              `json:"key"`
+	Secret   string              `json:"secret"`
+	Enabled  *bool               `json:"enabled,omitempty"`
+	Keys     []map[string]string `json:"keys,omitempty"`
+	Webhooks []map[string]any    `json:"webhooks,omitempty"`
+}
+
+func appsJSON(t *testing.T, list ...reloadApp) string {
+	t.Helper()
+	b, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestAppsReloadLive swaps the apps file of a running cluster (two
+// wsnodes, a cleaner, an httpapi) the way Kubernetes updates a mounted
+// Secret, as an operator would on day two: one swap adds an app, gives the
+// busy app a second key pair and a webhook, removes an app and disables
+// another; then a broken file. What must hold: the busy app's pusher-js
+// clients never reconnect and its counts stay exact; the removed app's
+// sockets are closed with 4001, the disabled one's with 4003; the second
+// key works for sockets and the HTTP API on every process within 5 s; the
+// new webhook is delivered; the broken file changes nothing, is counted as
+// a failed reload everywhere and leaves every process ready.
+func TestAppsReloadLive(t *testing.T) {
+	receiver := newHookReceiver(t, 0)
+	off := false
+	busy := reloadApp{ID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret}
+	gone := reloadApp{ID: "gone", Key: "gone-key", Secret: "gone-secret"}
+	calm := reloadApp{ID: "calm", Key: "calm-key", Secret: "calm-secret"}
+	vol := appstest.NewKubeVolume(t, "apps.json", appsJSON(t, busy, gone, calm))
+
+	srv := redistest.New(t)
+	// --apps-refresh 1h: only the watch of the volume's directory can see
+	// the swap within the test's deadlines.
+	common := []string{"--redis", srv.URL(), "--apps-file", vol.Path(), "--apps-refresh", "1h"}
+	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	cl := startCleaner(t, "cleaner", common...)
+	api := startHTTPAPIs(t, 1, common...)[0]
+	for _, n := range []node{a, b, cl} {
+		waitReady(t, n.p, n.admin)
+	}
+	admins := []string{a.admin, b.admin, cl.admin, api.admin}
+
+	const clients = 8
+	pusherClients(t, a.addr+","+b.addr, clients, "room-a", "room-b")
+	client := &pusher.Client{AppID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret, Host: api.addr}
+	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
+	connected := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total")
+
+	goneSock := dialApp(t, a.addr, gone.Key)
+	offSock := dialApp(t, b.addr, calm.Key)
+	calmSock := dialApp(t, a.addr, calm.Key)
+	_ = calmSock
+
+	// The swap.
+	calm.Enabled = &off
+	busy.Keys = []map[string]string{{"key": "second-key", "secret": "second-secret"}}
+	busy.Webhooks = []map[string]any{{"url": receiver.URL, "event_types": []string{"channel_occupied"}}}
+	fresh := reloadApp{ID: "fresh", Key: "fresh-key", Secret: "fresh-secret"}
+	swapped := time.Now()
+	vol.Write(appsJSON(t, busy, calm, fresh))
+
+	requireClosedWith(t, goneSock, 4001)
+	requireClosedWith(t, offSock, 4003)
+	for _, addr := range []string{a.addr, b.addr} {
+		c := dialApp(t, addr, "second-key") // fails the test unless connection_established
+		_ = c.Close()
+		c = dialApp(t, addr, fresh.Key)
+		_ = c.Close()
+	}
+	second := &pusher.Client{AppID: e2eAppID, Key: "second-key", Secret: "second-secret", Host: api.addr}
+	waitFor(t, 5*time.Second-time.Since(swapped), "the second key signs HTTP API requests", func() bool {
+		_, err := second.Channels(pusher.ChannelsParams{})
+		return err == nil
+	})
+	t.Logf("swap served everywhere after %v", time.Since(swapped).Round(time.Millisecond))
+	// The webhook added applies at once: a channel occupied now is told.
+	c := dialApp(t, b.addr, e2eAppKey)
+	if err := c.Send(`{"event":"pusher:subscribe","data":{"channel":"room-new"}}`); err != nil {
+		t.Fatal(err)
+	}
+	receiver.waitFor(t, 10*time.Second, "channel_occupied room-new")
+	_ = c.Close()
+
+	// The busy app's clients: still the same sockets, counts exact.
+	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
+	// Sockets opened since: the two refused apps' tests (dialApp) and the
+	// new ones (4 by key, 1 subscriber); the gone and calm ones came before.
+	if now := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total"); now != connected+3+5 {
+		t.Fatalf("connections since the swap: %v, want %v: pusher-js clients reconnected", now-connected, 3+5)
+	}
+	for _, adm := range []string{a.admin, b.admin} {
+		if v := metric(adm, "headcount_wsnode_connections_open"); v < clients/2-1 {
+			t.Fatalf("%s: %v sockets open", adm, v)
+		}
+	}
+
+	// A broken file: a pair without a secret.
+	version := appsVersion(t, a.admin)
+	failedBefore := make([]float64, len(admins))
+	for i, adm := range admins {
+		failedBefore[i] = labelled(adm, `headcount_apps_reloads_total{result="failed"}`)
+	}
+	busy.Keys = []map[string]string{{"key": "third-key"}}
+	vol.Write(appsJSON(t, busy, calm, fresh))
+	for i, adm := range admins {
+		waitFor(t, 5*time.Second, adm+" counts the failed reload", func() bool {
+			return labelled(adm, `headcount_apps_reloads_total{result="failed"}`) == failedBefore[i]+1
+		})
+		if v := appsVersion(t, adm); v != version {
+			t.Fatalf("%s serves %s after a broken file, want %s", adm, v, version)
+		}
+		if v := labelled(adm, "headcount_apps_source_up"); v != 0 {
+			t.Fatalf("%s: headcount_apps_source_up %v after a broken file", adm, v)
+		}
+	}
+	for _, n := range []node{a, b, cl, {p: api.p, admin: api.admin}} {
+		waitReady(t, n.p, n.admin)
+		if b, _ := os.ReadFile(n.p.log); !strings.Contains(string(b), "the apps changed but are not valid; the last good apps keep serving") {
+			t.Fatalf("%s: no ERROR naming the broken apps file", n.p.name)
+		}
+	}
+	c = dialApp(t, a.addr, "second-key")
+	_ = c.Close()
+	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
+}
+
+// dialApp opens a raw socket with key and waits for its
+// connection_established.
+func dialApp(t *testing.T, addr, key string) *wstest.Conn {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := wstest.Dial(addr, "/app/"+key+"?protocol=7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := c.Read(2 * time.Second)
+		if err == nil && strings.Contains(msg, "pusher:connection_established") {
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+		_ = c.Close()
+		last = msg
+		if time.Now().After(deadline) {
+			t.Fatalf("%s with key %s: got %q, %v; want connection_established", addr, key, last, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// requireClosedWith reads c until the server closes it, wanting code in
+// both its pusher:error and its close frame.
+func requireClosedWith(t *testing.T, c *wstest.Conn, code int) {
+	t.Helper()
+	sawError := false
+	for {
+		msg, err := c.Read(5 * time.Second)
+		if err != nil {
+			t.Fatalf("socket not closed with %d: %v", code, err)
+		}
+		if strings.Contains(msg, `"pusher:error"`) && strings.Contains(msg, strconv.Itoa(code)) {
+			sawError = true
+			continue
+		}
+		if len(msg) >= 2 && int(msg[0])<<8|int(msg[1]) == code {
+			if !sawError {
+				t.Fatalf("closed with %d without a pusher:error first", code)
+			}
+			return
+		}
+	}
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// appsVersion is the hash of headcount_apps_version_info at admin.
+func appsVersion(t *testing.T, admin string) string {
+	t.Helper()
+	for _, line := range metricLines(admin) {
+		if rest, ok := strings.CutPrefix(line, `headcount_apps_version_info{hash="`); ok {
+			hash, _, _ := strings.Cut(rest, `"`)
+			return hash
+		}
+	}
+	t.Fatalf("%s: no headcount_apps_version_info", admin)
+	return ""
+}
+
+// labelled is metric for a series written with its labels, as /metrics
+// writes it; -1 when absent.
+func labelled(admin, series string) float64 {
+	for _, line := range metricLines(admin) {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			if v, err := strconv.ParseFloat(rest, 64); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+func metricLines(admin string) []string {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
