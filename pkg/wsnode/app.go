@@ -104,13 +104,13 @@ type App struct {
 	limits *ratelimit.Metrics
 	tun    tunables
 
-	rdb   redis.UniversalClient
+	rdb redis.UniversalClient
 	// reload keeps cfg.Apps current (applyApps acts on its changes).
 	reload *appreload.Reloader
 	rec    *counts.Recorder
-	live  *counts.Liveness // see counts.NewNodeLiveness
-	store *counts.Store
-	bus   *fanout.Bus
+	live   *counts.Liveness // see counts.NewNodeLiveness
+	store  *counts.Store
+	bus    *fanout.Bus
 	// cache serves cache channels' last events to new subscribers.
 	cache *cache.Store
 	index *index
