@@ -13,6 +13,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 
 	"github.com/headcount/headcount/pkg/apps/appstest"
+	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 	"github.com/headcount/headcount/pkg/wstest"
 )
@@ -52,7 +53,9 @@ func TestAppsReloadLive(t *testing.T) {
 	busy := reloadApp{ID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret}
 	gone := reloadApp{ID: "gone", Key: "gone-key", Secret: "gone-secret"}
 	calm := reloadApp{ID: "calm", Key: "calm-key", Secret: "calm-secret"}
-	vol := appstest.NewKubeVolume(t, "apps.json", appsJSON(t, busy, gone, calm))
+	// rot's secret is rotated as docs/REFERENCE.md#rotating-a-secret says.
+	rot := reloadApp{ID: "rot", Key: "rot-old", Secret: "rot-old-secret"}
+	vol := appstest.NewKubeVolume(t, "apps.json", appsJSON(t, busy, gone, calm, rot))
 
 	srv := redistest.New(t)
 	// --apps-refresh 1h: only the watch of the volume's directory can see
@@ -70,7 +73,6 @@ func TestAppsReloadLive(t *testing.T) {
 	pusherClients(t, a.addr+","+b.addr, clients, "room-a", "room-b")
 	client := &pusher.Client{AppID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret, Host: api.addr}
 	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
-	connected := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total")
 
 	goneSock := dialApp(t, a.addr, gone.Key)
 	offSock := dialApp(t, b.addr, calm.Key)
@@ -80,10 +82,13 @@ func TestAppsReloadLive(t *testing.T) {
 	// The swap.
 	calm.Enabled = &off
 	busy.Keys = []map[string]string{{"key": "second-key", "secret": "second-secret"}}
+	rotSock := dialApp(t, a.addr, rot.Key)
+	rot.Keys = []map[string]string{{"key": "rot-new", "secret": "rot-new-secret"}} // step 1: add a pair
 	busy.Webhooks = []map[string]any{{"url": receiver.URL, "event_types": []string{"channel_occupied"}}}
 	fresh := reloadApp{ID: "fresh", Key: "fresh-key", Secret: "fresh-secret"}
+	connected := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total")
 	swapped := time.Now()
-	vol.Write(appsJSON(t, busy, calm, fresh))
+	vol.Write(appsJSON(t, busy, calm, fresh, rot))
 
 	requireClosedWith(t, goneSock, 4001)
 	requireClosedWith(t, offSock, 4003)
@@ -99,6 +104,9 @@ func TestAppsReloadLive(t *testing.T) {
 		return err == nil
 	})
 	t.Logf("swap served everywhere after %v", time.Since(swapped).Round(time.Millisecond))
+	// Step 2: the backend signs with the new pair while clients still
+	// connect with the old key.
+	requireSubscribed(t, rotSock, "rot-new", "rot-new-secret", "private-rot")
 	// The webhook added applies at once: a channel occupied now is told.
 	c := dialApp(t, b.addr, e2eAppKey)
 	if err := c.Send(`{"event":"pusher:subscribe","data":{"channel":"room-new"}}`); err != nil {
@@ -109,10 +117,9 @@ func TestAppsReloadLive(t *testing.T) {
 
 	// The busy app's clients: still the same sockets, counts exact.
 	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
-	// Sockets opened since: the two refused apps' tests (dialApp) and the
-	// new ones (4 by key, 1 subscriber); the gone and calm ones came before.
-	if now := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total"); now != connected+3+5 {
-		t.Fatalf("connections since the swap: %v, want %v: pusher-js clients reconnected", now-connected, 3+5)
+	// Sockets opened since the swap: 4 by the new keys, 1 subscriber.
+	if now := metric(a.admin, "headcount_wsnode_connections_total") + metric(b.admin, "headcount_wsnode_connections_total"); now != connected+5 {
+		t.Fatalf("connections since the swap: %v, want 5: pusher-js clients reconnected", now-connected)
 	}
 	for _, adm := range []string{a.admin, b.admin} {
 		if v := metric(adm, "headcount_wsnode_connections_open"); v < clients/2-1 {
@@ -127,7 +134,7 @@ func TestAppsReloadLive(t *testing.T) {
 		failedBefore[i] = labelled(adm, `headcount_apps_reloads_total{result="failed"}`)
 	}
 	busy.Keys = []map[string]string{{"key": "third-key"}}
-	vol.Write(appsJSON(t, busy, calm, fresh))
+	vol.Write(appsJSON(t, busy, calm, fresh, rot))
 	for i, adm := range admins {
 		waitFor(t, 5*time.Second, adm+" counts the failed reload", func() bool {
 			return labelled(adm, `headcount_apps_reloads_total{result="failed"}`) == failedBefore[i]+1
@@ -147,12 +154,41 @@ func TestAppsReloadLive(t *testing.T) {
 	}
 	c = dialApp(t, a.addr, "second-key")
 	_ = c.Close()
+
+	// Step 3: the new pair becomes the app's own, the old one goes. New
+	// connections with the old key are refused; the socket that connected
+	// with it stays, and the old secret signs nothing any more.
+	busy.Keys = []map[string]string{{"key": "second-key", "secret": "second-secret"}}
+	rot.Key, rot.Secret, rot.Keys = "rot-new", "rot-new-secret", nil
+	vol.Write(appsJSON(t, busy, calm, fresh, rot))
+	for _, addr := range []string{a.addr, b.addr} {
+		waitFor(t, 5*time.Second, "the old key refused on "+addr, func() bool {
+			c, err := wstest.Dial(addr, "/app/rot-old?protocol=7")
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			msg, _ := c.Read(2 * time.Second)
+			return strings.Contains(msg, "4001")
+		})
+	}
+	requireSubscribed(t, rotSock, "rot-new", "rot-new-secret", "private-rot-2")
+	old := &pusher.Client{AppID: "rot", Key: "rot-old", Secret: "rot-old-secret", Host: api.addr}
+	if _, err := old.Channels(pusher.ChannelsParams{}); err == nil {
+		t.Fatal("the removed pair still signs HTTP API requests")
+	}
 	waitCounts(t, client, map[string]int{"room-a": clients, "room-b": clients}, 10*time.Second, "the busy app's counts")
+}
+
+// appSock is a raw socket and the socket id it was given.
+type appSock struct {
+	*wstest.Conn
+	id string
 }
 
 // dialApp opens a raw socket with key and waits for its
 // connection_established.
-func dialApp(t *testing.T, addr, key string) *wstest.Conn {
+func dialApp(t *testing.T, addr, key string) *appSock {
 	t.Helper()
 	var last string
 	deadline := time.Now().Add(5 * time.Second)
@@ -164,7 +200,14 @@ func dialApp(t *testing.T, addr, key string) *wstest.Conn {
 		msg, err := c.Read(2 * time.Second)
 		if err == nil && strings.Contains(msg, "pusher:connection_established") {
 			t.Cleanup(func() { _ = c.Close() })
-			return c
+			var outer struct{ Data string }
+			var inner struct {
+				SocketID string `json:"socket_id"`
+			}
+			if json.Unmarshal([]byte(msg), &outer) != nil || json.Unmarshal([]byte(outer.Data), &inner) != nil {
+				t.Fatalf("connection_established %q", msg)
+			}
+			return &appSock{Conn: c, id: inner.SocketID}
 		}
 		_ = c.Close()
 		last = msg
@@ -175,9 +218,31 @@ func dialApp(t *testing.T, addr, key string) *wstest.Conn {
 	}
 }
 
+// requireSubscribed subscribes c to the private channel ch with channel
+// auth signed by the pair key/secret, wanting subscription_succeeded.
+func requireSubscribed(t *testing.T, c *appSock, key, secret, ch string) {
+	t.Helper()
+	sig := key + ":" + auth.Sign(secret, auth.ChannelAuthString(c.id, ch, ""))
+	if err := c.Send(`{"event":"pusher:subscribe","data":{"channel":"` + ch + `","auth":"` + sig + `"}}`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := c.Read(5 * time.Second)
+		if err != nil {
+			t.Fatalf("subscribe %s signed by %s: %v", ch, key, err)
+		}
+		if strings.Contains(msg, "subscription_succeeded") && strings.Contains(msg, ch) {
+			return
+		}
+		if strings.Contains(msg, "error") {
+			t.Fatalf("subscribe %s signed by %s: %s", ch, key, msg)
+		}
+	}
+}
+
 // requireClosedWith reads c until the server closes it, wanting code in
 // both its pusher:error and its close frame.
-func requireClosedWith(t *testing.T, c *wstest.Conn, code int) {
+func requireClosedWith(t *testing.T, c *appSock, code int) {
 	t.Helper()
 	sawError := false
 	for {
