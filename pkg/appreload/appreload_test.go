@@ -3,7 +3,6 @@ package appreload
 import (
 	"context"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -84,17 +83,16 @@ func TestBrokenFileChangesNothing(t *testing.T) {
 	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") == nil }, "a good file after a broken one is served")
 }
 
+// plainFile writes content to a file of a fresh directory.
+func plainFile(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "apps.json")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
 func TestPollFindsWhatTheWatchCannot(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "apps.json")
-	require.NoError(t, os.WriteFile(p, []byte(oneApp), 0o600))
-	src := apps.NewFile(p)
-	reg, err := src.Load(context.Background())
-	require.NoError(t, err)
-	r := &Reloader{Registry: reg, Source: pollOnly{src}, Every: 20 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = r.Run(ctx) }()
+	p := plainFile(t, oneApp)
+	reg, _ := start(t, pollOnly{apps.NewFile(p)}, 20*time.Millisecond)
 	require.NoError(t, os.WriteFile(p, []byte(twoApps), 0o600))
 	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") != nil }, "a poll serves the change")
 }
@@ -103,20 +101,10 @@ func TestPollFindsWhatTheWatchCannot(t *testing.T) {
 type pollOnly struct{ apps.Source }
 
 func TestSIGHUPReloadsAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "apps.json")
-	require.NoError(t, os.WriteFile(p, []byte(oneApp), 0o600))
-	src := apps.NewFile(p)
-	reg, err := src.Load(context.Background())
-	require.NoError(t, err)
-	r := &Reloader{Registry: reg, Source: pollOnly{src}, Every: time.Hour}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	p := plainFile(t, oneApp)
+	reg, _ := start(t, pollOnly{apps.NewFile(p)}, time.Hour)
 	require.NoError(t, os.WriteFile(p, []byte(twoApps), 0o600))
-	// Until Run registers its handler, a SIGHUP would end the test binary.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	// start returned once Run was watching, its SIGHUP handler set before.
 	eventually(t, 2*time.Second, func() bool {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGHUP)
 		return reg.ByID("b") != nil

@@ -65,8 +65,8 @@ func (f *File) Load(context.Context) (*Registry, error) {
 // directory of the file it resolves to.
 func (f *File) WatchPaths() []string {
 	dirs := []string{filepath.Dir(f.Path)}
-	if real, err := filepath.EvalSymlinks(f.Path); err == nil && filepath.Dir(real) != dirs[0] {
-		dirs = append(dirs, filepath.Dir(real))
+	if target, err := filepath.EvalSymlinks(f.Path); err == nil && filepath.Dir(target) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(target))
 	}
 	return dirs
 }

@@ -42,7 +42,7 @@ func (v *KubeVolume) Write(content string) {
 	ts := fmt.Sprintf("..2026_11_27_04_%02d_00.%d", v.n%60, v.n)
 	tmp := filepath.Join(v.dir, "..data_tmp")
 	for _, err := range []error{
-		os.Mkdir(filepath.Join(v.dir, ts), 0o755),
+		os.Mkdir(filepath.Join(v.dir, ts), 0o750),
 		os.WriteFile(filepath.Join(v.dir, ts, v.name), []byte(content), 0o600),
 		os.Symlink(ts, tmp),
 		os.Rename(tmp, filepath.Join(v.dir, "..data")),
