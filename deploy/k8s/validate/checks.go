@@ -629,7 +629,7 @@ func (s *Set) appsFromSecret(r containerRef, file string) error {
 		key := ""
 		switch {
 		case m.SubPath != "" && m.MountPath == file:
-			key = m.SubPath
+			return fmt.Errorf("mounted with subPath %s: the kubelet never updates a subPath mount, so a change to the Secret would not reach the running binaries; mount the Secret's directory", m.SubPath)
 		case m.SubPath == "" && path.Dir(file) == path.Clean(m.MountPath):
 			key = path.Base(file)
 		default:

@@ -393,6 +393,11 @@ func TestChecksCatch(t *testing.T) {
 			s.Secrets[0].Data["apps.json"] = []byte(`[{"id": "a", "key": "k"}]`)
 			return s
 		}},
+		{"apps file mounted with subPath", cluster, "apps-secret", "the kubelet never updates a subPath mount", func(t *testing.T, s *Set) *Set {
+			c := ctr(t, s, "wsnode")
+			c.VolumeMounts[0].MountPath, c.VolumeMounts[0].SubPath = "/etc/headcount/apps.json", "apps.json"
+			return s
+		}},
 		{"no apps file at all", cluster, "apps-secret", "no apps file (HEADCOUNT_APPS_FILE)", func(t *testing.T, s *Set) *Set {
 			delete(configMap(t, s, "headcount-config").Data, "HEADCOUNT_APPS_FILE")
 			return s
