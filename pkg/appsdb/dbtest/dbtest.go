@@ -49,6 +49,9 @@ type Server struct {
 	DB   *sql.DB
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
+	// stop is the signal that stops the server at once: PostgreSQL's
+	// SIGTERM waits for its clients to leave, SIGINT does not.
+	stop syscall.Signal
 }
 
 // PID is the server's main process.
@@ -60,7 +63,7 @@ func (s *Server) Stop() {
 	if s.DB != nil {
 		_ = s.DB.Close()
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Process.Signal(s.stop)
 	select {
 	case <-s.done:
 	case <-time.After(20 * time.Second):
@@ -191,7 +194,7 @@ func run(t testing.TB, cmd *exec.Cmd) {
 
 // start starts cmd, logging to logFile, stops it at cleanup and waits for
 // open to return a database that answers.
-func start(t testing.TB, cmd *exec.Cmd, logFile string, open func() (*sql.DB, error)) *Server {
+func start(t testing.TB, cmd *exec.Cmd, stop syscall.Signal, logFile string, open func() (*sql.DB, error)) *Server {
 	t.Helper()
 	out, err := os.Create(logFile)
 	if err != nil {
@@ -201,7 +204,7 @@ func start(t testing.TB, cmd *exec.Cmd, logFile string, open func() (*sql.DB, er
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
-	s := &Server{cmd: cmd, done: make(chan struct{})}
+	s := &Server{cmd: cmd, done: make(chan struct{}), stop: stop}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() { s.Stop(); _ = out.Close() })
 	deadline := time.Now().Add(startTimeout)
@@ -267,7 +270,7 @@ func NewPostgres(t testing.TB) *Server {
 	u := func(db string) string {
 		return (&url.URL{Scheme: "postgres", User: url.UserPassword(User, Password), Host: addr, Path: "/" + db, RawQuery: "sslmode=disable"}).String()
 	}
-	admin := start(t, cmd, filepath.Join(dir, "postgres.log"), func() (*sql.DB, error) { return sql.Open("pgx", u("postgres")) })
+	admin := start(t, cmd, syscall.SIGINT, filepath.Join(dir, "postgres.log"), func() (*sql.DB, error) { return sql.Open("pgx", u("postgres")) })
 	if _, err := admin.DB.Exec("CREATE DATABASE " + Database); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +312,7 @@ func NewMariaDB(t testing.TB) *Server {
 	cmd := exec.Command(mariadbd, args...)
 	root := mysql.NewConfig()
 	root.User, root.Net, root.Addr = "root", "unix", sock
-	s := start(t, cmd, filepath.Join(dir, "mariadbd.log"), func() (*sql.DB, error) {
+	s := start(t, cmd, syscall.SIGTERM, filepath.Join(dir, "mariadbd.log"), func() (*sql.DB, error) {
 		c, err := mysql.NewConnector(root)
 		if err != nil {
 			return nil, err
