@@ -2,7 +2,7 @@ package appsdb_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -210,7 +210,8 @@ func TestLoadRows(t *testing.T) {
 		require.Zero(t, two.MaxPresenceMembersPerChannel)
 		require.Contains(t, logs.String(), "columns=created_at")
 		require.Equal(t, 1, strings.Count(logs.String(), "ignored"), "the ignored columns are named once, not at each Load")
-		load(t, s)
+		_, err = s.Load(context.Background())
+		require.ErrorIs(t, err, apps.ErrUnchanged)
 		require.Equal(t, 1, strings.Count(logs.String(), "ignored"))
 	})
 }
@@ -219,41 +220,47 @@ func TestLoadRows(t *testing.T) {
 // without the password.
 func TestLoadErrors(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, d *db) {
-		loadErr := func(t *testing.T, s *appsdb.Source) string {
+		// loadErr returns Load's error, checking whether it is an
+		// UnavailableError (naming the source) or one about the apps.
+		loadErr := func(t *testing.T, s *appsdb.Source, unavailable bool) string {
 			t.Helper()
 			r, err := s.Load(context.Background())
 			require.Error(t, err)
 			require.Nil(t, r)
 			require.NotContains(t, err.Error(), dbtest.Password)
-			require.Contains(t, err.Error(), s.String())
+			var u *apps.UnavailableError
+			require.Equal(t, unavailable, errors.As(err, &u), "%v", err)
+			if unavailable {
+				require.Contains(t, err.Error(), s.String())
+			}
 			return err.Error()
 		}
 		t.Run("bad webhooks JSON", func(t *testing.T) {
 			table := d.soketiTable(t)
 			d.exec(t, fmt.Sprintf(d.text, table),
 				fmt.Sprintf(`UPDATE %s SET webhooks = '[{"url": "http://x/"' WHERE id = 'app-id'`, table))
-			msg := loadErr(t, d.source(t, table))
+			msg := loadErr(t, d.source(t, table), false)
 			require.Contains(t, msg, `app "app-id": column webhooks: not valid JSON`)
 		})
 		t.Run("invalid app", func(t *testing.T) {
 			table := d.soketiTable(t)
 			d.exec(t, fmt.Sprintf(`UPDATE %s SET webhooks = '[{"url": "http://x/", "event_types": ["nope"]}]'`, table))
-			require.Contains(t, loadErr(t, d.source(t, table)), `"nope" is not an event type`)
+			require.Contains(t, loadErr(t, d.source(t, table), false), `"nope" is not an event type`)
 		})
 		t.Run("duplicate key", func(t *testing.T) {
 			table := d.soketiTable(t)
 			d.exec(t, fmt.Sprintf(`INSERT INTO %s (id, %s, secret, max_connections, enabled, enable_client_messages, max_backend_events_per_sec,
 				max_client_events_per_sec, max_read_req_per_sec, enable_user_authentication)
 				VALUES ('b', 'app-key', 'b-secret', 1, 1, 1, 1, 1, 1, 0)`, table, d.quote("key")))
-			require.Contains(t, loadErr(t, d.source(t, table)), `duplicate key "app-key"`)
+			require.Contains(t, loadErr(t, d.source(t, table), false), `duplicate key "app-key"`)
 		})
 		t.Run("empty table", func(t *testing.T) {
 			table := d.soketiTable(t)
 			d.exec(t, "DELETE FROM "+table)
-			require.Contains(t, loadErr(t, d.source(t, table)), "no apps defined")
+			require.Contains(t, loadErr(t, d.source(t, table), false), "no apps defined")
 		})
 		t.Run("unknown table", func(t *testing.T) {
-			msg := loadErr(t, d.source(t, "no_such_table"))
+			msg := loadErr(t, d.source(t, "no_such_table"), true)
 			require.Contains(t, msg, "no_such_table")
 			require.Regexp(t, "does not exist|doesn't exist", msg)
 		})
@@ -275,7 +282,7 @@ func TestLoadErrors(t *testing.T) {
 			load(t, s)
 			d.srv.Stop()
 			start := time.Now()
-			loadErr(t, s)
+			loadErr(t, s, true)
 			require.Less(t, time.Since(start), 3*time.Second)
 		})
 	})
@@ -284,16 +291,40 @@ func TestLoadErrors(t *testing.T) {
 // TestLoadKeys: a keys column, a JSON array of {"key", "secret"}, gives
 // an app its further keys.
 func TestLoadKeys(t *testing.T) {
-	probe := map[string]json.RawMessage{"id": json.RawMessage(`"a"`), "key": json.RawMessage(`"k"`), "secret": json.RawMessage(`"s"`),
-		"keys": json.RawMessage(`[{"key":"k2","secret":"s2"}]`)}
-	if _, err := apps.Decode([]map[string]json.RawMessage{probe}); err != nil {
-		t.Skipf("pkg/apps has no keys field yet: %v", err)
-	}
 	forEachDialect(t, func(t *testing.T, d *db) {
 		table := d.soketiTable(t)
 		d.exec(t, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s json", table, d.quote("keys")),
 			fmt.Sprintf(`UPDATE %s SET %s = '[{"key": "second-key", "secret": "second-secret"}]'`, table, d.quote("keys")))
 		r := load(t, d.source(t, table))
 		require.Equal(t, r.ByID("app-id"), r.ByKey("second-key"))
+	})
+}
+
+// TestLoadUnchanged: Load decodes only rows that changed since the last
+// Load, good or bad.
+func TestLoadUnchanged(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, d *db) {
+		table := d.soketiTable(t)
+		s := d.source(t, table)
+		ctx := context.Background()
+		require.Equal(t, 200, load(t, s).ByID("app-id").MaxConnections)
+		_, err := s.Load(ctx)
+		require.ErrorIs(t, err, apps.ErrUnchanged)
+
+		d.exec(t, fmt.Sprintf("UPDATE %s SET max_connections = 201", table))
+		require.Equal(t, 201, load(t, s).ByID("app-id").MaxConnections)
+
+		d.exec(t, fmt.Sprintf(`UPDATE %s SET webhooks = '[{"url": "http://x/", "event_types": ["nope"]}]'`, table))
+		_, err = s.Load(ctx)
+		require.ErrorContains(t, err, "nope")
+		_, err = s.Load(ctx)
+		require.ErrorIs(t, err, apps.ErrUnchanged, "reported once")
+
+		d.exec(t, fmt.Sprintf(`UPDATE %s SET webhooks = '[]'`, table))
+		require.Equal(t, 201, load(t, s).ByID("app-id").MaxConnections)
+
+		d.exec(t, fmt.Sprintf("ALTER TABLE %s ADD COLUMN note varchar(10)", table))
+		_, err = s.Load(ctx)
+		require.NoError(t, err, "a new column is a change")
 	})
 }

@@ -138,6 +138,11 @@ func (p *parsed) parseURL(raw string) error {
 		if err != nil {
 			return fmt.Errorf("apps db URL: %s", scrub(err.Error(), p.password))
 		}
+		// No statement cache: a cached statement fails once its table is
+		// altered ("cached plan must not change result type"), and the
+		// unnamed statement pgx prepares instead also suits PgBouncer's
+		// transaction pooling. One more round trip every few seconds.
+		c.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 		if c.ConnectTimeout == 0 || c.ConnectTimeout > p.timeout {
 			c.ConnectTimeout = p.timeout
 		}

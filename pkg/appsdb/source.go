@@ -2,6 +2,7 @@ package appsdb
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,8 @@ type Source struct {
 	mu      sync.Mutex
 	plans   map[string]*plan // by column list, see planFor
 	ignored string           // the ignored columns last warned about
+	last    [sha256.Size]byte
+	seen    bool // last holds the digest of the rows the last Load read
 }
 
 var _ apps.Source = (*Source)(nil)
@@ -88,51 +91,101 @@ func (s *Source) String() string {
 }
 
 // Load reads the whole table in one query, bounded by the Config's
-// Timeout, and decodes each row as an app object (apps.Decode). Its
-// errors name the source and never hold the password.
+// Timeout, and decodes each row as an app object (apps.Decode). When the
+// rows are those the previous Load read (whether they decoded or not), it
+// returns apps.ErrUnchanged without decoding them again: decoding is most
+// of a reload's cost. A failure to read the table is an
+// *apps.UnavailableError; a row that does not decode is an error naming
+// the app and the column. No error holds the password.
 func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.p.timeout)
 	defer cancel()
-	raw, err := s.read(ctx)
+	raw, sum, err := s.read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", s, scrub(err.Error(), s.p.password))
+		return nil, &apps.UnavailableError{Err: fmt.Errorf("read %s: %s", s, scrub(err.Error(), s.p.password))}
 	}
-	r, err := apps.Decode(raw)
+	s.mu.Lock()
+	unchanged := s.seen && sum == s.last
+	s.last, s.seen = sum, true
+	s.mu.Unlock()
+	if unchanged {
+		return nil, apps.ErrUnchanged
+	}
+	var errs []error
+	for i, obj := range raw {
+		if obj.err != nil {
+			errs = append(errs, fmt.Errorf("row %d: %w", i, obj.err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	objs := make([]map[string]json.RawMessage, len(raw))
+	for i, obj := range raw {
+		objs[i] = obj.fields
+	}
+	r, err := apps.Decode(objs)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s, err)
+		return nil, err
 	}
 	return r, nil
 }
 
-// read returns every row as an app object.
-func (s *Source) read(ctx context.Context) ([]map[string]json.RawMessage, error) {
+// row is one row as an app object, or why it is not one.
+type row struct {
+	fields map[string]json.RawMessage
+	err    error
+}
+
+// read returns every row as an app object, and a digest of them all.
+func (s *Source) read(ctx context.Context) ([]row, [sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
 	rows, err := s.db.QueryContext(ctx, s.query)
 	if err != nil {
-		return nil, err
+		return nil, sum, err
 	}
 	defer rows.Close()
 	types, err := rows.ColumnTypes()
 	if err != nil {
-		return nil, err
+		return nil, sum, err
 	}
 	pl := s.planFor(types)
+	h := sha256.New()
+	for _, t := range types {
+		h.Write([]byte(t.Name() + "\x00"))
+	}
 	vals := make([]any, len(types))
 	ptrs := make([]any, len(types))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	var out []map[string]json.RawMessage
+	var out []row
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
+			return nil, sum, err
 		}
-		obj, err := pl.object(vals)
+		fields, err := pl.object(vals)
+		out = append(out, row{fields, err})
+		// Each value's column, length and bytes: no two tables share a
+		// digest unless they share their values.
+		h.Write([]byte{'\n'})
+		for i, c := range pl.cols {
+			if v, ok := fields[c.name]; ok {
+				n := strconv.AppendInt(nil, int64(i), 10)
+				n = strconv.AppendInt(append(n, ':'), int64(len(v)), 10)
+				h.Write(append(n, ':'))
+				h.Write(v)
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("row %d: %w", len(out), err)
+			h.Write([]byte(err.Error()))
 		}
-		out = append(out, obj)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, sum, err
+	}
+	h.Sum(sum[:0])
+	return out, sum, nil
 }
 
 // column says how one column's values become JSON.

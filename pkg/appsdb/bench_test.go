@@ -1,0 +1,70 @@
+package appsdb_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+)
+
+// BenchmarkLoad10k measures a reload of a 10,000-app soketi table: the
+// time and allocations of one Load, the database server's CPU time per
+// Load (db-cpu-ms/op, from /proc: 10 ms resolution, so run with enough
+// iterations) and the heap the resulting Registry holds (registry-MB).
+// Each app has one webhook, as a table whose apps use them would.
+func BenchmarkLoad10k(b *testing.B) {
+	const n = 10000
+	for _, d := range dialects {
+		b.Run(d.name, func(b *testing.B) {
+			db := &db{dialect: d, srv: d.start(b)}
+			table := db.soketiTable(b)
+			db.exec(b, "DELETE FROM "+table)
+			const batch = 1000
+			for lo := 0; lo < n; lo += batch {
+				var vals []string
+				for i := lo; i < lo+batch; i++ {
+					vals = append(vals, fmt.Sprintf(`('app-%d', 'key-%d', 'secret-%d-0123456789abcdef', 1000, 1, 0, -1, 100, -1,
+						'[{"url":"https://hooks.example.com/app-%d","event_types":["channel_occupied","channel_vacated"]}]', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0)`, i, i, i, i))
+				}
+				db.exec(b, fmt.Sprintf(`INSERT INTO %s (id, %s, secret, max_connections, %s, enable_client_messages, max_backend_events_per_sec,
+					max_client_events_per_sec, max_read_req_per_sec, webhooks, max_presence_members_per_channel, max_presence_member_size_in_kb,
+					max_channel_name_length, max_event_channels_at_once, max_event_name_length, max_event_payload_in_kb, max_event_batch_size,
+					enable_user_authentication) VALUES %s`, table, d.quote("key"), d.quote("enabled"), strings.Join(vals, ",")))
+			}
+			s := db.source(b, table)
+			ctx := context.Background()
+			r := load(b, s) // connect, and warm the server's cache
+			require.Len(b, r.All(), n)
+			r = nil
+
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
+			cpu0, err := db.srv.CPU()
+			require.NoError(b, err)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				var err error
+				if r, err = s.Load(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cpu1, err := db.srv.CPU()
+			require.NoError(b, err)
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			runtime.KeepAlive(r)
+			b.ReportMetric(float64(cpu1-cpu0)/float64(time.Millisecond)/float64(b.N), "db-cpu-ms/op")
+			b.ReportMetric(float64(int64(ms.HeapAlloc)-int64(before))/(1<<20), "registry-MB")
+		})
+	}
+}
+
