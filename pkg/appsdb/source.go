@@ -100,7 +100,7 @@ func (s *Source) String() string {
 func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.p.timeout)
 	defer cancel()
-	raw, sum, err := s.read(ctx)
+	pl, vals, sum, err := s.read(ctx)
 	if err != nil {
 		return nil, &apps.UnavailableError{Err: fmt.Errorf("read %s: %s", s, scrub(err.Error(), s.p.password))}
 	}
@@ -111,18 +111,15 @@ func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	if unchanged {
 		return nil, apps.ErrUnchanged
 	}
+	objs := make([]map[string]json.RawMessage, len(vals))
 	var errs []error
-	for i, obj := range raw {
-		if obj.err != nil {
-			errs = append(errs, fmt.Errorf("row %d: %w", i, obj.err))
+	for i, v := range vals {
+		if objs[i], err = pl.object(v); err != nil {
+			errs = append(errs, fmt.Errorf("row %d: %w", i, err))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
-	}
-	objs := make([]map[string]json.RawMessage, len(raw))
-	for i, obj := range raw {
-		objs[i] = obj.fields
 	}
 	r, err := apps.Decode(objs)
 	if err != nil {
@@ -131,61 +128,73 @@ func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	return r, nil
 }
 
-// row is one row as an app object, or why it is not one.
-type row struct {
-	fields map[string]json.RawMessage
-	err    error
-}
-
-// read returns every row as an app object, and a digest of them all.
-func (s *Source) read(ctx context.Context) ([]row, [sha256.Size]byte, error) {
+// read returns every row's values, the plan that makes them app
+// objects, and a digest of the columns and the values the plan reads.
+func (s *Source) read(ctx context.Context) (*plan, [][]any, [sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	rows, err := s.db.QueryContext(ctx, s.query)
 	if err != nil {
-		return nil, sum, err
+		return nil, nil, sum, err
 	}
 	defer rows.Close()
 	types, err := rows.ColumnTypes()
 	if err != nil {
-		return nil, sum, err
+		return nil, nil, sum, err
 	}
 	pl := s.planFor(types)
 	h := sha256.New()
 	for _, t := range types {
-		h.Write([]byte(t.Name() + "\x00"))
+		h.Write([]byte(t.Name() + " " + t.DatabaseTypeName() + "\x00"))
 	}
-	vals := make([]any, len(types))
-	ptrs := make([]any, len(types))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var out []row
+	var out [][]any
+	var buf []byte
 	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, sum, err
+		vals := make([]any, len(types))
+		ptrs := make([]any, len(types))
+		for i := range vals {
+			ptrs[i] = &vals[i]
 		}
-		fields, err := pl.object(vals)
-		out = append(out, row{fields, err})
-		// Each value's column, length and bytes: no two tables share a
-		// digest unless they share their values.
-		h.Write([]byte{'\n'})
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, nil, sum, err
+		}
+		out = append(out, vals)
+		buf = append(buf[:0], '\n')
 		for i, c := range pl.cols {
-			if v, ok := fields[c.name]; ok {
-				n := strconv.AppendInt(nil, int64(i), 10)
-				n = strconv.AppendInt(append(n, ':'), int64(len(v)), 10)
-				h.Write(append(n, ':'))
-				h.Write(v)
+			if c.kind != skip {
+				buf = appendValue(strconv.AppendInt(buf, int64(i), 10), vals[i])
 			}
 		}
-		if err != nil {
-			h.Write([]byte(err.Error()))
-		}
+		h.Write(buf)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, sum, err
+		return nil, nil, sum, err
 	}
 	h.Sum(sum[:0])
-	return out, sum, nil
+	return pl, out, sum, nil
+}
+
+// appendValue appends v, a value database/sql scanned into an any, so
+// that no two values append the same bytes: a type letter, and a length
+// before text.
+func appendValue(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, 'N')
+	case []byte:
+		return append(append(strconv.AppendInt(append(b, 'B'), int64(len(v)), 10), ':'), v...)
+	case string:
+		return append(append(strconv.AppendInt(append(b, 'S'), int64(len(v)), 10), ':'), v...)
+	case int64:
+		return strconv.AppendInt(append(b, 'I'), v, 10)
+	case float64:
+		return strconv.AppendFloat(append(b, 'F'), v, 'g', -1, 64)
+	case bool:
+		return strconv.AppendBool(append(b, 'T'), v)
+	case time.Time:
+		return v.AppendFormat(append(b, 'D'), time.RFC3339Nano)
+	}
+	s := fmt.Sprintf("%T:%v", v, v)
+	return append(append(strconv.AppendInt(append(b, 'O'), int64(len(s)), 10), ':'), s...)
 }
 
 // column says how one column's values become JSON.
