@@ -8,7 +8,10 @@
 #     exists (real pusher-js / pusher SDK clients for the end-to-end tests);
 #   - chromium and chromium-driver (Debian's packages, at /usr/bin/chromium)
 #     for the browser test of the dashboard and demo room, which drives it
-#     with playwright-core (never a downloaded browser).
+#     with playwright-core (never a downloaded browser);
+#   - postgresql and mariadb-server, for the tests of apps read from a
+#     database table (pkg/appsdb: they start private servers on loopback;
+#     no system service is left running). `make run` does not need them.
 #
 # Idempotent and quiet: prints one line per thing it does, nothing when all is
 # there. Installs with apt-get when running as root on Debian/Ubuntu;
@@ -120,6 +123,46 @@ if [ -f "$compat/package.json" ]; then
 		# npm ci may keep the lock's mtime newer than the marker's on coarse
 		# clocks; touch the marker so the next run is a no-op.
 		if [ -f "$marker" ]; then touch "$marker"; fi
+	fi
+fi
+
+# --- postgresql and mariadb-server (pkg/appsdb's tests) ----------------------
+# Only pkg/appsdb's tests need them (pkg/appsdb/dbtest starts its own
+# servers), so, as for chromium, one that cannot be installed is a warning:
+# `make run` works without them, and the tests fail under CI saying what to
+# install (elsewhere they skip).
+db_missing=()
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then db_missing+=(postgresql); fi
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then db_missing+=(mariadb-server); fi
+if [ "${#db_missing[@]}" -gt 0 ]; then
+	if can_apt; then
+		# Both packages start a system server on install: a policy-rc.d that
+		# refuses service starts, only for the duration of the install.
+		policy=/usr/sbin/policy-rc.d
+		added_policy=0
+		if [ ! -e "$policy" ]; then
+			printf '#!/bin/sh\nexit 101\n' >"$policy"
+			chmod 755 "$policy"
+			added_policy=1
+		fi
+		trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
+		apt_install "${db_missing[@]}"
+		if [ "$added_policy" -eq 1 ]; then
+			rm -f "$policy"
+			added_policy=0
+		fi
+		trap - EXIT
+		for svc in postgresql mariadb; do
+			if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+				systemctl disable --now "$svc" >/dev/null 2>&1 || true
+			elif command -v service >/dev/null 2>&1; then
+				service "$svc" stop >/dev/null 2>&1 || true
+			fi
+		done
+	else
+		say "WARNING: ${db_missing[*]} missing, so pkg/appsdb's tests skip (and fail under CI).
+  Debian/Ubuntu: sudo apt-get install postgresql mariadb-server
+  (or run this script as root on Debian and it installs them with apt-get)" >&2
 	fi
 fi
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,8 +245,11 @@ func tail(path string) string {
 // scram-sha-256 over TCP) owning Database.
 func NewPostgres(t testing.TB) *Server {
 	t.Helper()
-	const pgBin = "/usr/lib/postgresql/15/bin"
-	initdb := binary(t, "initdb", pgBin)
+	// Debian keeps PostgreSQL's server binaries off PATH, by version.
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	version := func(dir string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir))); return n }
+	slices.SortFunc(dirs, func(a, b string) int { return version(b) - version(a) }) // newest first
+	initdb := binary(t, "initdb", dirs...)
 	postgres := binary(t, "postgres", filepath.Dir(initdb))
 	dir := serverDir(t, "postgres")
 	data := filepath.Join(dir, "data")
