@@ -79,6 +79,7 @@ func TestLoadTimeout(t *testing.T) {
 		_, err = s.Load(context.Background())
 		require.Error(t, err, scheme)
 		require.NotContains(t, err.Error(), "secretpw")
+		require.ErrorIs(t, err, context.DeadlineExceeded, scheme)
 		require.Less(t, time.Since(start), 3*time.Second, scheme)
 		require.NoError(t, s.Close())
 	}

@@ -102,7 +102,10 @@ func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	defer cancel()
 	pl, vals, sum, err := s.read(ctx)
 	if err != nil {
-		return nil, &apps.UnavailableError{Err: fmt.Errorf("read %s: %s", s, scrub(err.Error(), s.p.password))}
+		if s.p.password != "" && strings.Contains(err.Error(), s.p.password) {
+			err = errors.New(scrub(err.Error(), s.p.password)) // the driver's error, without the password
+		}
+		return nil, &apps.UnavailableError{Err: fmt.Errorf("read %s: %w", s, err)}
 	}
 	s.mu.Lock()
 	unchanged := s.seen && sum == s.last
