@@ -103,7 +103,7 @@ func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	pl, vals, sum, err := s.read(ctx)
 	if err != nil {
 		if s.p.password != "" && strings.Contains(err.Error(), s.p.password) {
-			err = errors.New(scrub(err.Error(), s.p.password)) // the driver's error, without the password
+			err = scrubbed{scrub(err.Error(), s.p.password), err}
 		}
 		return nil, &apps.UnavailableError{Err: fmt.Errorf("read %s: %w", s, err)}
 	}
@@ -130,6 +130,17 @@ func (s *Source) Load(ctx context.Context) (*apps.Registry, error) {
 	}
 	return r, nil
 }
+
+// scrubbed is an error whose text quoted the password, without it. It
+// answers errors.Is as the original does but does not unwrap to it, whose
+// text would quote the password.
+type scrubbed struct {
+	msg  string
+	orig error
+}
+
+func (e scrubbed) Error() string        { return e.msg }
+func (e scrubbed) Is(target error) bool { return errors.Is(e.orig, target) }
 
 // read returns every row's values, the plan that makes them app
 // objects, and a digest of the columns and the values the plan reads.
