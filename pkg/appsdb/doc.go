@@ -5,6 +5,11 @@
 // anew in one SELECT, bounded by Config.Timeout, and decodes it with
 // apps.Decode; a reloader calls it every few seconds and keeps the last
 // good set when it fails. Nothing is queried per connection or request.
+// Load returns apps.ErrUnchanged when the rows are those it read last
+// time (a digest of the values; decoding is most of a reload's cost), and
+// an *apps.UnavailableError when the table cannot be read (the database
+// down or out of reach within the timeout, wrong credentials, no such
+// table).
 //
 // # Wiring
 //
@@ -43,5 +48,7 @@
 // # Connections
 //
 // A Source holds at most two connections (database/sql over pgx's stdlib
-// or go-sql-driver/mysql) and is safe for concurrent use.
+// or go-sql-driver/mysql) and is safe for concurrent use. PostgreSQL
+// statements are not cached (pgx's DescribeExec), so an ALTER TABLE never
+// fails a Load, and PgBouncer's transaction pooling works.
 package appsdb
