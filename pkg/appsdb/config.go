@@ -41,7 +41,7 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Dialect is the kind of database a URL names.
+// dialect is the kind of database a URL names.
 type dialect int
 
 const (
