@@ -18,3 +18,31 @@ func TestServersStart(t *testing.T) {
 		})
 	}
 }
+
+// recorder notes whether a helper skipped or failed the test.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Skip(...any)           { r.skipped = true }
+func (r *recorder) Fatal(...any)          { r.failed = true }
+func (r *recorder) Fatalf(string, ...any) { r.failed = true }
+
+// TestMissingBinary: a missing server skips the test, except under CI,
+// where it fails it.
+func TestMissingBinary(t *testing.T) {
+	t.Setenv("CI", "")
+	r := &recorder{TB: t}
+	binary(r, "no-such-server-binary")
+	if !r.skipped || r.failed {
+		t.Fatalf("outside CI: skipped %v, failed %v", r.skipped, r.failed)
+	}
+	t.Setenv("CI", "true")
+	r = &recorder{TB: t}
+	binary(r, "no-such-server-binary")
+	if r.skipped || !r.failed {
+		t.Fatalf("under CI: skipped %v, failed %v", r.skipped, r.failed)
+	}
+}
