@@ -207,10 +207,8 @@ func scrub(s, password string) string {
 	return strings.ReplaceAll(s, password, "xxxxx")
 }
 
-// Soketi's variables for its SQL app managers (each SOKETI_ and the name).
-const (
-	soketiDriver = "SOKETI_APP_MANAGER_DRIVER"
-)
+// soketiDriver chooses soketi's app manager.
+const soketiDriver = "SOKETI_APP_MANAGER_DRIVER"
 
 // soketiDialect is what soketi reads for one dialect, with its defaults
 // (soketi 1.6's src/server.ts).
