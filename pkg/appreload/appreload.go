@@ -3,6 +3,7 @@ package appreload
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -64,6 +65,9 @@ func (r *Reloader) Run(ctx context.Context) error {
 				r.Log.Info("SIGHUP: the apps come from the environment, which a running process cannot read anew; nothing reloaded")
 			}
 		}
+	}
+	if c, ok := r.Source.(io.Closer); ok {
+		defer func() { _ = c.Close() }()
 	}
 	events, stop := r.watch()
 	defer stop()
@@ -210,7 +214,13 @@ func (r *Reloader) watch() (<-chan fsnotify.Event, func()) {
 	return fw.Events, func() { _ = fw.Close() }
 }
 
-// New returns the reloader of the apps a binary's configuration names.
+// New returns the reloader of the apps a binary's configuration names,
+// giving the source the reloader's logger if it takes one (a database's
+// warns about the columns it ignores).
 func New(c config.Common, log hclog.Logger, reg prometheus.Registerer) *Reloader {
-	return &Reloader{Registry: c.Apps, Source: c.AppsSource, Every: c.AppsRefresh, Log: log.Named("apps"), Registerer: reg}
+	r := &Reloader{Registry: c.Apps, Source: c.AppsSource, Every: c.AppsRefresh, Log: log.Named("apps"), Registerer: reg}
+	if s, ok := r.Source.(interface{ SetLogger(hclog.Logger) }); ok {
+		s.SetLogger(r.Log)
+	}
+	return r
 }

@@ -254,7 +254,7 @@ func parseSoketiConfig(b []byte) (apps []map[string]json.RawMessage, warnings []
 		case strings.EqualFold(path, "appManager.driver"):
 			var d string
 			if json.Unmarshal(v, &d) != nil || d != "array" {
-				errs = append(errs, fmt.Errorf("soketi config: appManager.driver is %s: headcount reads only the array driver's apps (appManager.array.apps); export your apps there", v))
+				errs = append(errs, fmt.Errorf("soketi config: appManager.driver is %s: a config file gives headcount only the array driver's apps (appManager.array.apps); for apps in PostgreSQL or MySQL, give --apps-db postgres://... or mysql://... (or soketi's SOKETI_APP_MANAGER_DRIVER and SOKETI_DB_* variables) instead of the file", v))
 			}
 		default:
 			w := fmt.Sprintf("soketi config key %s is not read", path)

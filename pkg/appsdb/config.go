@@ -207,8 +207,9 @@ func scrub(s, password string) string {
 	return strings.ReplaceAll(s, password, "xxxxx")
 }
 
-// soketiDriver chooses soketi's app manager.
-const soketiDriver = "SOKETI_APP_MANAGER_DRIVER"
+// SoketiDriverVariable chooses soketi's app manager: postgres or mysql put
+// the apps in a database (FromSoketiEnv).
+const SoketiDriverVariable = "SOKETI_APP_MANAGER_DRIVER"
 
 // soketiDialect is what soketi reads for one dialect, with its defaults
 // (soketi 1.6's src/server.ts).
@@ -246,14 +247,14 @@ func FromSoketiEnv(lookup func(string) (string, bool)) (Config, bool, error) {
 		}
 		return def
 	}
-	driver := get(soketiDriver, "")
+	driver := get(SoketiDriverVariable, "")
 	switch driver {
 	case "", "array":
 		return Config{}, false, nil
 	}
 	d, ok := soketiDialects[driver]
 	if !ok {
-		return Config{}, false, fmt.Errorf("%s=%q: headcount reads apps from an apps file, PostgreSQL (postgres) or MySQL/MariaDB (mysql)", soketiDriver, driver)
+		return Config{}, false, fmt.Errorf("%s=%q: headcount reads apps from an apps file, PostgreSQL (postgres) or MySQL/MariaDB (mysql)", SoketiDriverVariable, driver)
 	}
 	port := get(d.prefix+"PORT", d.port)
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
@@ -267,7 +268,7 @@ func FromSoketiEnv(lookup func(string) (string, bool)) (Config, bool, error) {
 	}
 	cfg := Config{URL: u.String(), Table: get(d.table, DefaultTable)}
 	if _, err := parse(cfg); err != nil {
-		return Config{}, false, fmt.Errorf("%s=%s and its SOKETI_DB_ variables: %w", soketiDriver, driver, err)
+		return Config{}, false, fmt.Errorf("%s=%s and its SOKETI_DB_ variables: %w", SoketiDriverVariable, driver, err)
 	}
 	return cfg, true, nil
 }

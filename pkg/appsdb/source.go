@@ -78,6 +78,10 @@ func New(cfg Config) (*Source, error) {
 	}, nil
 }
 
+// SetLogger gives the Source the binary's logger, for the warning about
+// columns it ignores; call it before the first Load.
+func (s *Source) SetLogger(l hclog.Logger) { s.logger = l }
+
 // Close closes the Source's connections.
 func (s *Source) Close() error { return s.db.Close() }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/appsdb"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
@@ -63,6 +64,12 @@ type Common struct {
 	RedisTLSKey  string
 	// AppsFile is a JSON apps file; empty means one app from the environment.
 	AppsFile string
+	// AppsDB is a database URL (postgres:// or mysql://) whose apps table
+	// (AppsDBTable) holds the apps, as soketi's SQL app managers keep them
+	// (package appsdb); soketi's SOKETI_APP_MANAGER_DRIVER and SOKETI_DB_*
+	// variables say the same when neither it nor AppsFile is set.
+	AppsDB      string
+	AppsDBTable string
 	// AppsRefresh is how often the apps' source is read for changes
 	// (appreload; a file's changes are also seen at once by fsnotify).
 	AppsRefresh time.Duration
@@ -241,6 +248,7 @@ func defaultCommon(adminAddr string) Common {
 
 		RedisPrefix: keyspace.DefaultPrefix,
 		AppsRefresh: 2 * time.Second,
+		AppsDBTable: appsdb.DefaultTable,
 	}
 }
 
@@ -457,19 +465,50 @@ func validateCommon(c *Common, env Env) []error {
 	if c.AppsRefresh <= 0 {
 		errs = append(errs, fmt.Errorf("--apps-refresh: %s must be positive", c.AppsRefresh))
 	}
-	if c.AppsFile != "" {
+	from := "" // the setting that says where the apps are, when not the environment
+	dbCfg, fromSoketi, err := appsdb.FromSoketiEnv(env)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case c.AppsFile != "" && c.AppsDB != "":
+		errs = append(errs, errors.New("--apps-file and --apps-db: the apps come from one place; give one"))
+	case fromSoketi && (c.AppsFile != "" || c.AppsDB != ""):
+		errs = append(errs, fmt.Errorf("%s is set beside --apps-file or --apps-db: the apps come from one place; unset it or them", appsdb.SoketiDriverVariable))
+	case c.AppsFile != "":
+		from = "--apps-file"
 		src := apps.NewFile(c.AppsFile)
 		c.AppsSource = src
 		if c.Apps, err = src.Load(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("--apps-file: %s: %w", c.AppsFile, err))
 		}
-		// Ignoring them would serve credentials other than those the
-		// operator set; soketi would apply its own to the file's first app.
-		if set := apps.EnvSet(env); len(set) > 0 {
-			errs = append(errs, fmt.Errorf("%s: set beside --apps-file, which holds every app; move the values into the file or unset them", strings.Join(set, ", ")))
+	case c.AppsDB != "" || fromSoketi:
+		from = "--apps-db"
+		if c.AppsDB != "" {
+			dbCfg = appsdb.Config{URL: c.AppsDB, Table: c.AppsDBTable}
+		} else {
+			from = appsdb.SoketiDriverVariable
 		}
-	} else if c.Apps, err = apps.FromEnv(env); err != nil {
-		errs = append(errs, fmt.Errorf("the app from the environment (HEADCOUNT_APP_* or %s*): %w", apps.SoketiEnvPrefix, err))
+		// Loaded by the binary's reloader, not here: nothing dials before
+		// the configuration is valid, and a database down at start is a
+		// binary not ready yet, not one that exits.
+		c.Apps = &apps.Registry{}
+		if src, err := appsdb.New(dbCfg); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", from, err))
+		} else {
+			c.AppsSource = src
+		}
+	default:
+		if c.Apps, err = apps.FromEnv(env); err != nil {
+			errs = append(errs, fmt.Errorf("the app from the environment (HEADCOUNT_APP_* or %s*): %w", apps.SoketiEnvPrefix, err))
+		}
+	}
+	// Ignoring them would serve credentials other than those the operator
+	// set; soketi would apply its own to the first app.
+	if from != "" {
+		if set := apps.EnvSet(env); len(set) > 0 {
+			errs = append(errs, fmt.Errorf("%s: set beside %s, which holds every app; move the values there or unset them", strings.Join(set, ", "), from))
+		}
 	}
 	return errs
 }

@@ -268,6 +268,8 @@ func (s *set) common(c *Common) {
 	s.str(&c.RedisTLSCert, "redis-tls-cert", "PEM client certificate for Redis servers that require one (with --redis-tls-key)")
 	s.str(&c.RedisTLSKey, "redis-tls-key", "PEM key of --redis-tls-cert")
 	s.str(&c.AppsFile, "apps-file", "JSON apps file: an array of apps, or a soketi config file (default: one app from HEADCOUNT_APP_ID/_APP_KEY/_APP_SECRET or SOKETI_DEFAULT_APP_*)")
+	s.secret(&c.AppsDB, "apps-db", false, "database `URL` of the apps table, as soketi's SQL app managers keep it: postgres://user:password@host:5432/db or mysql://user:password@host:3306/db (not with --apps-file)")
+	s.str(&c.AppsDBTable, "apps-db-table", "with --apps-db: the apps table, optionally schema.table")
 	s.dur(&c.AppsRefresh, "apps-refresh", "how often the apps' source is read for changes (an apps file's are also seen at once, and SIGHUP reloads)")
 	s.str(&c.AdminAddr, "admin-addr", "address serving /metrics, /healthz, /readyz (empty: off)")
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
