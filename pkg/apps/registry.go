@@ -171,7 +171,7 @@ func New(list []*App) (*Registry, error) {
 
 func hashApp(a *App) string {
 	b, err := json.Marshal(a) //nolint:gosec // G117: hashed, never written out: a changed secret must change the hash
-	if err != nil { // an App is plain data; cannot happen
+	if err != nil {           // an App is plain data; cannot happen
 		panic(err)
 	}
 	sum := sha256.Sum256(b)
