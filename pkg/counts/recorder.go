@@ -583,25 +583,8 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 			p.SAdd(ctx, r.appsKey(), toAny(newApps)...)
 		}
 		for _, o := range ops {
-			// A replace never gets here: republish turned it into deltas.
-			const mode = "delta"
-			logs := r.logs(o.app)
-			args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
-			args = append(args, r.node, mode, r.appPrefix(o.app))
-			args = append(args, logArgs(logs)...)
-			args = append(args, len(o.pairs))
-			for f, n := range o.pairs {
-				args = append(args, f, strconv.FormatInt(n, 10))
-			}
-			for f, info := range o.infos {
-				args = append(args, f, string(info))
-			}
-			fields := make([]string, 0, len(o.pairs)+len(o.declare))
-			for f := range o.pairs {
-				fields = append(fields, f)
-			}
-			fields = append(fields, o.declare...)
-			o.cmd = applyScript.EvalSha(ctx, p, r.scriptKeys(o.app, r.node, logs.Logs(), fields...), args...)
+			keys, args := r.applyCall(o)
+			o.cmd = applyScript.EvalSha(ctx, p, keys, args...)
 		}
 		// After the apps' writes: on one Redis the node-level last-seen
 		// is then never older than the per-app ones it summarises.
@@ -624,6 +607,29 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 		}
 	}
 	return nil
+}
+
+// applyCall is the KEYS and ARGV of apply.lua for op o.
+func (r *Recorder) applyCall(o *op) ([]string, []any) {
+	// A replace never gets here: republish turned it into deltas.
+	const mode = "delta"
+	logs := r.logs(o.app)
+	args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
+	args = append(args, r.node, mode, r.appPrefix(o.app))
+	args = append(args, logArgs(logs)...)
+	args = append(args, len(o.pairs))
+	for f, n := range o.pairs {
+		args = append(args, f, strconv.FormatInt(n, 10))
+	}
+	for f, info := range o.infos {
+		args = append(args, f, string(info))
+	}
+	fields := make([]string, 0, len(o.pairs)+len(o.declare))
+	for f := range o.pairs {
+		fields = append(fields, f)
+	}
+	fields = append(fields, o.declare...)
+	return r.scriptKeys(o.app, r.node, logs.Logs(), fields...), args
 }
 
 // nodeSeen queues the node-level last-seen write on c (see
