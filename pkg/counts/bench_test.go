@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
@@ -72,7 +71,7 @@ func BenchmarkApply(b *testing.B) {
 							r.Add(app, ch, 1)
 							continue
 						}
-						if err := applyOne(ctx, rdb, app, "bench", ch, 1); err != nil {
+						if err := applyOne(ctx, r, app, ch, 1); err != nil {
 							b.Error(err)
 							return
 						}
@@ -105,9 +104,14 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
-// applyOne writes one change as its own atomic unit.
-func applyOne(ctx context.Context, rdb redis.UniversalClient, app, node, ch string, n int64) error {
-	res, err := parseResult(applyScript.Run(ctx, rdb, testKeys.scriptKeys(app, node, false), append(append([]any{node, "delta", testKeys.appPrefix(app)}, logArgs(eventlog.Spec{})...), 1, channelField(ch), n)...))
+// applyOne writes one change to r's contribution as its own atomic unit,
+// as r would (r has published the app: the change goes under its epoch).
+func applyOne(ctx context.Context, r *Recorder, app, ch string, n int64) error {
+	r.mu.Lock()
+	epoch := r.apps[app].epoch
+	r.mu.Unlock()
+	keys, args := r.applyCall(&op{app: app, epoch: epoch, pairs: map[string]int64{channelField(ch): n}})
+	res, err := parseResult(applyScript.Run(ctx, r.rdb, keys, args...))
 	if err == nil && res.status != 1 {
 		err = fmt.Errorf("apply returned %d", res.status)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,8 +38,9 @@ func newRecorder(t testing.TB, rdb redis.UniversalClient, node string) *Recorder
 }
 
 // snapshotScript reads every count of one app in one atomic unit (global
-// channel counts, presence members, connections, and every registered
-// node's contribution, and each reap's under way as "reaping:<id>"), so a
+// channel counts, presence members, connections, the nodes' epochs, and
+// every registered node's contribution, and each reap's under way as
+// "reaping:<id>"), so a
 // test can check the invariants while writers and reapers run. KEYS is test-only here: it scans the app's slot.
 var snapshotScript = redis.NewScript(`
 local P = ARGV[1]
@@ -49,6 +51,7 @@ for _, k in ipairs(redis.call('KEYS', P .. 'members:*')) do
   table.insert(members, redis.call('HGETALL', k))
 end
 table.insert(out, members)
+table.insert(out, redis.call('HGETALL', P .. 'epochs'))
 for _, id in ipairs(redis.call('ZRANGE', P .. 'nodes', 0, -1)) do
   table.insert(out, id)
   table.insert(out, redis.call('HGETALL', P .. 'node:' .. id))
@@ -64,6 +67,7 @@ type snapshot struct {
 	members map[string]int64            // "channel\nuser" -> sockets
 	conns   int64                       // open sockets
 	contrib map[string]map[string]int64 // node (or "reaping:<id>") -> field -> count
+	epochs  map[string]string           // node -> epoch
 }
 
 func atoi(t testing.TB, v any) int64 {
@@ -77,7 +81,7 @@ func takeSnapshot(t testing.TB, rdb redis.UniversalClient, app string) snapshot 
 	t.Helper()
 	res, err := snapshotScript.Run(context.Background(), rdb, []string{testKeys.nodesKey(app)}, testKeys.appPrefix(app)).Slice()
 	require.NoError(t, err)
-	s := snapshot{global: map[string]int64{}, members: map[string]int64{}, contrib: map[string]map[string]int64{}}
+	s := snapshot{global: map[string]int64{}, members: map[string]int64{}, contrib: map[string]map[string]int64{}, epochs: map[string]string{}}
 	g := res[0].([]any)
 	for i := 0; i < len(g); i += 2 {
 		s.global[g[i].(string)] = atoi(t, g[i+1])
@@ -90,7 +94,11 @@ func takeSnapshot(t testing.TB, rdb redis.UniversalClient, app string) snapshot 
 			s.members[m[i].(string)+"\n"+h[j].(string)] = atoi(t, h[j+1])
 		}
 	}
-	for i := 3; i < len(res); i += 2 {
+	e := res[3].([]any)
+	for i := 0; i < len(e); i += 2 {
+		s.epochs[e[i].(string)] = e[i+1].(string)
+	}
+	for i := 4; i < len(res); i += 2 {
 		h := res[i+1].([]any)
 		c := map[string]int64{}
 		for j := 0; j < len(h); j += 2 {
@@ -104,11 +112,22 @@ func takeSnapshot(t testing.TB, rdb redis.UniversalClient, app string) snapshot 
 // checkInvariants asserts invariants 1 and 2 for channel counts, presence
 // members and connections: each global equals the sum of the registered
 // contributions (and of those of reaps under way, which the globals hold
-// until their slices subtract them), and no entry is zero or negative.
+// until their slices subtract them), and no entry is zero or negative;
+// and that the registered nodes are those with an epoch.
 func checkInvariants(t testing.TB, s snapshot) {
 	t.Helper()
 	channels, members := map[string]int64{}, map[string]int64{}
 	var conns int64
+	var registered, withEpoch []string
+	for node := range s.contrib {
+		if !strings.HasPrefix(node, "reaping:") {
+			registered = append(registered, node)
+		}
+	}
+	for node := range s.epochs {
+		withEpoch = append(withEpoch, node)
+	}
+	require.ElementsMatch(t, registered, withEpoch, "every registered node, and only they, must have an epoch")
 	for node, c := range s.contrib {
 		for f, n := range c {
 			require.Positive(t, n, "node %s field %q", node, f)
@@ -457,6 +476,7 @@ func propertyRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 	for i, r := range recs {
 		if !crashed[i] {
 			require.Equal(t, localFields(r, app), s.contrib[r.node], "node%d's contribution must be its local truth", i)
+			require.Equal(t, r.apps[app].epoch, s.epochs[r.node], "node%d's epoch must be its last republish's", i)
 		}
 	}
 	require.NotContains(t, s.contrib, "node0")

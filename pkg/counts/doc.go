@@ -21,6 +21,16 @@
 //     both (new added before old subtracted, so no member or channel both
 //     hold is announced as leaving); a republish that fails or meets a reap
 //     starts again from the top at the next flush.
+//   - Epochs fence a node's units: each republish gives the node a fresh
+//     random epoch in the same unit as the retire (the app's epochs hash,
+//     node -> token), and every delta and heartbeat carries the epoch it
+//     was made under; apply.lua refuses one whose epoch is not the node's
+//     current one. So a unit the client gave up on (a timeout) but Redis
+//     ran after the node's next republish never lands on the republished
+//     truth: Redis ran it before the retire, into the contribution the
+//     retire took away, or not at all. A reap and a graceful removal delete
+//     the node's epoch with its registration, so the hash holds registered
+//     nodes only.
 //   - Counts never go below zero, and a channel or node entry that reaches
 //     zero is removed in the same atomic unit.
 //   - Reaping a dead node is a sequence of atomic units, none longer than

@@ -44,6 +44,14 @@ func (k keys) versionKey(app string) string { return k.appPrefix(app) + "seq" }
 func (k keys) reapingKey(app, id string) string { return k.appPrefix(app) + "reaping:" + id }
 func (k keys) reapsKey(app string) string       { return k.appPrefix(app) + "reaps" }
 
+// epochsKey maps each registered node of app to the token of its current
+// contribution (its epoch): a republish sets a fresh one as it retires the
+// old contribution, and apply.lua refuses a unit sent under another, so a
+// unit that timed out in the client but ran late cannot land on what the
+// node republished since. A reap and a graceful removal delete the node's
+// field with its registration, so the hash holds registered nodes only.
+func (k keys) epochsKey(app string) string { return k.appPrefix(app) + "epochs" }
+
 // Fields of a node's contribution hash. A channel name cannot hold "\n",
 // so the first one separates it from the user id.
 func channelField(ch string) string      { return "c:" + ch }
@@ -89,13 +97,14 @@ func (k keys) appsKey() string { return k.ks.Name("apps") }
 // contribution and the global counts, with logEvents the app's event log
 // (the scripts then append their edges to it; see logArgs), then the
 // connection count and the members and info hashes of every presence
-// channel among fields. Declaring every key keeps a script whole during a
-// Cluster slot migration (see lib.lua); a script that meets a field not
-// declared here writes nothing and names it, and the caller retries with
-// it.
+// channel among fields, and last the nodes' epochs. Declaring every key
+// keeps a script whole during a Cluster slot migration (see lib.lua); a
+// script that meets a field not declared here writes nothing and names it,
+// and the caller retries with it.
 func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []string {
 	keys := []string{k.nodesKey(app), k.nodeKey(app, node), k.globalKey(app)}
-	return append(k.logKeys(keys, app, logEvents), k.fieldKeys(app, fields...)...)
+	keys = append(k.logKeys(keys, app, logEvents), k.fieldKeys(app, fields...)...)
+	return append(keys, k.epochsKey(app))
 }
 
 // logKeys appends to keys, if logEvents, the app's event log and its index

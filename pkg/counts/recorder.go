@@ -88,6 +88,11 @@ type appState struct {
 	// registered is true while Redis holds this node's contribution as we
 	// last wrote it. False means the next flush replaces it from local.
 	registered bool
+	// epoch is the token of the contribution this node's last republish
+	// started (see epochsKey), sent with every delta and heartbeat: Redis
+	// refuses them once another republish has retired that contribution.
+	// "" until the first republish, which every app starts with.
+	epoch string
 	// declare holds fields of the contribution in Redis that the local
 	// truth no longer has: the next replace declares their keys too.
 	declare map[string]bool
@@ -289,6 +294,7 @@ func (r *Recorder) Heartbeat(ctx context.Context) error { return r.flush(ctx, tr
 
 type op struct {
 	app     string
+	epoch   string // of the contribution the pairs change (appState.epoch)
 	replace bool
 	// republish: one of the delta chunks that write the whole local truth
 	// into a contribution just retired (see republish); the app is
@@ -428,6 +434,7 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 			if o.app != app {
 				continue
 			}
+			o.epoch = st.epoch
 			for f := range o.pairs {
 				if info, ok := st.infos[f]; ok {
 					if o.infos == nil {
@@ -444,9 +451,13 @@ func (r *Recorder) takeOps(heartbeat bool) ([]*op, []string) {
 // republish turns each replace op into a republish in bounded units: one
 // that moves the contribution Redis holds aside, under a reap of its own
 // (reap.lua, retiring: O(1), the node stays registered with an empty
-// contribution), then the local truth as delta chunks of at most the
-// slice size (in the flush's pipeline), then, after them, slices that subtract the
-// retired contribution (drainRetired). The globals equal the sum of the
+// contribution, under a new epoch), then the local truth as delta chunks
+// of at most the slice size (in the flush's pipeline, with that epoch),
+// then, after them, slices that subtract the retired contribution
+// (drainRetired). A unit sent under an older epoch that Redis runs only
+// now (the client gave up on it; Redis had read it) is refused: the
+// contribution it changed is the one retired, which has it or not as Redis
+// ran it before the retire or never. The globals equal the sum of the
 // registered contributions and of the reaps under way at every step, and a
 // member or channel both contributions hold never drops to zero on the
 // way (the new is added before the old is subtracted), so no leave or
@@ -464,7 +475,8 @@ func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]
 			out = append(out, o)
 			continue
 		}
-		id, _, _, err := s.startReap(ctx, o.app, r.node, -1, true)
+		epoch := newEpoch()
+		id, _, _, err := s.startReap(ctx, o.app, r.node, -1, epoch)
 		if err != nil {
 			// Nothing of this flush is written: every op fails with it, so
 			// every app it took changes from replaces next time.
@@ -480,8 +492,11 @@ func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]
 			}
 			retired[o.app] = id
 		}
+		r.mu.Lock()
+		r.apps[o.app].epoch = epoch
+		r.mu.Unlock()
 		for _, c := range chunkN(o.app, o.pairs, s.sliceSize()) {
-			c.republish = true
+			c.republish, c.epoch = true, epoch
 			for f := range c.pairs {
 				if info, ok := o.infos[f]; ok {
 					if c.infos == nil {
@@ -612,10 +627,9 @@ func (r *Recorder) exec(ctx context.Context, ops []*op, newApps []string) error 
 // applyCall is the KEYS and ARGV of apply.lua for op o.
 func (r *Recorder) applyCall(o *op) ([]string, []any) {
 	// A replace never gets here: republish turned it into deltas.
-	const mode = "delta"
 	logs := r.logs(o.app)
 	args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
-	args = append(args, r.node, mode, r.appPrefix(o.app))
+	args = append(args, r.node, o.epoch, r.appPrefix(o.app))
 	args = append(args, logArgs(logs)...)
 	args = append(args, len(o.pairs))
 	for f, n := range o.pairs {

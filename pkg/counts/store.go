@@ -208,7 +208,7 @@ func (s *Store) sliceSize() int {
 }
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs, false)
+	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs, "")
 	if err != nil || !ok {
 		return false, Reaped{}, err
 	}
@@ -221,16 +221,17 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 }
 
 // startReap runs a reap's first unit (reap.lua). It returns the reap's id,
-// "" when the node had no contribution to drain. retire: the node's own
-// recorder moves its contribution aside to republish (see reap.lua).
-func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, retire bool) (id string, ok bool, reaped Reaped, err error) {
+// "" when the node had no contribution to drain. A non-empty epoch
+// retires: the node's own recorder moves its contribution aside to
+// republish, under that new epoch (see reap.lua and newEpoch).
+func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, epoch string) (id string, ok bool, reaped Reaped, err error) {
 	id = newReapID(node)
-	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app)}
+	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app), s.epochsKey(app)}
 	retireArg := "0"
-	if retire {
+	if epoch != "" {
 		retireArg = "1"
 	}
-	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg).Int64Slice()
+	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg, epoch).Int64Slice()
 	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] >= 0) {
 		err = errors.New("short script result")
 	}
@@ -252,6 +253,10 @@ func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int
 func newReapID(node string) string {
 	return fmt.Sprintf("%016x:%s", rand.Uint64(), node)
 }
+
+// newEpoch is a fresh epoch for a node's republish (see epochsKey): 64
+// random bits, which only the node's own earlier epochs must differ from.
+func newEpoch() string { return fmt.Sprintf("%016x", rand.Uint64()) }
 
 // FinishReaps drains every reap of app under way: those whose cleaner (or
 // stopping node) died or failed half-way, and those another cleaner is

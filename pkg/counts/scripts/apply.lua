@@ -5,11 +5,15 @@
 -- KEYS[3] global   ZSET channel -> sum of live nodes' counts
 -- KEYS[4] the app's event log and KEYS[5] its index, if ARGV[4] says to log
 -- then every other key the unit touches: conns, seq, the members and info
--- hash of each presence channel in the pairs.
+-- hash of each presence channel in the pairs, and last
+-- KEYS[#KEYS] epochs HASH node -> token of its current contribution
 -- ARGV[1] node id
--- ARGV[2] mode: "delta" applies the pairs as changes and requires the node
---         to be registered (a republish retires the old contribution with
---         reap.lua and then writes deltas, so there is no other mode).
+-- ARGV[2] the node's epoch: the token its last republish set (reap.lua,
+--         retiring). The pairs are changes to the contribution that
+--         republish started, applied only if the node is registered and its
+--         token is still this one: a unit the node sent before a later
+--         republish (it timed out in the client, but Redis still ran it,
+--         after the retire) would otherwise land on the republished truth.
 -- ARGV[3] key prefix of the app ("<prefix>:{app}:")
 -- ARGV[4] what the unit logs to the app's event log, KEYS[4]: an
 --         eventlog.Spec's Arg, or '' for nothing
@@ -18,12 +22,13 @@
 -- ARGV[7] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
 -- Returns {1, changed channels, member edges} when applied (see changes()),
--- {-1} when the node is not registered (reaped, or Redis lost it: the caller
--- must replace), {-2} when a delta would take a count below zero (nothing
+-- {-1} when the node is not registered or its epoch is another (reaped,
+-- Redis lost it, or the unit is older than the node's last republish: the
+-- caller must replace), {-2} when a delta would take a count below zero (nothing
 -- written; the caller must replace), {-3, fields} when fields touch keys
 -- not declared (nothing written; the caller retries declaring them).
-local nodes, node = KEYS[1], KEYS[2]
-local id, mode = ARGV[1], ARGV[2]
+local nodes, node, epochs = KEYS[1], KEYS[2], KEYS[#KEYS]
+local id, epoch = ARGV[1], ARGV[2]
 P = ARGV[3]
 open_log(ARGV[4], ARGV[5], ARGV[6])
 local npairs = tonumber(ARGV[7])
@@ -42,28 +47,24 @@ if #missing > 0 then
   return {-3, missing}
 end
 
-if mode == 'delta' then
-  if not redis.call('ZSCORE', nodes, id) then
-    return {-1}
+if not redis.call('ZSCORE', nodes, id) or redis.call('HGET', epochs, id) ~= epoch then
+  return {-1}
+end
+-- Check every decrement before writing any: a script cannot roll back.
+-- (An increment cannot take a count below zero: storms of subscribes
+-- skip the read.)
+for i = first, last, 2 do
+  local n = tonumber(ARGV[i + 1])
+  if n < 0 and tonumber(redis.call('HGET', node, ARGV[i]) or '0') + n < 0 then
+    return {-2}
   end
-  -- Check every decrement before writing any: a script cannot roll back.
-  -- (An increment cannot take a count below zero: storms of subscribes
-  -- skip the read.)
-  for i = first, last, 2 do
-    local n = tonumber(ARGV[i + 1])
-    if n < 0 and tonumber(redis.call('HGET', node, ARGV[i]) or '0') + n < 0 then
-      return {-2}
-    end
+end
+for i = first, last, 2 do
+  local f, n = ARGV[i], tonumber(ARGV[i + 1])
+  if tonumber(redis.call('HINCRBY', node, f, n)) <= 0 then
+    redis.call('HDEL', node, f)
   end
-  for i = first, last, 2 do
-    local f, n = ARGV[i], tonumber(ARGV[i + 1])
-    if tonumber(redis.call('HINCRBY', node, f, n)) <= 0 then
-      redis.call('HDEL', node, f)
-    end
-    apply_field(f, n, infos[f])
-  end
-else
-  return redis.error_reply('unknown mode ' .. tostring(mode))
+  apply_field(f, n, infos[f])
 end
 redis.call('ZADD', nodes, now_ms(), id)
 local chans, edges = changes()

@@ -4,11 +4,15 @@
 -- untouched, under a key of this reap alone (RENAME: O(1)). The global
 -- counts still include that contribution; reap_slice.lua subtracts it a
 -- slice at a time. A node that republishes meanwhile writes a new
--- contribution hash, which no slice of this reap ever reads.
+-- contribution hash, which no slice of this reap ever reads. The node's
+-- epoch (KEYS[5]) goes with its registration: a retire sets a fresh one, so
+-- apply.lua refuses every unit the node sent before (see apply.lua); a reap
+-- deletes it, so the hash holds registered nodes only.
 -- KEYS[1] nodes    ZSET node -> last-seen
 -- KEYS[2] node     HASH the node's contribution
 -- KEYS[3] reaping  HASH where the contribution goes (unique to this reap)
 -- KEYS[4] reaps    SET of the reaps under way (their reaping keys' suffix)
+-- KEYS[5] epochs   HASH node -> token of its current contribution
 -- ARGV[1] node id
 -- ARGV[2] dead-after in ms: reap only if last-seen is at least this old by
 --         this shard's clock (re-checked here, so a node that came back after
@@ -18,16 +22,23 @@
 -- ARGV[4] '1': the node itself retires its contribution to republish it
 --         (Recorder): no check, and the node stays registered, with an
 --         empty contribution its deltas then fill; else '0'.
+-- ARGV[5] when retiring, the node's new epoch (a fresh random token)
 -- Returns {-1} if nothing was reaped, else {fields moved, ms from the
 -- node's last-seen to this reap by this shard's clock (0 when retiring)}.
-local nodes, node, reaping, reaps = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local nodes, node, reaping, reaps, epochs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, dead_after, retire = ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1'
 
+if retire and (ARGV[5] or '') == '' then
+  return redis.error_reply('a retire needs an epoch')
+end
 local now = now_ms()
 local seen = redis.call('ZSCORE', nodes, id)
 if retire then
   seen = now
 elseif not seen then
+  -- An epoch of a node not registered is no one's (one an older cleaner
+  -- left, which did not know of epochs): drop it.
+  redis.call('HDEL', epochs, id)
   return {-1}
 elseif dead_after >= 0 and tonumber(seen) > now - dead_after then
   return {-1}
@@ -42,7 +53,9 @@ if n > 0 then
 end
 if retire then
   redis.call('ZADD', nodes, now, id)
+  redis.call('HSET', epochs, id, ARGV[5])
 else
   redis.call('ZREM', nodes, id)
+  redis.call('HDEL', epochs, id)
 end
 return {n, now - tonumber(seen)}
