@@ -161,3 +161,34 @@ func TestEpochsHoldRegisteredNodesOnly(t *testing.T) {
 		checkInvariants(t, takeSnapshot(t, rdb, "app"))
 	})
 }
+
+// A retire can be late too: one that timed out in the client runs after
+// the republish that followed it. It takes the republished contribution
+// aside as a reap under way and sets its own epoch, so the node's next
+// unit is refused and it republishes again; once the reap is drained (the
+// cleaner's FinishReaps), the counts are the truth.
+func TestStaleRetireAfterRepublishIsFenced(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		r := newRecorder(t, rdb, "n")
+		r.Add("app", "x", 2)
+		r.AddConnections("app", 2)
+		require.NoError(t, r.Flush(ctx))
+
+		// The retire the recorder gave up on, run only now.
+		_, ok, _, err := store.startReap(ctx, "app", "n", -1, newEpoch())
+		require.NoError(t, err)
+		require.True(t, ok)
+		r.Add("app", "x", 1)
+		require.NoError(t, r.Flush(ctx), "refused, then republished in the same flush")
+		_, err = store.FinishReaps(ctx, "app")
+		require.NoError(t, err)
+
+		s := takeSnapshot(t, rdb, "app")
+		checkInvariants(t, s)
+		require.Equal(t, map[string]int64{"x": 3}, s.global)
+		require.Equal(t, int64(2), s.conns)
+		require.Equal(t, localFields(r, "app"), s.contrib["n"])
+	})
+}
