@@ -720,7 +720,7 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 			}
 			st.registered, again = false, true
 		case err == nil && res.status == -1:
-			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, or Redis lost data); republishing", "app", o.app, "node", r.node)
+			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, Redis lost data, or a retire of its ran late); republishing", "app", o.app, "node", r.node)
 			r.m.resyncs.WithLabelValues("missing").Inc()
 			st.registered, again = false, true
 		case err == nil:
