@@ -171,8 +171,8 @@ func New(list []*App) (*Registry, error) {
 
 func hashApp(a *App) string {
 	b, err := json.Marshal(a) //nolint:gosec // G117: hashed, never written out: a changed secret must change the hash
-	if err != nil {           // an App is plain data; cannot happen
-		panic(err)
+	if err != nil {
+		panic(err) // an App is plain data: cannot happen
 	}
 	sum := sha256.Sum256(b)
 	return string(sum[:])
