@@ -222,5 +222,8 @@ func New(c config.Common, log hclog.Logger, reg prometheus.Registerer) *Reloader
 	if s, ok := r.Source.(interface{ SetLogger(hclog.Logger) }); ok {
 		s.SetLogger(r.Log)
 	}
+	for _, w := range c.AppsIgnored {
+		r.Log.Warn(w)
+	}
 	return r
 }

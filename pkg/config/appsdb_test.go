@@ -40,3 +40,10 @@ func TestAppsDB(t *testing.T) {
 		require.NotContains(t, err.Error(), "hunter2", name)
 	}
 }
+
+func TestSoketiCacheVariablesAreNamed(t *testing.T) {
+	c, err := ParseHTTPAPI(nil, env(map[string]string{"SOKETI_APP_MANAGER_DRIVER": "postgres", "SOKETI_APP_MANAGER_CACHE_TTL": "3600"}), io.Discard)
+	require.NoError(t, err)
+	require.Len(t, c.AppsIgnored, 1)
+	require.Contains(t, c.AppsIgnored[0], "SOKETI_APP_MANAGER_CACHE_TTL is ignored")
+}

@@ -95,6 +95,10 @@ type Common struct {
 	// running process cannot read anew).
 	Apps       *apps.Registry
 	AppsSource apps.Source
+	// AppsIgnored names, one sentence each, the settings of the apps'
+	// source that are set but not read (soketi's app cache variables);
+	// the binaries warn of them at start.
+	AppsIgnored []string
 
 	// redisExplicit: --redis was given (flag or environment), not defaulted.
 	redisExplicit bool
@@ -488,6 +492,7 @@ func validateCommon(c *Common, env Env) []error {
 			dbCfg = appsdb.Config{URL: c.AppsDB, Table: c.AppsDBTable}
 		} else {
 			from = appsdb.SoketiDriverVariable
+			c.AppsIgnored = appsdb.SoketiEnvIgnored(env)
 		}
 		// Loaded by the binary's reloader, not here: nothing dials before
 		// the configuration is valid, and a database down at start is a
