@@ -95,7 +95,7 @@ func (e *Elector) lead(ctx context.Context, active func(context.Context), tick *
 			err := l.Renew(ctx)
 			switch {
 			case errors.Is(err, ErrNotHeld):
-				log.Warn("lease taken by another cleaner: passive")
+				log.Warn("lease taken by another holder (this one missed a renewal): passive")
 				return
 			case err != nil:
 				if ctx.Err() == nil {
