@@ -39,6 +39,27 @@ apt_install() {
 	apt-get install -y -qq --no-install-recommends "$@" >/dev/null || die "apt-get install $* failed"
 }
 
+# apt_install_no_start installs packages whose install would start a system
+# service (a redis on 6379, a PostgreSQL on 5432): a policy-rc.d that
+# refuses service starts, only for the duration of the install.
+apt_install_no_start() {
+	# Globals, not locals: the EXIT trap may run after the function returned.
+	policy=/usr/sbin/policy-rc.d
+	added_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		added_policy=1
+	fi
+	trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
+	apt_install "$@"
+	if [ "$added_policy" -eq 1 ]; then
+		rm -f "$policy"
+		added_policy=0
+	fi
+	trap - EXIT
+}
+
 # --- redis-server, redis-cli, redis-sentinel ---------------------------------
 # The Sentinel tests run redis-sentinel (Debian packages it apart from
 # redis-server); they fall back to `redis-server --sentinel` without it.
@@ -46,22 +67,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 	! command -v redis-sentinel >/dev/null 2>&1; then
 	if can_apt; then
 		# Keep the packages from starting a system redis on 6379 or a
-		# sentinel on 26379: a policy-rc.d that refuses service starts, only
-		# for the duration of the install.
-		policy=/usr/sbin/policy-rc.d
-		added_policy=0
-		if [ ! -e "$policy" ]; then
-			printf '#!/bin/sh\nexit 101\n' >"$policy"
-			chmod 755 "$policy"
-			added_policy=1
-		fi
-		trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
-		apt_install redis-server redis-tools redis-sentinel
-		if [ "$added_policy" -eq 1 ]; then
-			rm -f "$policy"
-			added_policy=0
-		fi
-		trap - EXIT
+		# sentinel on 26379.
+		apt_install_no_start redis-server redis-tools redis-sentinel
 		# If a service manager started them anyway, stop and disable them.
 		for svc in redis-server redis-sentinel; do
 			if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
@@ -136,22 +143,8 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then db_missing+=
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then db_missing+=(mariadb-server); fi
 if [ "${#db_missing[@]}" -gt 0 ]; then
 	if can_apt; then
-		# Both packages start a system server on install: a policy-rc.d that
-		# refuses service starts, only for the duration of the install.
-		policy=/usr/sbin/policy-rc.d
-		added_policy=0
-		if [ ! -e "$policy" ]; then
-			printf '#!/bin/sh\nexit 101\n' >"$policy"
-			chmod 755 "$policy"
-			added_policy=1
-		fi
-		trap '[ "$added_policy" -eq 1 ] && rm -f "$policy"' EXIT
-		apt_install "${db_missing[@]}"
-		if [ "$added_policy" -eq 1 ]; then
-			rm -f "$policy"
-			added_policy=0
-		fi
-		trap - EXIT
+		# Both packages start a system server on install.
+		apt_install_no_start "${db_missing[@]}"
 		for svc in postgresql mariadb; do
 			if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 				systemctl disable --now "$svc" >/dev/null 2>&1 || true

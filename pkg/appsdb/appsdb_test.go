@@ -79,11 +79,7 @@ func (d *db) soketiTable(t testing.TB) string {
 	b, err := os.ReadFile(d.schema)
 	require.NoError(t, err)
 	sql := strings.NewReplacer("`apps`", d.quote(name), "EXISTS apps", "EXISTS "+name, "INTO apps", "INTO "+name).Replace(string(b))
-	for _, stmt := range strings.Split(sql, ";") {
-		if strings.TrimSpace(stmt) != "" {
-			d.exec(t, stmt)
-		}
-	}
+	d.srv.Exec(t, sql)
 	return name
 }
 

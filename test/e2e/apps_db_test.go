@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,22 +47,10 @@ func TestAppsFromSoketiTables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tc.start(t)
-			schema, err := os.ReadFile(repoRoot(t) + "/pkg/appsdb/testdata/" + tc.schema)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, stmt := range strings.Split(string(schema), ";") { // soketi's table and its row app-id/app-key
-				if strings.TrimSpace(stmt) != "" {
-					if _, err := db.DB.Exec(stmt); err != nil {
-						t.Fatalf("%s: %v", stmt, err)
-					}
-				}
-			}
+			db.Exec(t, soketiSchema(t, tc.schema)) // soketi's table and its row app-id/app-key
 			exec := func(stmt string) time.Time {
 				t.Helper()
-				if _, err := db.DB.Exec(stmt); err != nil {
-					t.Fatalf("%s: %v", stmt, err)
-				}
+				db.Exec(t, stmt)
 				return time.Now()
 			}
 			var args, env []string
@@ -107,6 +96,17 @@ func TestAppsFromSoketiTables(t *testing.T) {
 	}
 }
 
+// soketiSchema is soketi 1.6.1's own schema file for a dialect, with the
+// row it inserts (pkg/appsdb/testdata).
+func soketiSchema(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "pkg", "appsdb", "testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // insertApp is soketi's row for an app with its defaults.
 func insertApp(keyColumn, id, key, secret string) string {
 	return fmt.Sprintf(`INSERT INTO apps (id, `+keyColumn+`, secret, max_connections, enabled, enable_client_messages,
@@ -137,17 +137,7 @@ func TestAppsDBNotReadyUntilLoaded(t *testing.T) {
 	if code := readyz(); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz %d with no apps loaded", code)
 	}
-	schema, err := os.ReadFile(repoRoot(t) + "/pkg/appsdb/testdata/soketi-postgres.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range strings.Split(string(schema), ";") {
-		if strings.TrimSpace(stmt) != "" {
-			if _, err := db.DB.Exec(stmt); err != nil {
-				t.Fatalf("%s: %v", stmt, err)
-			}
-		}
-	}
+	db.Exec(t, soketiSchema(t, "soketi-postgres.sql"))
 	waitFor(t, 5*time.Second, "ready once the table holds the apps", func() bool { return readyz() == http.StatusOK })
 	dialApp(t, ws.addr, "app-key")
 	if b, _ := os.ReadFile(ws.p.log); strings.Contains(string(b), dbtest.Password) {

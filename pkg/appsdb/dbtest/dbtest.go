@@ -55,6 +55,20 @@ type Server struct {
 	stop syscall.Signal
 }
 
+// Exec runs the statements of script, separated by ";" (a schema file:
+// no ";" inside a statement), failing the test on the first error.
+func (s *Server) Exec(t testing.TB, script string) {
+	t.Helper()
+	for _, stmt := range strings.Split(script, ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := s.DB.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", strings.TrimSpace(stmt), err)
+		}
+	}
+}
+
 // PID is the server's main process.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
