@@ -218,7 +218,15 @@ func Decode(raw []map[string]json.RawMessage) (*Registry, error) {
 }
 
 func canonical(name string) string {
-	return strings.ToLower(strings.ReplaceAll(name, "_", ""))
+	// Most names are canonical already (a database's columns, lower-case
+	// field names): returned as they are, without an allocation, since
+	// every field of every app comes through here on each reload.
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c == '_' || ('A' <= c && c <= 'Z') {
+			return strings.ToLower(strings.ReplaceAll(name, "_", ""))
+		}
+	}
+	return name
 }
 
 // decodeApp decodes one app object; its errors are each about one field.
@@ -228,8 +236,9 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
 	used := map[string]bool{}
 	var ignored []string // nested fields ignored, by path
 	get := func(name string, dst any) {
-		used[canonical(name)] = true
-		v, ok := f[canonical(name)]
+		c := canonical(name)
+		used[c] = true
+		v, ok := f[c]
 		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			return
 		}
@@ -239,7 +248,7 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
 			errs = append(errs, err)
 			return
 		}
-		if s, isString := dst.(*string); isString {
+		if s, isString := dst.(*string); isString && len(v) > 0 && v[0] != '"' {
 			// ids and keys are sometimes written as numbers.
 			var n json.Number
 			if json.Unmarshal(v, &n) == nil {

@@ -105,7 +105,7 @@ func TestParseSoketiConfig(t *testing.T) {
 
 	for name, tc := range map[string]struct{ in, want string }{
 		"no apps":     {`{"port": 6001}`, "no apps in appManager.array.apps"},
-		"mysql":       {`{"appManager.driver": "mysql", "appManager.array.apps": [{"id":"a","key":"k","secret":"s"}]}`, `appManager.driver is "mysql": headcount reads only the array driver's apps`},
+		"mysql":       {`{"appManager.driver": "mysql", "appManager.array.apps": [{"id":"a","key":"k","secret":"s"}]}`, `appManager.driver is "mysql": a config file gives headcount only the array driver's apps (appManager.array.apps); for apps in PostgreSQL or MySQL, give --apps-db`},
 		"apps object": {`{"appManager.array.apps": {"id": "a"}}`, "appManager.array.apps must be an array of objects"},
 		"app typo":    {`{"appManager.array.apps": [{"id":"a","key":"k","secret":"s","maxConections":1}]}`, `unknown field(s) "maxConections"`},
 		"broken json": {`{"appManager.array.apps": [`, "soketi config"},
