@@ -13,10 +13,23 @@
 #     database table (pkg/appsdb: they start private servers on loopback;
 #     no system service is left running). `make run` does not need them.
 #
+# `ensure-deps.sh run` (what `make run` calls) installs only what the local
+# cluster runs: redis-server. The README's node test/compat/... steps say
+# what they need when they are reached (`make deps`).
+#
 # Idempotent and quiet: prints one line per thing it does, nothing when all is
-# there. Installs with apt-get when running as root on Debian/Ubuntu;
-# otherwise says exactly what to install and exits 1.
+# there. Installs with apt-get when running as root on Debian/Ubuntu (not with
+# ENSURE_DEPS_NO_INSTALL=1, for tests of this script); otherwise says exactly
+# what to install and exits 1.
 set -euo pipefail
+mode=${1:-test}
+case $mode in
+test | run) ;;
+*)
+	echo "usage: ensure-deps.sh [test|run]   (default test: everything the tests need; run: what make run runs)" >&2
+	exit 2
+	;;
+esac
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'ensure-deps: %s\n' "$*"; }
@@ -25,7 +38,7 @@ die() {
 	exit 1
 }
 
-can_apt() { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
+can_apt() { [ "${ENSURE_DEPS_NO_INSTALL:-}" != 1 ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 apt_updated=0
 apt_install() {
@@ -90,6 +103,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     macOS:         brew install redis
   (or run this as root on Debian/Ubuntu and it installs them with apt-get)"
 	fi
+fi
+
+if [ "$mode" = run ]; then
+	exit 0
 fi
 
 # --- node, npm and test/compat/node_modules ----------------------------------

@@ -16,7 +16,8 @@
 # presence-room- channels, so the demo room has a waiting list from the
 # third visitor on.
 #
-# Builds the binaries, installs missing dependencies (scripts/ensure-deps.sh),
+# Builds the binaries, installs what is missing of what it runs
+# (scripts/ensure-deps.sh run: redis-server, nothing the tests alone need),
 # checks the ports are free, starts everything, waits for every /readyz, then
 # prints where to connect. Ctrl-C or SIGTERM stops everything (a second
 # Ctrl-C kills at once).
@@ -76,7 +77,7 @@ if [ "${#taken[@]}" -gt 0 ]; then
 fi
 
 # --- dependencies and build --------------------------------------------------
-bash scripts/ensure-deps.sh
+bash scripts/ensure-deps.sh run
 msg "building bin/wsnode bin/cleaner bin/httpapi"
 "$GO" build -buildvcs=auto -ldflags "$(bash scripts/version-ldflags.sh)" -o bin/ ./cmd/wsnode ./cmd/cleaner ./cmd/httpapi
 

@@ -12,7 +12,7 @@
 
 const { parseArgs } = require('node:util');
 const fs = require('node:fs');
-const Pusher = require('pusher-js');
+const Pusher = require('./need')('pusher-js');
 
 const USAGE = `usage: node clients.js [options]
 

@@ -9,7 +9,7 @@
 'use strict';
 
 const { parseArgs } = require('node:util');
-const Pusher = require('pusher');
+const Pusher = require('./need')('pusher');
 
 const USAGE = `usage: node counts.js [options]
 

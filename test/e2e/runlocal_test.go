@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +72,37 @@ func TestRunNamesMatchBanner(t *testing.T) {
 	for _, name := range []string{"ws-a", "ws-b", "cleaner-1", "cleaner-2"} {
 		require.Regexp(t, regexp.MustCompile(`(?m)^start `+name+` bin/\w+ .*--node-id `+name+` `), script, "%s runs under its own name", name)
 		require.Regexp(t, regexp.MustCompile(`(?m)^\s+row `+name+` `), script, "the banner prints %s", name)
+	}
+}
+
+// TestRunInstallsOnlyWhatItRuns: `make run`'s dependency step
+// (ensure-deps.sh run) asks for redis-server and nothing else: on a
+// machine with redis but without Node.js it is content, where the tests'
+// step (the default) says Node.js is missing. Installing is off
+// (ENSURE_DEPS_NO_INSTALL), so the test changes nothing on the machine.
+func TestRunInstallsOnlyWhatItRuns(t *testing.T) {
+	bin := t.TempDir()
+	for _, tool := range []string{"redis-server", "redis-cli", "redis-sentinel", "bash", "dirname", "id"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(bin, "bash"), append([]string{"scripts/ensure-deps.sh"}, args...)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = []string{"PATH=" + bin, "ENSURE_DEPS_NO_INSTALL=1"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("run"); err != nil || out != "" {
+		t.Fatalf("ensure-deps.sh run without Node.js: %v\n%s", err, out)
+	}
+	out, err := run()
+	if err == nil || !strings.Contains(out, "node and npm are needed") {
+		t.Fatalf("ensure-deps.sh (the tests' deps) without Node.js: %v\n%s", err, out)
 	}
 }
