@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -41,7 +42,7 @@ func TestRecorderClaimsRedisOnlyAfterAWrite(t *testing.T) {
 	var logs lockedBuffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
 
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)), MaxRetries: -1})
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)), MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
 	r := NewRecorder(dead, "n", RecorderOptions{Logger: log})
 	require.NoError(t, r.Flush(ctx), "nothing to write: nothing failed")

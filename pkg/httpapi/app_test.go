@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
@@ -118,7 +119,7 @@ func TestNewFailsCleanly(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
-	apiAddr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+	apiAddr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	cfg := config.HTTPAPI{Common: config.Common{Redis: "redis://127.0.0.1:1/0", AdminAddr: busy.Addr().String(), Apps: testApps(t)}, Addr: apiAddr}
 	_, err = New(Options{Config: cfg})
 	require.ErrorContains(t, err, "--admin-addr")

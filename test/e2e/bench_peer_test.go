@@ -295,7 +295,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 				// socket still binds 0.0.0.0 (node-discover's bind address
 				// has no soketi setting); it only sends to 127.0.0.1.
 				"SOKETI_CLUSTER_HOST=127.0.0.1", "SOKETI_CLUSTER_UNICAST_ADDRESSES=127.0.0.1",
-				"SOKETI_CLUSTER_PORT=" + strconv.Itoa(redistest.FreePort(b)),
+				"SOKETI_CLUSTER_PORT=" + strconv.Itoa(proctest.FreePort(b)),
 				"SOKETI_DEBUG=false",
 			}
 			p := startEnv(b, "soketi-"+strconv.Itoa(i), nodeBinary(b), env, js, "start")

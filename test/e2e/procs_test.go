@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 var (
@@ -151,7 +150,7 @@ func lastLines(b []byte, n int) string {
 }
 
 func freeAddr(t testing.TB) string {
-	return "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+	return "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 }
 
 // waitReady polls /readyz on an admin address until it answers 200.

@@ -85,8 +85,8 @@ func BenchmarkIdleSockets(b *testing.B) {
 			b.Fatalf("go build: %v\n%s", err, out)
 		}
 		srv := redistest.New(b)
-		addr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(b))
-		admin := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(b))
+		addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(b))
+		admin := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(b))
 		cmd := exec.Command(bin, "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin,
 			"--node-id", "eventloop-bench", "--max-sockets", strconv.Itoa(n+200))
 		cmd.Env = append(os.Environ(), "HEADCOUNT_LOG_LEVEL=warn")

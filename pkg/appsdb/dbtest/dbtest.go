@@ -26,7 +26,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for database/sql
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/pkg/proctest"
 )
 
 // Password is every server's password for User.
@@ -281,7 +281,7 @@ func NewPostgres(t testing.TB) *Server {
 	cmd := exec.Command(initdb, "-D", data, "-U", User, "--pwfile", pwfile, "--auth=scram-sha-256", "-E", "UTF8", "--no-sync", "--no-instructions")
 	asUser(t, cmd, "postgres")
 	run(t, cmd)
-	port := redistest.FreePort(t)
+	port := proctest.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cmd = exec.Command(postgres, "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=20")
@@ -320,7 +320,7 @@ func NewMariaDB(t testing.TB) *Server {
 		args = append(args, "--user="+runAs)
 	}
 	run(t, exec.Command(installDB, args...))
-	port := redistest.FreePort(t)
+	port := proctest.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + sock, "--port=" + strconv.Itoa(port),
 		"--bind-address=127.0.0.1", "--skip-name-resolve", "--pid-file=" + filepath.Join(dir, "mysqld.pid"),

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/proctest"
 )
 
 // Server is one running redis-server.
@@ -106,7 +107,7 @@ func Binary(t testing.TB) string {
 // New starts a single redis-server on a free loopback port.
 func New(t testing.TB) *Server {
 	t.Helper()
-	return start(t, FreePort(t), t.TempDir())
+	return start(t, proctest.FreePort(t), t.TempDir())
 }
 
 func start(t testing.TB, port int, dir string, extra ...string) *Server {
@@ -275,11 +276,11 @@ func NewCluster(t testing.TB) *Cluster {
 // are below the ephemeral range, as FreePort's are.
 func clusterPort(t testing.TB) int {
 	t.Helper()
-	lo, hi := portRange()
+	lo, hi := proctest.PortRange()
 	for range 100 {
-		p, ok := freePortIn(lo, hi-10000)
+		p, ok := proctest.FreePortIn(lo, hi-10000)
 		if !ok {
-			p = FreePort(t)
+			p = proctest.FreePort(t)
 		}
 		if p+10000 > 65535 {
 			continue
@@ -293,53 +294,4 @@ func clusterPort(t testing.TB) int {
 	}
 	t.Fatal("no free loopback port P with P+10000 free for a cluster bus")
 	return 0
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago, chosen
-// below the kernel's ephemeral range. Outgoing connections take their
-// local ports from that range: a port from it, freed and listened on again
-// by a server a moment later, may meanwhile have become some test's client
-// connection, and the server's start fails with "address already in use".
-func FreePort(t testing.TB) int {
-	t.Helper()
-	if p, ok := freePortIn(portRange()); ok {
-		return p
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// portRange is where FreePort looks: from 10000 up to the start of the
-// ephemeral range (net.ipv4.ip_local_port_range; 32768 if unreadable).
-func portRange() (lo, hi int) {
-	hi = 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				hi = n
-			}
-		}
-	}
-	return 10000, hi
-}
-
-// freePortIn tries random ports in [lo, hi) until one can be listened on.
-func freePortIn(lo, hi int) (int, bool) {
-	if hi-lo < 1000 {
-		return 0, false // too narrow a window to pick from at random
-	}
-	for range 100 {
-		p := lo + rand.IntN(hi-lo)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p, true
-	}
-	return 0, false
 }

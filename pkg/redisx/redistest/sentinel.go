@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/proctest"
 )
 
 // SentinelMaster is the master name the sentinels of NewSentinels monitor.
@@ -61,13 +63,13 @@ func NewSentinels(t testing.TB, password string) *Sentinels {
 	// has none.
 	// A full sync starts at once, not after the default 5 s wait for
 	// more replicas.
-	s.Master = start(t, FreePort(t), t.TempDir(), "--repl-diskless-sync-delay", "0")
+	s.Master = start(t, proctest.FreePort(t), t.TempDir(), "--repl-diskless-sync-delay", "0")
 	host, port, _ := net.SplitHostPort(s.Master.Addr)
 	replicaArgs := []string{"--replicaof", host, port, "--repl-diskless-sync-delay", "0"}
 	if password != "" {
 		replicaArgs = append(replicaArgs, "--masterauth", password)
 	}
-	s.Replica = start(t, FreePort(t), t.TempDir(), replicaArgs...)
+	s.Replica = start(t, proctest.FreePort(t), t.TempDir(), replicaArgs...)
 	if password != "" {
 		for _, n := range []*Server{s.Master, s.Replica} {
 			c := redis.NewClient(&redis.Options{Addr: n.Addr})
@@ -95,7 +97,7 @@ func NewSentinels(t testing.TB, password string) *Sentinels {
 	// to learn them.
 	bin, pre := SentinelBinary(t)
 	rhost, rport, _ := net.SplitHostPort(s.Replica.Addr)
-	ports := []int{FreePort(t), FreePort(t), FreePort(t)}
+	ports := []int{proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)}
 	id := func(i int) string { return fmt.Sprintf("%040x", i+1) }
 	for i, p := range ports {
 		dir := t.TempDir()

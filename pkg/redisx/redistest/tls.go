@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/proctest"
 )
 
 // TLSFiles are PEM files a test made: a CA, a server certificate for
@@ -146,7 +148,7 @@ func (s *TLSServer) URL() string { return "rediss://" + s.Addr + "/0" }
 func NewTLS(t testing.TB, files *TLSFiles, authClients string, extra ...string) *TLSServer {
 	t.Helper()
 	dir := t.TempDir()
-	port := FreePort(t)
+	port := proctest.FreePort(t)
 	args := append([]string{
 		"--bind", "127.0.0.1", "--port", "0", "--tls-port", strconv.Itoa(port),
 		"--tls-cert-file", files.ServerCert, "--tls-key-file", files.ServerKey,
