@@ -43,6 +43,8 @@ type Reloader struct {
 	started chan struct{} // closed once Run watches (tests wait on it)
 	lastErr string
 	lastAt  time.Time
+	// unavailable: the last read failed to reach the source at all.
+	unavailable bool
 }
 
 // watcher is a Source with paths fsnotify can watch (apps.File).
@@ -75,7 +77,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 		close(r.started)
 	}
 	if !r.Registry.Loaded() {
-		r.Reload(ctx)
+		r.reload(ctx)
 	}
 	tick := time.NewTicker(r.every())
 	defer tick.Stop()
@@ -88,9 +90,9 @@ func (r *Reloader) Run(ctx context.Context) error {
 			return nil
 		case <-hup:
 			r.Log.Info("SIGHUP: reloading the apps", "source", r.Source.String())
-			r.Reload(ctx)
+			r.reload(ctx)
 		case <-tick.C:
-			r.Reload(ctx)
+			r.reload(ctx)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -102,7 +104,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 			}
 		case <-settle:
 			settle = nil
-			r.Reload(ctx)
+			r.reload(ctx)
 		}
 	}
 }
@@ -124,10 +126,10 @@ func (r *Reloader) every() time.Duration {
 	return DefaultEvery
 }
 
-// Reload reads the source once and, if it holds a new valid set of apps,
+// reload reads the source once and, if it holds a new valid set of apps,
 // serves it. A failure changes nothing: the last apps loaded keep serving.
 // It reports whether the apps changed.
-func (r *Reloader) Reload(ctx context.Context) bool {
+func (r *Reloader) reload(ctx context.Context) bool {
 	r.init()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -135,6 +137,9 @@ func (r *Reloader) Reload(ctx context.Context) bool {
 	switch {
 	case errors.Is(err, apps.ErrUnchanged): // as good or as bad as last time
 		r.m.reloads.WithLabelValues("unchanged").Inc()
+		if r.unavailable {
+			r.recovered()
+		}
 		return false
 	case err != nil:
 		r.m.reloads.WithLabelValues("failed").Inc()
@@ -142,8 +147,7 @@ func (r *Reloader) Reload(ctx context.Context) bool {
 		r.failed(err)
 		return false
 	}
-	r.m.up.Set(1)
-	r.lastErr = ""
+	r.recovered()
 	d := r.Registry.Replace(next)
 	if d.Empty() {
 		r.m.reloads.WithLabelValues("unchanged").Inc()
@@ -170,16 +174,27 @@ func (r *Reloader) failed(err error) {
 	}
 	r.lastErr, r.lastAt = err.Error(), now
 	v := r.Registry.Version()
-	args := []any{"source", r.Source.String(), "serving", v.Hash, "error", err}
 	var unavailable *apps.UnavailableError
+	r.unavailable = errors.As(err, &unavailable)
+	args := []any{"source", r.Source.String(), "serving", v.Hash, "error", err}
 	switch {
 	case !r.Registry.Loaded():
 		r.Log.Error("cannot load the apps; not ready until they are", "source", r.Source.String(), "error", err)
-	case errors.As(err, &unavailable):
+	case r.unavailable:
 		r.Log.Warn("cannot read the apps; the last loaded keep serving", args...)
 	default:
 		r.Log.Error("the apps changed but are not valid; the last good apps keep serving", args...)
 	}
+}
+
+// recovered notes a read that succeeded: the source answers again after
+// failures, which is said once.
+func (r *Reloader) recovered() {
+	r.m.up.Set(1)
+	if r.unavailable {
+		r.Log.Info("the apps' source answers again", "source", r.Source.String())
+	}
+	r.unavailable, r.lastErr = false, ""
 }
 
 func list(ids []string) string {

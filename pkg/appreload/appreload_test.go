@@ -2,8 +2,12 @@ package appreload
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -109,4 +113,71 @@ func TestSIGHUPReloadsAtOnce(t *testing.T) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGHUP)
 		return reg.ByID("b") != nil
 	}, "SIGHUP reloads")
+}
+
+// flaky is a source whose Load fails as a database out of reach does once
+// down is set.
+type flaky struct {
+	apps.Source
+	down atomic.Bool
+}
+
+func (f *flaky) Load(ctx context.Context) (*apps.Registry, error) {
+	if f.down.Load() {
+		return nil, &apps.UnavailableError{Err: errors.New("dial tcp 127.0.0.1:5432: connection refused")}
+	}
+	return f.Source.Load(ctx)
+}
+
+// TestSourceOutOfReachKeepsTheApps: a source that cannot be read (a
+// database down) leaves the last apps serving, says so at WARN (not
+// ERROR: nothing is wrong with the apps), once while it lasts, and shows
+// headcount_apps_source_up 0; it comes back by itself.
+func TestSourceOutOfReachKeepsTheApps(t *testing.T) {
+	p := plainFile(t, twoApps)
+	src := &flaky{Source: pollOnly{apps.NewFile(p)}}
+	var logs strings.Builder
+	var mu sync.Mutex
+	reg, err := src.Load(context.Background())
+	require.NoError(t, err)
+	r := &Reloader{Registry: reg, Source: src, Every: 20 * time.Millisecond, Registerer: prometheus.NewRegistry(),
+		Log: hclog.New(&hclog.LoggerOptions{Output: lockedWriter{&mu, &logs}, Level: hclog.Debug})}
+	r.init()
+	r.started = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-r.started
+
+	b := reg.ByID("b")
+	src.down.Store(true)
+	eventually(t, 2*time.Second, func() bool { return testutil.ToFloat64(r.m.reloads.WithLabelValues("failed")) >= 5 }, "polled while down")
+	require.Equal(t, 0.0, testutil.ToFloat64(r.m.up))
+	require.Same(t, b, reg.ByID("b"))
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	require.Equal(t, 1, strings.Count(out, "cannot read the apps; the last loaded keep serving"), out)
+	require.Contains(t, out, "[WARN]")
+	require.NotContains(t, out, "[ERROR]")
+
+	require.NoError(t, os.WriteFile(p, []byte(oneApp), 0o600))
+	src.down.Store(false)
+	eventually(t, 2*time.Second, func() bool { return reg.ByID("b") == nil }, "served again once reachable")
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.up))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, logs.String(), "the apps' source answers again")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
