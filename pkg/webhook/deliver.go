@@ -138,12 +138,18 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				}
 			}
 		}
+		var stopped []*running
 		for k, r := range targets {
 			if want[k] != r.app { // removed, or its app changed (a new *App)
 				r.stop()
-				<-r.done
+				stopped = append(stopped, r)
 				delete(targets, k)
 			}
+		}
+		// Stopped together, waited for together: each may be finishing a
+		// request and releasing its lease.
+		for _, r := range stopped {
+			<-r.done
 		}
 		for k, app := range want {
 			if targets[k] != nil {
