@@ -38,6 +38,9 @@ type Reloader struct {
 	Log   hclog.Logger
 	// Registerer takes the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
+	// OnChange, if set, runs after each reload that changed the apps (a
+	// binary repeats its start-time warnings about them).
+	OnChange func(apps.Diff)
 
 	m       *metrics
 	started chan struct{} // closed once Run watches (tests wait on it)
@@ -160,6 +163,9 @@ func (r *Reloader) reload(ctx context.Context) bool {
 		"added", list(d.Added), "removed", list(d.Removed), "changed", list(d.Changed), "disabled", list(d.Disabled))
 	for _, w := range r.Registry.Warnings() {
 		r.Log.Warn("apps: " + w)
+	}
+	if r.OnChange != nil {
+		r.OnChange(d)
 	}
 	return true
 }

@@ -165,7 +165,9 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}
 	a.life.Defer(a.api.Close)
-	lifecycle.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr())
+	warnPublic := func(apps.Diff) { lifecycle.WarnPublicSecrets(a.log, a.apps, "--addr", a.api.Addr()) }
+	warnPublic(apps.Diff{})
+	a.reload.OnChange = warnPublic
 	if opts.Config.AdminAddr != "" {
 		if a.admin, err = lifecycle.Listen(opts.Config.AdminAddr, lifecycle.AdminMux(reg, a.ready), lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("httpapi: listen on --admin-addr %s: %w", opts.Config.AdminAddr, err)

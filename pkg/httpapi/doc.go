@@ -194,7 +194,8 @@
 // rebinding), refuses an Origin other than the request's own host (403),
 // and the demo's POSTs take application/json only (415).
 //
-// At start, New logs a WARN when --addr is reachable from other hosts and
+// At start and after each reload that changes the apps, a WARN when --addr
+// is reachable from other hosts and
 // an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
 //
 // Request bodies reach the handlers as the signature check read them

@@ -200,7 +200,9 @@ func New(opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	a.life.Defer(func() { closeUnserved(a.ws) })
-	lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr())
+	warnPublic := func(apps.Diff) { lifecycle.WarnPublicSecrets(a.log, cfg.Apps, "--addr", a.ws.Addr()) }
+	warnPublic(apps.Diff{})
+	a.reload.OnChange = warnPublic
 
 	if cfg.AdminAddr != "" {
 		admin := lifecycle.AdminMux(a.reg, a.Ready)

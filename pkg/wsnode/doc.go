@@ -129,7 +129,8 @@
 // gets the new *App for what it does next, nothing granted being taken
 // back; sockets of unchanged apps are not touched (apps.go).
 //
-// At start, New logs a WARN when --addr is reachable from other hosts and
+// At start and after each reload that changes the apps, a WARN when --addr
+// is reachable from other hosts and
 // an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
 //
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
