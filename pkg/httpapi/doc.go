@@ -195,8 +195,8 @@
 // and the demo's POSTs take application/json only (415).
 //
 // At start and after each reload that changes the apps, a WARN when --addr
-// is reachable from other hosts and
-// an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
+// is reachable from other hosts and an app's secret is one published with
+// headcount (lifecycle.WarnPublicSecrets).
 //
 // Request bodies reach the handlers as the signature check read them
 // (apiRequest.body), so the cap (1 MiB, 413) applies before any byte is

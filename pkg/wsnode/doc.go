@@ -130,8 +130,8 @@
 // back; sockets of unchanged apps are not touched (apps.go).
 //
 // At start and after each reload that changes the apps, a WARN when --addr
-// is reachable from other hosts and
-// an app's secret is one published with headcount (lifecycle.WarnPublicSecrets).
+// is reachable from other hosts and an app's secret is one published with
+// headcount (lifecycle.WarnPublicSecrets).
 //
 // Shutdown (ctx cancelled or Stop): readiness goes false, the listener
 // closes, sockets are closed with code 4200 spread over the drain window,
