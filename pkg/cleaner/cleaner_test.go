@@ -319,7 +319,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	require.NoError(t, live.Flush(ctx))
 	liveDone := make(chan error, 1)
 	go func() { liveDone <- live.Run(ctx) }()
-	defer func() { cancel(); <-liveDone }()
+	defer func() { cancel(); require.NoError(t, <-liveDone) }()
 
 	a := newCleaner(t, srv.URL())
 	require.Equal(t, 2, testutil.CollectAndCount(a.m.leaseChanges), "to=active and to=passive before any change")
