@@ -1,0 +1,297 @@
+// Package prometheus_test checks the alerting rules in alerts.yaml: promtool
+// accepts them and passes their unit tests (alerts_test.yaml), every alert
+// links a runbook section of docs/OPERATIONS.md that exists, and every
+// metric the rules and runbooks name is one the binaries register.
+package prometheus_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/headcount/headcount/pkg/cleaner"
+	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/httpapi"
+	"github.com/headcount/headcount/pkg/wsnode"
+)
+
+const (
+	rulesFile  = "alerts.yaml"
+	testsFile  = "alerts_test.yaml"
+	operations = "../../docs/OPERATIONS.md"
+	// runbookBase is where every alert's runbook_url points, before the
+	// section's anchor.
+	runbookBase = "https://github.com/headcount/headcount/blob/main/docs/OPERATIONS.md#"
+	// runbooksHeading is the section of operations holding one ### section
+	// per alert.
+	runbooksHeading = "## Alert runbooks"
+)
+
+type rule struct {
+	Alert       string            `yaml:"alert"`
+	Record      string            `yaml:"record"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+// alerts reads the alerting rules of alerts.yaml.
+func alerts(t *testing.T) []rule {
+	t.Helper()
+	b, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	var f struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []rule `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &f))
+	var out []rule
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			require.NotEmpty(t, r.Alert, "group %s: only alerting rules here (record: %q)", g.Name, r.Record)
+			out = append(out, r)
+		}
+	}
+	require.NotEmpty(t, out, "no alerts in %s", rulesFile)
+	return out
+}
+
+// TestRules runs Debian's promtool (package prometheus) on the rules and
+// their unit tests.
+func TestRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool is not installed, so the alerting rules cannot be checked: install Debian's prometheus package "+
+			"(make deps does: sudo bash scripts/ensure-deps.sh), or put promtool on PATH (%v)", err)
+	}
+	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", testsFile}} {
+		out, err := exec.Command(promtool, args...).CombinedOutput()
+		require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+	}
+}
+
+// TestAlertsHaveRunbooks: every alert has a severity of page or ticket, a
+// summary and a description, and a runbook_url whose anchor is the
+// GitHub anchor of a ### section named after it in docs/OPERATIONS.md's
+// runbooks; and every such section is an alert's.
+func TestAlertsHaveRunbooks(t *testing.T) {
+	b, err := os.ReadFile(operations)
+	require.NoError(t, err)
+	sections := runbookSections(t, string(b))
+	seen := map[string]bool{}
+	for _, r := range alerts(t) {
+		require.Contains(t, []string{"page", "ticket"}, r.Labels["severity"], "%s: severity", r.Alert)
+		require.NotEmpty(t, r.Annotations["summary"], "%s: summary", r.Alert)
+		require.NotEmpty(t, r.Annotations["description"], "%s: description", r.Alert)
+		url := r.Annotations["runbook_url"]
+		anchor, ok := strings.CutPrefix(url, runbookBase)
+		require.True(t, ok, "%s: runbook_url %q does not start with %s", r.Alert, url, runbookBase)
+		s, ok := sections[r.Alert]
+		require.True(t, ok, "%s: no \"### %s\" section under %q in %s", r.Alert, r.Alert, runbooksHeading, operations)
+		require.Equal(t, s.anchor, anchor, "%s: runbook_url's anchor is not its section's", r.Alert)
+		require.NotEmpty(t, strings.TrimSpace(s.body), "%s: its runbook section is empty", r.Alert)
+		seen[r.Alert] = true
+	}
+	for name := range sections {
+		require.True(t, seen[name], "runbook section %q is no alert's", name)
+	}
+}
+
+type section struct{ anchor, body string }
+
+// runbookSections returns the ### sections of the runbooks section of the
+// markdown doc, by heading, with the anchor GitHub gives each.
+func runbookSections(t *testing.T, doc string) map[string]section {
+	t.Helper()
+	out := map[string]section{}
+	anchors := map[string]int{} // GitHub numbers a repeated anchor: x, x-1, x-2
+	in, found := false, false
+	cur := ""
+	fence := false
+	for line := range strings.Lines(doc) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		if fence || !strings.HasPrefix(line, "#") {
+			if in && cur != "" {
+				s := out[cur]
+				s.body += line + "\n"
+				out[cur] = s
+			}
+			continue
+		}
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		text := strings.TrimSpace(line[level:])
+		anchor := githubAnchor(text)
+		if n := anchors[anchor]; n > 0 {
+			anchors[anchor]++
+			anchor = fmt.Sprintf("%s-%d", anchor, n)
+		} else {
+			anchors[anchor] = 1
+		}
+		switch {
+		case line == runbooksHeading:
+			in, found, cur = true, true, ""
+		case level <= 2:
+			in, cur = false, ""
+		case in && level == 3:
+			_, dup := out[text]
+			require.False(t, dup, "two runbook sections %q", text)
+			cur = text
+			out[cur] = section{anchor: anchor}
+		}
+	}
+	require.True(t, found, "%s has no %q section", operations, runbooksHeading)
+	return out
+}
+
+// githubAnchor is the anchor GitHub makes of a heading: lower case, spaces
+// to hyphens, punctuation other than hyphens and underscores dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestGithubAnchor(t *testing.T) {
+	for heading, want := range map[string]string{
+		"HeadcountCountDrift":             "headcountcountdrift",
+		"Reading the dashboard":           "reading-the-dashboard",
+		"Rotate a secret (without a gap)": "rotate-a-secret-without-a-gap",
+		"`cleaner audit` and --repair":    "cleaner-audit-and---repair",
+	} {
+		require.Equal(t, want, githubAnchor(heading), heading)
+	}
+}
+
+// metricName is a headcount metric's name where an expression or a runbook
+// uses it.
+var metricName = regexp.MustCompile(`\bheadcount_[a-z0-9_]*[a-z0-9]\b`)
+
+// TestRuleMetricsExist: every headcount metric the rules' expressions and
+// the runbooks name is registered by wsnode, cleaner or httpapi. A metric
+// vector nobody has touched yet is not on /metrics, so the binaries are
+// built (New, which dials nothing) on fresh registries and each name is
+// looked up in them.
+func TestRuleMetricsExist(t *testing.T) {
+	regs := binaryRegistries(t)
+	used := map[string][]string{} // name -> where
+	for _, r := range alerts(t) {
+		for _, name := range metricName.FindAllString(r.Expr, -1) {
+			used[name] = append(used[name], r.Alert)
+		}
+	}
+	b, err := os.ReadFile(operations)
+	require.NoError(t, err)
+	for heading, s := range runbookSections(t, string(b)) {
+		for _, name := range metricName.FindAllString(s.body, -1) {
+			used[name] = append(used[name], "runbook "+heading)
+		}
+	}
+	require.NotEmpty(t, used)
+	for name, where := range used {
+		require.True(t, registered(t, regs, name), "%s (used by %s) is registered by no binary", name, strings.Join(slices.Compact(where), ", "))
+	}
+}
+
+// registered reports whether one of regs registers a metric that exposes
+// name: the metric itself, or a histogram's or summary's _bucket, _sum or
+// _count.
+func registered(t *testing.T, regs []*prometheus.Registry, name string) bool {
+	t.Helper()
+	candidates := []string{name}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			candidates = append(candidates, base)
+		}
+	}
+	for _, reg := range regs {
+		for _, c := range candidates {
+			if has(t, reg, c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// has reports whether reg has a collector describing a metric named name.
+// A Registry does not list its collectors, but refuses one whose
+// descriptor has a registered name with other labels or help: a probe of
+// that name is refused exactly when the name is taken.
+func has(t *testing.T, reg *prometheus.Registry, name string) bool {
+	t.Helper()
+	p := probe{prometheus.NewDesc(name, "probe for "+name, []string{"probe_label"}, nil)}
+	err := reg.Register(p)
+	if err == nil {
+		reg.Unregister(p)
+		return false
+	}
+	var already prometheus.AlreadyRegisteredError
+	require.False(t, errors.As(err, &already), "probe of %s", name)
+	return true
+}
+
+type probe struct{ desc *prometheus.Desc }
+
+func (p probe) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+func (p probe) Collect(chan<- prometheus.Metric)    {}
+
+// binaryRegistries builds each binary as its main does, on loopback with
+// no admin port, and returns the registries they registered their metrics
+// on. New dials nothing, so Redis need not run.
+func binaryRegistries(t *testing.T) []*prometheus.Registry {
+	t.Helper()
+	noEnv := func(string) (string, bool) { return "", false }
+	common := []string{"--redis", "redis://127.0.0.1:1", "--log-level", "error"}
+	var regs []*prometheus.Registry
+
+	ws, err := config.ParseWSNode(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
+	require.NoError(t, err)
+	ws.AdminAddr = ""
+	reg := prometheus.NewRegistry()
+	w, err := wsnode.New(wsnode.Options{Config: ws, Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	regs = append(regs, reg)
+
+	cl, _, err := config.ParseCleaner(common, noEnv, io.Discard)
+	require.NoError(t, err)
+	cl.AdminAddr = ""
+	reg = prometheus.NewRegistry()
+	c, err := cleaner.New(cleaner.Options{Config: cl, Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	regs = append(regs, reg)
+
+	api, err := config.ParseHTTPAPI(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
+	require.NoError(t, err)
+	api.AdminAddr = ""
+	reg = prometheus.NewRegistry()
+	h, err := httpapi.New(httpapi.Options{Config: api, Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(h.Stop)
+	regs = append(regs, reg)
+	return regs
+}
