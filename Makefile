@@ -29,7 +29,7 @@ VERSION_LDFLAGS = $(shell bash scripts/version-ldflags.sh)
 build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revision)
 	$(GO) build -buildvcs=auto -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
-deps: ## Install what the tests need (redis-server, Node.js and test/compat's npm packages, chromium, postgresql, mariadb-server); make run installs only redis-server
+deps: ## Install what the tests need (redis-server, Node.js and test/compat's npm packages, chromium, postgresql, mariadb-server, prometheus); make run installs only redis-server
 	@bash scripts/ensure-deps.sh
 
 test: deps ## Run every test with -race against real Redis (installs deps first)

@@ -11,7 +11,10 @@
 #     with playwright-core (never a downloaded browser);
 #   - postgresql and mariadb-server, for the tests of apps read from a
 #     database table (pkg/appsdb: they start private servers on loopback;
-#     no system service is left running). `make run` does not need them.
+#     no system service is left running). `make run` does not need them;
+#   - prometheus (Debian's package: promtool and the server), for the tests
+#     of the alerting rules in deploy/prometheus and the end-to-end test
+#     that runs a real Prometheus (no system service is left running).
 #
 # `ensure-deps.sh run` (what `make run` calls) installs only what the local
 # cluster runs: redis-server. The README's node test/compat/... steps say
@@ -173,6 +176,27 @@ if [ "${#db_missing[@]}" -gt 0 ]; then
 		say "WARNING: ${db_missing[*]} missing, so pkg/appsdb's tests skip (and fail under CI).
   Debian/Ubuntu: sudo apt-get install postgresql mariadb-server
   (or run this script as root on Debian and it installs them with apt-get)" >&2
+	fi
+fi
+
+# --- prometheus (the alerting rules' tests) ------------------------------------
+# deploy/prometheus's tests run promtool, and an end-to-end test runs the
+# server; they fail saying what to install when it is missing, so, as for
+# chromium, one that cannot be installed is a warning here.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+	if can_apt; then
+		# The package starts a system Prometheus on 9090 on install.
+		apt_install_no_start prometheus
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+			systemctl disable --now prometheus >/dev/null 2>&1 || true
+		elif command -v service >/dev/null 2>&1; then
+			service prometheus stop >/dev/null 2>&1 || true
+		fi
+		command -v promtool >/dev/null 2>&1 || die "promtool still not on PATH after installing prometheus"
+	else
+		say "WARNING: promtool or prometheus is missing, so the alerting rules' tests (deploy/prometheus) fail.
+  Debian/Ubuntu: sudo apt-get install prometheus
+  (or run this script as root on Debian and it installs it with apt-get)" >&2
 	fi
 fi
 
