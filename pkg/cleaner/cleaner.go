@@ -114,7 +114,8 @@ type metrics struct {
 	reapLatency  prometheus.Histogram
 	leaseChanges *prometheus.CounterVec
 
-	// reapCounted: apps whose reaped counters exist (scan's goroutine only).
+	// reapCounted: apps whose reaped counters exist (run's goroutine before
+	// the elector starts, then scan's only).
 	reapCounted map[string]bool
 }
 
@@ -314,6 +315,13 @@ func (a *App) run(ctx context.Context) error {
 		g.Add(func() error {
 			if !a.appsLoaded(ctx) {
 				return nil
+			}
+			// While passive, so that a reap in the first scan after taking
+			// the lease over is an increase too; before e.Run, which scans.
+			if a.cfg.Apps != nil {
+				for _, app := range a.cfg.Apps.All() {
+					a.m.countReaps(app.ID)
+				}
 			}
 			e := &lease.Elector{Lease: a.lease, Log: a.log, OnChange: func(active bool) {
 				a.m.active.Set(map[bool]float64{true: 1}[active])

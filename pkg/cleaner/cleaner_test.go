@@ -307,9 +307,9 @@ func reapedTotal(a *App) float64 {
 }
 
 // TestCountersStartAtZero: the lease counters exist at 0 from the start,
-// and an app's reap counters from its first scan, so alerts on their
-// increase see the first change too (a series born at 1 is not an
-// increase).
+// and an app's reap counters from its first scan, or from the start for the
+// configured apps, so alerts on their increase see the first change too (a
+// series born at 1 is not an increase).
 func TestCountersStartAtZero(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
@@ -331,4 +331,18 @@ func TestCountersStartAtZero(t *testing.T) {
 	require.Eventually(t, func() bool { return testutil.CollectAndCount(a.m.reaped) == 2 }, 5*time.Second, 5*time.Millisecond,
 		"heartbeat_stale and connection_closed for the app once scanned")
 	require.Zero(t, reapedTotal(a), "the live node is not reaped")
+
+	// A passive cleaner has them for its configured apps, so a reap in its
+	// first scan after taking over is an increase too.
+	b := newCleaner(t, srv.URL())
+	configured, err := apps.New([]*apps.App{{ID: "other", Key: "k", Secret: "s", Enabled: true}})
+	require.NoError(t, err)
+	b.cfg.Apps = configured
+	runB, stopB := context.WithCancel(ctx)
+	doneB := make(chan error, 1)
+	go func() { doneB <- b.Run(runB) }()
+	defer func() { stopB(); require.NoError(t, <-doneB) }()
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(b.m.reaped) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"the configured app's reap counters, while passive")
+	require.Zero(t, testutil.ToFloat64(b.m.active))
 }
