@@ -113,11 +113,14 @@ type metrics struct {
 	nodesAlive   *prometheus.GaugeVec
 	reapLatency  prometheus.Histogram
 	leaseChanges *prometheus.CounterVec
+
+	// reapCounted: apps whose reaped counters exist (scan's goroutine only).
+	reapCounted map[string]bool
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		active: f.NewGauge(prometheus.GaugeOpts{
 			Name: "headcount_cleaner_active",
 			Help: "1 while this cleaner holds the lease and scans, else 0.",
@@ -159,6 +162,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_cleaner_lease_changes_total",
 			Help: "Times this cleaner became the lease holder (to=active) or stopped being it (to=passive); summed over cleaners, to=active counts holder changes.",
 		}, []string{"to"}),
+		reapCounted: map[string]bool{},
+	}
+	// Counters exist at 0 before their first change, so alerts see that
+	// change as an increase (a series born at 1 is not one).
+	for _, to := range []string{"active", "passive"} {
+		m.leaseChanges.WithLabelValues(to)
+	}
+	return m
+}
+
+// countReaps makes app's reaped counters exist, at 0 until a reap.
+func (m *metrics) countReaps(app string) {
+	if m.reapCounted[app] {
+		return
+	}
+	m.reapCounted[app] = true
+	for _, reason := range []string{reasonHeartbeat, reasonClosed} {
+		m.reaped.WithLabelValues(app, reason)
 	}
 }
 
@@ -395,6 +416,7 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			return err
 		}
 		a.m.nodesAlive.WithLabelValues(app).Set(float64(nodes.Alive()))
+		a.m.countReaps(app)
 		if nodes.Reaping > 0 && held() {
 			// Reaps left half done by a cleaner (or a stopping node)
 			// that stopped: the globals still hold what is left of them.

@@ -305,3 +305,30 @@ func reapedTotal(a *App) float64 {
 	return testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonHeartbeat)) +
 		testutil.ToFloat64(a.m.reaped.WithLabelValues("app", reasonClosed))
 }
+
+// TestCountersStartAtZero: the lease counters exist at 0 from the start,
+// and an app's reap counters from its first scan, so alerts on their
+// increase see the first change too (a series born at 1 is not an
+// increase).
+func TestCountersStartAtZero(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	live := counts.NewRecorder(rdb, "live", counts.RecorderOptions{Heartbeat: 20 * time.Millisecond})
+	live.Add("app", "x", 1)
+	require.NoError(t, live.Flush(ctx))
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- live.Run(ctx) }()
+	defer func() { cancel(); <-liveDone }()
+
+	a := newCleaner(t, srv.URL())
+	require.Equal(t, 2, testutil.CollectAndCount(a.m.leaseChanges), "to=active and to=passive before any change")
+	require.Zero(t, testutil.CollectAndCount(a.m.reaped))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	defer func() { stop(); require.NoError(t, <-done) }()
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(a.m.reaped) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"heartbeat_stale and connection_closed for the app once scanned")
+	require.Zero(t, reapedTotal(a), "the live node is not reaped")
+}

@@ -54,7 +54,9 @@
 // every one 0.23 s after its connection closed
 // (TestLivenessReapsANodeInEveryOfManyApps, 100 ms grace). Reaps are
 // logged with reason=connection_closed or reason=heartbeat_stale and
-// counted by that label in headcount_cleaner_reaped_nodes_total.
+// counted by that label in headcount_cleaner_reaped_nodes_total, whose
+// series for an app exist at 0 from its first scan (so an alert sees the
+// first reap as an increase).
 //
 // The active cleaner also audits one app every audit interval (apps take
 // turns; DefaultAuditInterval, stretched to 50 times the last audit's

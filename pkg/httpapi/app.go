@@ -129,7 +129,7 @@ func New(opts Options) (_ *App, err error) {
 			return 0
 		}
 		return float64(a.api.Open())
-	})
+	}, a.ready)
 	defer func() {
 		if err != nil {
 			a.life.Stop()

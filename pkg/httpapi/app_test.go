@@ -40,7 +40,9 @@ func TestReadinessFollowsRedis(t *testing.T) {
 			code, _ := adminGet(t, s.app, "/readyz")
 			// The public port's /up, for load balancers, says the same.
 			up := s.get(t, "/up", nil)
-			return code == want && up.code == want
+			// And headcount_httpapi_ready, for alerts.
+			_, exposition := adminGet(t, s.app, "/metrics")
+			return code == want && up.code == want && metric(exposition, "headcount_httpapi_ready") == map[bool]float64{true: 1}[want == 200]
 		}
 	}
 	require.Eventually(t, ready(200), 10*time.Second, 10*time.Millisecond)

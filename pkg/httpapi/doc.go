@@ -37,7 +37,8 @@
 //     one read that may be older than the request is the full listing,
 //     shared across replicas for at most --listing-cache-ttl (below).
 //   - /readyz is 200 only while Redis answers a ping (checked every
-//     second) and the server is not shutting down.
+//     second) and the server is not shutting down; headcount_httpapi_ready
+//     says the same at each scrape.
 //   - No input makes the server panic; a handler bug is a 500 and a log line.
 //
 // Deliberate choices where the Pusher docs leave room:

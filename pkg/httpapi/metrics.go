@@ -32,13 +32,19 @@ type metrics struct {
 }
 
 // newMetrics registers the API's metrics; portConns reads the number of
-// connections open on the API port.
-func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
+// connections open on the API port, ready what /readyz reports.
+func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func() bool) *metrics {
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "headcount_httpapi_port_connections",
 		Help: "Connections open on the API port, in a request or waiting for one: what --max-connections caps.",
 	}, portConns)
+	// Read at each scrape, so alerts see what /readyz answers (a probe's
+	// failures are seen only by the prober).
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_httpapi_ready",
+		Help: "1 while /readyz answers 200 (Redis answers its ping, the apps are loaded, no drain), else 0.",
+	}, func() float64 { return map[bool]float64{true: 1}[ready()] })
 	closed := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_httpapi_connections_closed_for_room_total",
 		Help: "Connections closed at --max-connections to admit a new one, by what they were waiting in: idle (a keep-alive connection between requests) or new (no request head a second after connecting); the one that waited longest goes first.",

@@ -260,6 +260,15 @@ type attempt struct {
 func (t *target) deliver(ctx context.Context) {
 	t.log.Info("delivering webhooks", "replica", t.d.opts.Replica)
 	defer t.log.Info("no longer delivering webhooks")
+	// The queue's gauges are the holder's: a replica that lost the lease
+	// must not keep reporting a backlog another now delivers.
+	defer t.d.m.depth.DeleteLabelValues(t.app.ID, t.group)
+	defer t.d.m.oldest.DeleteLabelValues(t.app.ID, t.group)
+	// At 0 from the start, so the first give-up is an increase, which
+	// alerts see (a series born at 1 is not one).
+	for _, reason := range []string{"expired", "unreadable"} {
+		t.d.m.dropped.WithLabelValues(t.app.ID, t.group, reason)
+	}
 	if t.trims {
 		// The log's figures are reported by the replica that trims it.
 		defer t.d.m.logBytes.DeleteLabelValues(t.app.ID)
@@ -276,6 +285,12 @@ func (t *target) deliver(ctx context.Context) {
 	for ctx.Err() == nil {
 		s.ack(ctx)
 		s.t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(s.queue)))
+		// After ack the queue holds only unfinished entries, in log order.
+		oldest := 0.0
+		if len(s.queue) > 0 {
+			oldest = float64(s.queue[0].t) / 1000
+		}
+		t.d.m.oldest.WithLabelValues(t.app.ID, t.group).Set(oldest)
 		s.trim(ctx)
 		now := time.Now()
 		due, wake := s.due(now)

@@ -45,7 +45,9 @@
 //   - A failed post (no answer in 5 s, or not 2xx) is retried with
 //     exponential backoff (0.5 s doubling to 30 s, jittered) until the event
 //     is RetryWindow (5 min) old; then it is dropped with an error log line
-//     and headcount_webhook_dropped_total, never silently.
+//     and headcount_webhook_dropped_total, never silently. The lease holder
+//     reports its backlog (headcount_webhook_queue_depth, and the creation
+//     time of the oldest pending event), and stops when it loses the lease.
 //   - Redirects are never followed, whatever Options.Client says: a 3xx is
 //     a failed attempt like any non-2xx, and a warning (at most one a
 //     minute per webhook) names its Location. Following it would let the

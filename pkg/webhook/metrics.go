@@ -15,6 +15,7 @@ type metrics struct {
 	latency                          *prometheus.HistogramVec
 	requestEvents                    *prometheus.HistogramVec
 	depth                            *prometheus.GaugeVec
+	oldest                           *prometheus.GaugeVec
 	active                           *prometheus.GaugeVec
 	logBytes                         *prometheus.GaugeVec
 	logDropped                       *droppedCollector
@@ -89,6 +90,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, labels),
 		depth: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_queue_depth", Help: "Events read and not yet delivered or given up, for webhooks this replica delivers.",
+		}, labels),
+		// A timestamp, not an age: it keeps aging while a stuck deliverer
+		// updates nothing.
+		oldest: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headcount_webhook_oldest_pending_timestamp_seconds", Help: "Creation time (Unix seconds) of the first event in log order that this replica read for this webhook and has not yet delivered or given up; 0 when none is pending. time() minus it is how far the webhook is behind.",
 		}, labels),
 		logBytes: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headcount_webhook_log_bytes", Help: "Bytes the app's event log holds (as its byte budget counts them), read after each trim by the replica that trims it.",

@@ -167,7 +167,7 @@ func New(opts Options) (_ *App, err error) {
 			return 0
 		}
 		return float64(a.ws.Open())
-	})
+	}, a.Ready)
 	a.limits = ratelimit.NewMetrics(a.reg)
 
 	defer func() {

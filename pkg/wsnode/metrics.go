@@ -162,13 +162,19 @@ type metrics struct {
 }
 
 // newMetrics registers the node's metrics; portConns reads the number of
-// connections open on the WebSocket port.
-func newMetrics(reg prometheus.Registerer, portConns func() float64) *metrics {
+// connections open on the WebSocket port, ready what /readyz reports.
+func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func() bool) *metrics {
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "headcount_wsnode_port_connections",
 		Help: "Connections open on the WebSocket port, handshaking or upgraded: what --max-sockets caps.",
 	}, portConns)
+	// Read at each scrape, so alerts see what /readyz answers (a probe's
+	// failures are seen only by the prober).
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_wsnode_ready",
+		Help: "1 while /readyz answers 200 (the node takes sockets, its counts and pub/sub reach Redis, its apps are loaded), else 0.",
+	}, func() float64 { return map[bool]float64{true: 1}[ready()] })
 	watchlistEvents := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_wsnode_watchlist_events_total",
 		Help: "pusher_internal:watchlist_events frames queued to signed-in sockets, by why: a signin's first status (signin) or a watched user's online or offline edge (edge).",

@@ -12,7 +12,7 @@ import (
 // no other does.
 func TestMetricLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	newMetrics(reg, func() float64 { return 0 })
+	newMetrics(reg, func() float64 { return 0 }, func() bool { return false })
 	require.ElementsMatch(t, []string{
 		"app_not_found", "app_disabled", "bad_protocol", "malformed_frame", "invalid_channel",
 		"channel_limit", "unsupported_event", "frame_too_big", "write", "idle_timeout", "write_timeout",

@@ -376,6 +376,7 @@ func TestDrain(t *testing.T) {
 	n.cancel()
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick,
 		"/readyz must report 503 while draining")
+	require.Zero(t, metric(t, n.reg, "headcount_wsnode_ready", ""), "headcount_wsnode_ready says what /readyz says")
 	var wg sync.WaitGroup
 	codes := make([]websocket.StatusCode, sockets)
 	for i, c := range conns {
@@ -414,13 +415,18 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 
 	require.Equal(t, http.StatusOK, n.up(t), "the public port's /up says what /readyz says")
+	// headcount_wsnode_ready says it too, for alerts.
+	ready := func() float64 { return metric(t, n.reg, "headcount_wsnode_ready", "") }
+	require.Equal(t, 1.0, ready())
 	n.redis.KillAndHold(t)
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick)
 	require.Eventually(t, func() bool { return n.up(t) == http.StatusServiceUnavailable }, wait, tick)
+	require.Eventually(t, func() bool { return ready() == 0 }, wait, tick)
 	pingPong(t, c) // sockets are served meanwhile
 
 	n.redis.Restart(t) // empty: the node's contribution is gone
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusOK }, wait, tick)
+	require.Eventually(t, func() bool { return ready() == 1 }, wait, tick)
 	require.Eventually(t, func() bool { return n.up(t) == http.StatusOK }, wait, tick)
 	require.Zero(t, counterValue(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"),
 		"a load balancer's check is not a refused handshake")
