@@ -246,5 +246,8 @@ func New(c config.Common, log hclog.Logger, reg prometheus.Registerer) *Reloader
 	for _, w := range c.AppsIgnored {
 		r.Log.Warn(w)
 	}
+	// Registered now, as other packages register theirs in their
+	// constructors: a binary's metrics are all there once it is built.
+	r.init()
 	return r
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/apps/appstest"
+	"github.com/headcount/headcount/pkg/config"
 )
 
 const (
@@ -180,4 +181,33 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestNewRegistersMetrics: New registers the metrics, so a binary's
+// /metrics has them before its reloader runs.
+func TestNewRegistersMetrics(t *testing.T) {
+	src := apps.NewFile(appstest.NewKubeVolume(t, "apps.json", oneApp).Path())
+	loaded, err := src.Load(context.Background())
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	New(config.Common{Apps: loaded, AppsSource: src}, hclog.NewNullLogger(), reg)
+	require.Equal(t, 1.0, testutil.ToFloat64(collected{reg, "headcount_apps_source_up"}))
+	require.Equal(t, 1.0, testutil.ToFloat64(collected{reg, "headcount_apps"}))
+}
+
+// collected reads one unlabelled gauge of reg.
+type collected struct {
+	reg  *prometheus.Registry
+	name string
+}
+
+func (c collected) Describe(chan<- *prometheus.Desc) {}
+
+func (c collected) Collect(ch chan<- prometheus.Metric) {
+	mfs, _ := c.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == c.name && len(mf.GetMetric()) == 1 {
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(c.name, "read back", nil, nil), prometheus.GaugeValue, mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
 }
