@@ -300,8 +300,9 @@ func dashboard() map[string]any {
 func variable(name, label, query string) map[string]any {
 	return map[string]any{
 		"name": name, "label": label, "type": "query", "datasource": datasource,
-		"definition": query,
-		"query":      map[string]string{"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+		// The query as a string, the form every Grafana version reads
+		// (newer ones turn it into their editor's object).
+		"definition": query, "query": query,
 		"includeAll": true, "allValue": ".*", "multi": true,
 		"current": map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}},
 		"hide":    0, "options": []any{}, "refresh": 2, "regex": "", "skipUrlSync": false, "sort": 1,

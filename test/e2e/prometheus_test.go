@@ -538,10 +538,9 @@ func checkDashboard(t *testing.T, p *promServer, path string, wantVars map[strin
 		} `json:"panels"`
 		Templating struct {
 			List []struct {
-				Name  string          `json:"name"`
-				Type  string          `json:"type"`
-				Query json.RawMessage `json:"query"` // a string for a datasource variable
-
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query string `json:"query"`
 			} `json:"list"`
 		} `json:"templating"`
 	}
@@ -576,22 +575,16 @@ func checkDashboard(t *testing.T, p *promServer, path string, wantVars map[strin
 		if v.Type != "query" {
 			continue
 		}
-		var vq struct {
-			Query string `json:"query"`
-		}
-		if err := json.Unmarshal(v.Query, &vq); err != nil {
-			t.Fatalf("variable %s: %v", v.Name, err)
-		}
-		m := labelValues.FindStringSubmatch(vq.Query)
+		m := labelValues.FindStringSubmatch(v.Query)
 		if m == nil {
-			t.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, vq.Query)
+			t.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, v.Query)
 			continue
 		}
 		var got []string
 		p.get("/api/v1/label/"+m[2]+"/values", url.Values{"match[]": {grafanaVars(m[1])}}, &got)
 		for _, w := range wantVars[v.Name] {
 			if !slices.Contains(got, w) {
-				t.Errorf("variable %s (%s): values %v, missing %s", v.Name, vq.Query, got, w)
+				t.Errorf("variable %s (%s): values %v, missing %s", v.Name, v.Query, got, w)
 			}
 		}
 		delete(wantVars, v.Name)
