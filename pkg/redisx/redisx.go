@@ -15,6 +15,15 @@ import (
 // after this long, so an unreachable Redis is reported instead of waited on.
 const timeout = 2 * time.Second
 
+// clusterReload is how old a Cluster client's slot map may get before the
+// next command reloads it. go-redis reloads at once only on MOVED or ASK;
+// a primary that died answers neither, so until the periodic reload (60 s
+// by default) every command of its slots went to the dead address, though
+// its replica was promoted seconds earlier: a wsnode wrote no counts for a
+// minute, and the cleaner reaped it meanwhile (TestClusterFailoverEndToEnd).
+// A reload is one CLUSTER SLOTS, at most once a second per process.
+const clusterReload = time.Second
+
 // NewClient returns a client for c's Redis; it does not dial until first
 // use. A single server and a Sentinel master are a *redis.Client (the
 // failover client finds the master through the sentinels and follows a
@@ -28,6 +37,7 @@ func NewClient(c config.Common) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redis cluster: %w", err)
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.ClusterStateReloadInterval = clusterReload
 		return redis.NewClusterClient(opt), nil
 	case config.RedisSentinel:
 		opt, err := c.FailoverOptions()
