@@ -6,7 +6,9 @@
 // *redis.ClusterClient (sharded pub/sub, per-shard commands), and a
 // Sentinel master is a *redis.Client, so it behaves as a single server in
 // every such branch. Packages that own keys keep every atomic unit in one
-// hash slot so all modes behave alike.
+// hash slot so all modes behave alike. A Cluster client reloads its slot
+// map at least once a second while it sends commands, so it follows a
+// failover even when the dead primary answers nothing (no MOVED).
 //
 // The names those packages use come from pkg/keyspace.
 //
