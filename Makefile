@@ -113,8 +113,8 @@ image: ## Build the image IMAGE (headcount:dev) with the three binaries; needs D
 	fi
 	docker build -t $(IMAGE) $(foreach kv,$(subst -X github.com/headcount/headcount/pkg/version.,,$(VERSION_LDFLAGS)),--build-arg VCS_$(kv)) .
 
-k8s-validate: ## Render every deploy/k8s overlay, decode strictly with k8s.io/api, run the semantic checks and their tests (offline)
-	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. && $(GO) test -count=1 .
+k8s-validate: $(HELM) ## Render every deploy/k8s overlay and the Helm chart (helm lint and template: defaults, each example), decode strictly with k8s.io/api, run the semantic checks and their tests, the chart/kustomize drift test among them (offline)
+	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. -helm $(HELM) && HELM=$(HELM) $(GO) test -count=1 .
 
-k8s-validate-server: ## Build kube-apiserver and etcd once (.cache/k8s-server), then server-side dry-run every overlay on loopback
-	@GO="$(GO)" bash deploy/k8s/validate/server.sh
+k8s-validate-server: $(HELM) ## Build kube-apiserver and etcd once (.cache/k8s-server), then server-side dry-run every overlay and the chart's renders on loopback
+	@GO="$(GO)" HELM="$(HELM)" bash deploy/k8s/validate/server.sh
