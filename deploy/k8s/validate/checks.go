@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -39,7 +40,8 @@ var Checks = []Check{
 	{"grace", "terminationGracePeriodSeconds covers preStop, the wsnode drain and the shutdown tail", checkGrace},
 	{"resources", "every container has CPU and memory requests and limits; GOMEMLIMIT below the limit", checkResources},
 	{"security", "non-root, read-only root, no privilege escalation, ALL capabilities dropped, seccomp", checkSecurity},
-	{"apps-secret", "the apps file comes from a mounted Secret that holds a valid apps array", checkAppsSecret},
+	{"apps-secret", "the apps file comes from a mounted Secret that holds a valid apps array, or the apps database URL from a Secret", checkAppsSecret},
+	{"redis-tls", "the Redis TLS files are keys of mounted Secrets in the render", checkRedisTLS},
 	{"configmap-secrets", "no secret-looking key or value in a ConfigMap or a literal env var", checkConfigMapSecrets},
 	{"commands", "each headcount container runs its own binary from the image", checkCommands},
 	{"redis", "Redis is configured, and an in-cluster Redis URL names a Service of the render", checkRedis},
@@ -47,6 +49,7 @@ var Checks = []Check{
 	{"spread", "replicated headcount workloads spread over nodes and zones", checkSpread},
 	{"servicemonitor", "ServiceMonitors select a Service that has their port", checkServiceMonitors},
 	{"ingress", "an Ingress routes /app/ to wsnode and /apps/ to httpapi, with TLS and WebSocket-long proxy timeouts", checkIngresses},
+	{"prometheusrule", "PrometheusRule groups are named once each; each rule alerts or records an expression", checkPrometheusRules},
 }
 
 // Check runs every rule; each error names its rule.
@@ -611,12 +614,20 @@ func checkAppsSecret(s *Set) []error {
 			errs = append(errs, fmt.Errorf("%s: HEADCOUNT_APP_SECRET is set; use the apps file from the Secret", r.id()))
 		}
 		file, from := s.Setting(r.c, "apps-file")
-		if file == "" {
-			errs = append(errs, fmt.Errorf("%s: no apps file (HEADCOUNT_APPS_FILE): it would serve the default app-id/app-key/app-secret", r.id()))
-			continue
-		}
-		if err := s.appsFromSecret(r, file); err != nil {
-			errs = append(errs, fmt.Errorf("%s: apps file %s (%s): %w", r.id(), file, from, err))
+		db, dbFrom := s.Setting(r.c, "apps-db")
+		switch {
+		case file != "" && db != "":
+			errs = append(errs, fmt.Errorf("%s: both an apps file (%s) and an apps database (%s): the binaries refuse the two together", r.id(), from, dbFrom))
+		case db != "":
+			if err := s.appsFromDatabase(r, dbFrom); err != nil {
+				errs = append(errs, fmt.Errorf("%s: apps database (%s): %w", r.id(), dbFrom, err))
+			}
+		case file == "":
+			errs = append(errs, fmt.Errorf("%s: no apps file (HEADCOUNT_APPS_FILE) or database (HEADCOUNT_APPS_DB): it would serve the default app-id/app-key/app-secret", r.id()))
+		default:
+			if err := s.appsFromSecret(r, file); err != nil {
+				errs = append(errs, fmt.Errorf("%s: apps file %s (%s): %w", r.id(), file, from, err))
+			}
 		}
 	}
 	return errs
@@ -625,49 +636,177 @@ func checkAppsSecret(s *Set) []error {
 // appsFromSecret finds the Secret key that file is, through the
 // container's mounts, and checks that it holds an apps array.
 func (s *Set) appsFromSecret(r containerRef, file string) error {
+	vol, key, err := mountedFile(r, file)
+	if err != nil {
+		return err
+	}
+	if vol.subPath != "" {
+		return fmt.Errorf("mounted with subPath %s: the kubelet never updates a subPath mount, so a change to the Secret would not reach the running binaries; mount the Secret's directory", vol.subPath)
+	}
+	if vol.Secret == nil {
+		return fmt.Errorf("volume %s is not a Secret: the apps file holds the app secrets", vol.Name)
+	}
+	sec := s.Secret(vol.Secret.SecretName)
+	if sec == nil {
+		return fmt.Errorf("Secret %q is not in the render", vol.Secret.SecretName)
+	}
+	data, ok := secretData(sec, key)
+	if !ok {
+		return fmt.Errorf("Secret %s has no key %q", sec.Name, key)
+	}
+	return checkAppsJSON(data)
+}
+
+// mountedVolume is the volume a file is in, and how it is mounted.
+type mountedVolume struct {
+	*corev1.Volume
+	// subPath is the mount's subPath, when the file is mounted alone.
+	subPath string
+}
+
+// mountedFile finds the volume and the key (of its Secret or ConfigMap)
+// that a file path in the container is, through the container's mounts
+// and the volume's items.
+func mountedFile(r containerRef, file string) (mountedVolume, string, error) {
 	for _, m := range r.c.VolumeMounts {
-		key := ""
+		var key string
 		switch {
 		case m.SubPath != "" && m.MountPath == file:
-			return fmt.Errorf("mounted with subPath %s: the kubelet never updates a subPath mount, so a change to the Secret would not reach the running binaries; mount the Secret's directory", m.SubPath)
+			key = m.SubPath
 		case m.SubPath == "" && path.Dir(file) == path.Clean(m.MountPath):
 			key = path.Base(file)
 		default:
 			continue
 		}
-		var vol *corev1.Volume
 		for i, v := range r.w.Template.Spec.Volumes {
-			if v.Name == m.Name {
-				vol = &r.w.Template.Spec.Volumes[i]
+			if v.Name != m.Name {
+				continue
 			}
-		}
-		if vol == nil {
-			return fmt.Errorf("mount %s names no volume", m.Name)
-		}
-		if vol.Secret == nil {
-			return fmt.Errorf("volume %s is not a Secret: the apps file holds the app secrets", vol.Name)
-		}
-		for _, it := range vol.Secret.Items {
-			if it.Path == key {
-				key = it.Key
+			vol := mountedVolume{&r.w.Template.Spec.Volumes[i], m.SubPath}
+			var items []corev1.KeyToPath
+			switch {
+			case v.Secret != nil:
+				items = v.Secret.Items
+			case v.ConfigMap != nil:
+				items = v.ConfigMap.Items
 			}
-		}
-		sec := s.Secret(vol.Secret.SecretName)
-		if sec == nil {
-			return fmt.Errorf("Secret %q is not in the render", vol.Secret.SecretName)
-		}
-		data, ok := sec.Data[key]
-		if !ok {
-			if v, ok2 := sec.StringData[key]; ok2 {
-				data, ok = []byte(v), true
+			if len(items) > 0 {
+				i := slices.IndexFunc(items, func(it corev1.KeyToPath) bool { return it.Path == key })
+				if i < 0 {
+					return vol, "", fmt.Errorf("volume %s projects no item at %s", v.Name, key)
+				}
+				key = items[i].Key
 			}
+			return vol, key, nil
 		}
-		if !ok {
-			return fmt.Errorf("Secret %s has no key %q", sec.Name, key)
-		}
-		return checkAppsJSON(data)
+		return mountedVolume{}, "", fmt.Errorf("mount %s names no volume", m.Name)
 	}
-	return errors.New("no volume mount provides it")
+	return mountedVolume{}, "", errors.New("no volume mount provides it")
+}
+
+// secretData is a Secret's value of key, from data or stringData.
+func secretData(sec *corev1.Secret, key string) ([]byte, bool) {
+	if v, ok := sec.Data[key]; ok {
+		return v, true
+	}
+	if v, ok := sec.StringData[key]; ok {
+		return []byte(v), true
+	}
+	return nil, false
+}
+
+// appsFromDatabase checks HEADCOUNT_APPS_DB: from a Secret (the URL holds
+// the database's password), a URL pkg/appsdb reads, and a NetworkPolicy
+// that lets the pods reach its port.
+func (s *Set) appsFromDatabase(r containerRef, from string) error {
+	i := slices.IndexFunc(r.c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvName("apps-db") })
+	if i < 0 || r.c.Env[i].ValueFrom == nil || r.c.Env[i].ValueFrom.SecretKeyRef == nil {
+		return fmt.Errorf("the URL holds the database's password: take %s from a Secret (env valueFrom.secretKeyRef), not %s", EnvName("apps-db"), from)
+	}
+	ref := r.c.Env[i].ValueFrom.SecretKeyRef
+	sec := s.Secret(ref.Name)
+	if sec == nil {
+		return nil // the references check reports it
+	}
+	raw, ok := secretData(sec, ref.Key)
+	if !ok {
+		return nil
+	}
+	u, err := url.Parse(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return fmt.Errorf("Secret %s key %s is not a URL", sec.Name, ref.Key)
+	}
+	port := map[string]string{"postgres": "5432", "postgresql": "5432", "mysql": "3306"}[u.Scheme]
+	if port == "" {
+		return fmt.Errorf("Secret %s key %s: scheme %q, want postgres, postgresql or mysql", sec.Name, ref.Key, u.Scheme)
+	}
+	if p := u.Port(); p != "" {
+		port = p
+	}
+	if !s.egressAllows(s.policiesSelecting(r.w), port) {
+		return fmt.Errorf("no policy lets it reach the database on port %s", port)
+	}
+	return nil
+}
+
+// policiesSelecting lists the NetworkPolicies whose podSelector selects w.
+func (s *Set) policiesSelecting(w Workload) []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, np := range s.NetworkPolicies {
+		ls, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err == nil && ls.Matches(labels.Set(w.Template.Labels)) {
+			out = append(out, np)
+		}
+	}
+	return out
+}
+
+// redisTLSFiles are the Redis TLS settings that name files.
+var redisTLSFiles = []string{"redis-tls-ca", "redis-tls-cert", "redis-tls-key"}
+
+// checkRedisTLS: the binaries read their TLS files at start and exit when
+// one is missing, so each must be a key of a mounted Secret (a ConfigMap
+// will do for the CA, which is public) in the render.
+func checkRedisTLS(s *Set) []error {
+	var errs []error
+	for _, r := range s.containers(false) {
+		if r.binary == "" {
+			continue
+		}
+		cert, _ := s.Setting(r.c, "redis-tls-cert")
+		key, _ := s.Setting(r.c, "redis-tls-key")
+		if (cert == "") != (key == "") {
+			errs = append(errs, fmt.Errorf("%s: HEADCOUNT_REDIS_TLS_CERT and HEADCOUNT_REDIS_TLS_KEY go together", r.id()))
+		}
+		for _, flag := range redisTLSFiles {
+			file, from := s.Setting(r.c, flag)
+			if file == "" {
+				continue
+			}
+			vol, k, err := mountedFile(r, file)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s %s (%s): %w", r.id(), flag, file, from, err))
+				continue
+			}
+			switch {
+			case vol.Secret != nil:
+				sec := s.Secret(vol.Secret.SecretName)
+				if sec == nil {
+					continue // the references check reports it
+				}
+				if _, ok := secretData(sec, k); !ok {
+					errs = append(errs, fmt.Errorf("%s: %s %s (%s): Secret %s has no key %q", r.id(), flag, file, from, sec.Name, k))
+				}
+			case vol.ConfigMap != nil && flag == "redis-tls-ca":
+				if cm := s.ConfigMap(vol.ConfigMap.Name); cm != nil && !hasKey(cm.Data, k) {
+					errs = append(errs, fmt.Errorf("%s: %s %s (%s): ConfigMap %s has no key %q", r.id(), flag, file, from, cm.Name, k))
+				}
+			default:
+				errs = append(errs, fmt.Errorf("%s: %s %s (%s): volume %s is not a Secret", r.id(), flag, file, from, vol.Name))
+			}
+		}
+	}
+	return errs
 }
 
 // checkAppsJSON checks what pkg/apps needs to start: a JSON array of

@@ -30,6 +30,9 @@ var (
 // own copy, so mutations never leak between tests.
 func docs(t *testing.T, target string) [][]byte {
 	t.Helper()
+	if strings.HasPrefix(target, "helm ") {
+		return chartDocs(t, target)
+	}
 	renderOnce.Do(func() {
 		tree, err := LoadTree("..")
 		if err != nil {
@@ -103,7 +106,7 @@ func TestStrictDecode(t *testing.T) {
 		{"type error", "terminationGracePeriodSeconds: 60", "terminationGracePeriodSeconds: sixty", "cannot unmarshal string"},
 		{"bad quantity", "memory: 2Gi", "memory: 2 gigs", "quantities must match"},
 		{"duplicate field", "  revisionHistoryLimit: 5", "  revisionHistoryLimit: 5\n  revisionHistoryLimit: 6", "revisionHistoryLimit"},
-		{"unknown kind", "apiVersion: apps/v1", "apiVersion: apps/v1beta2", "not a kind deploy/k8s may hold"},
+		{"unknown kind", "apiVersion: apps/v1", "apiVersion: apps/v1beta2", "not a kind deploy/k8s or the chart may hold"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,7 +141,8 @@ func ctr(t *testing.T, s *Set, name string) *corev1.Container {
 func configMap(t *testing.T, s *Set, prefix string) *corev1.ConfigMap {
 	t.Helper()
 	for _, cm := range s.ConfigMaps {
-		if strings.HasPrefix(cm.Name, prefix+"-") {
+		// The chart's names are plain; kustomize's carry a hash.
+		if cm.Name == prefix || strings.HasPrefix(cm.Name, prefix+"-") {
 			return cm
 		}
 	}
@@ -406,6 +410,49 @@ func TestChecksCatch(t *testing.T) {
 			ctr(t, s, "cleaner").Env = append(ctr(t, s, "cleaner").Env, corev1.EnvVar{Name: "HEADCOUNT_APP_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "x"}}})
 			return s
 		}},
+		{"apps database URL as a literal", chartAppsDB, "apps-secret", "take HEADCOUNT_APPS_DB from a Secret", func(t *testing.T, s *Set) *Set {
+			c := ctr(t, s, "httpapi")
+			for i := range c.Env {
+				if c.Env[i].Name == "HEADCOUNT_APPS_DB" {
+					c.Env[i] = corev1.EnvVar{Name: "HEADCOUNT_APPS_DB", Value: "postgres://db.example.com:5432/soketi"}
+				}
+			}
+			return s
+		}},
+		{"apps database out of reach", chartAppsDB, "apps-secret", "no policy lets it reach the database on port 5432", func(t *testing.T, s *Set) *Set {
+			return without(s, "NetworkPolicy", "headcount-apps-db-egress")
+		}},
+		{"apps database on another port", chartAppsDB, "apps-secret", "on port 6432", func(t *testing.T, s *Set) *Set {
+			s.Secret("headcount-apps-db").StringData["url"] = "postgres://headcount:pw@pgbouncer.example.com:6432/soketi"
+			return s
+		}},
+		{"apps database not SQL", chartAppsDB, "apps-secret", `scheme "redis", want postgres, postgresql or mysql`, func(t *testing.T, s *Set) *Set {
+			s.Secret("headcount-apps-db").StringData["url"] = "redis://db.example.com:6379/0"
+			return s
+		}},
+		{"apps file and database both", chartAppsDB, "apps-secret", "the binaries refuse the two together", func(t *testing.T, s *Set) *Set {
+			configMap(t, s, "headcount-config").Data["HEADCOUNT_APPS_FILE"] = "/etc/headcount/apps.json"
+			return s
+		}},
+		// redis-tls
+		{"TLS key not in its Secret", chartSentinel, "redis-tls", `Secret headcount-redis-tls has no key "tls.key"`, func(t *testing.T, s *Set) *Set {
+			delete(s.Secret("headcount-redis-tls").StringData, "tls.key")
+			return s
+		}},
+		{"TLS files not mounted", chartSentinel, "redis-tls", "redis-tls-ca /etc/headcount-redis-tls/ca.crt (env HEADCOUNT_REDIS_TLS_CA): no volume mount provides it", func(t *testing.T, s *Set) *Set {
+			c := ctr(t, s, "cleaner")
+			c.VolumeMounts = c.VolumeMounts[:1]
+			return s
+		}},
+		{"TLS files from an emptyDir", chartSentinel, "redis-tls", "volume redis-tls is not a Secret", func(t *testing.T, s *Set) *Set {
+			spec := &deploy(t, s, "wsnode").Spec.Template.Spec
+			spec.Volumes[1].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			return s
+		}},
+		{"client certificate without its key", chartSentinel, "redis-tls", "HEADCOUNT_REDIS_TLS_CERT and HEADCOUNT_REDIS_TLS_KEY go together", func(t *testing.T, s *Set) *Set {
+			delete(configMap(t, s, "headcount-config").Data, "HEADCOUNT_REDIS_TLS_KEY")
+			return s
+		}},
 		// configmap-secrets
 		{"secret-looking key", cluster, "configmap-secrets", "key HEADCOUNT_APP_SECRET looks like a secret", func(t *testing.T, s *Set) *Set {
 			configMap(t, s, "headcount-config").Data["HEADCOUNT_APP_SECRET"] = "s3cret"
@@ -555,6 +602,20 @@ func TestChecksCatch(t *testing.T) {
 		}},
 		{"Ingress host without TLS", ingressed, "ingress", `host "realtime.example.com": no tls entry`, func(t *testing.T, s *Set) *Set {
 			s.Ingresses[0].Spec.TLS[0].SecretName = ""
+			return s
+		}},
+		// prometheusrule
+		{"rule that alerts and records", chartSingle, "prometheusrule", "needs exactly one of alert and record", func(t *testing.T, s *Set) *Set {
+			s.PrometheusRules[0].Spec.Groups = []RuleGroup{{Name: "headcount", Rules: []Rule{{Alert: "A", Record: "r", Expr: intstr.FromString("up")}}}}
+			return s
+		}},
+		{"group twice", chartSingle, "prometheusrule", `group "headcount" twice`, func(t *testing.T, s *Set) *Set {
+			g := RuleGroup{Name: "headcount", Rules: []Rule{{Alert: "A", Expr: intstr.FromString("up == 0")}}}
+			s.PrometheusRules[0].Spec.Groups = []RuleGroup{g, g}
+			return s
+		}},
+		{"for that is no duration", chartSingle, "prometheusrule", `for "5 minutes" is not a duration`, func(t *testing.T, s *Set) *Set {
+			s.PrometheusRules[0].Spec.Groups = []RuleGroup{{Name: "headcount", Rules: []Rule{{Alert: "A", Expr: intstr.FromString("up == 0"), For: "5 minutes"}}}}
 			return s
 		}},
 	}

@@ -10,12 +10,13 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
 // kinds maps apiVersion/kind to a constructor of its typed object: the
-// kinds deploy/k8s may hold. Anything else fails, so a typo in a kind or
+// kinds deploy/k8s and the chart (deploy/helm/headcount) may hold. Anything else fails, so a typo in a kind or
 // an apiVersion never slips through as "unknown, skipped".
 var kinds = map[string]func() any{
 	"v1/Namespace":                            func() any { return &corev1.Namespace{} },
@@ -30,6 +31,7 @@ var kinds = map[string]func() any{
 	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
 	"networking.k8s.io/v1/Ingress":            func() any { return &networkingv1.Ingress{} },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &ServiceMonitor{} },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &PrometheusRule{} },
 }
 
 // Object is one rendered object: its YAML as kustomize wrote it, and the
@@ -59,7 +61,7 @@ func DecodeObject(doc []byte) (*Object, error) {
 	}
 	newT, ok := kinds[tm.APIVersion+"/"+tm.Kind]
 	if !ok {
-		return nil, fmt.Errorf("%s %s: not a kind deploy/k8s may hold (decode.go lists them)", tm.APIVersion, tm.Kind)
+		return nil, fmt.Errorf("%s %s: not a kind deploy/k8s or the chart may hold (decode.go lists them)", tm.APIVersion, tm.Kind)
 	}
 	typed := newT()
 	strict, err := kjson.UnmarshalStrict(j, typed, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
@@ -107,4 +109,40 @@ type ServiceMonitorEndpoint struct {
 	Interval      string `json:"interval,omitempty"`
 	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
 	Scheme        string `json:"scheme,omitempty"`
+}
+
+// PrometheusRule is the Prometheus Operator's monitoring.coreos.com/v1
+// PrometheusRule, whole but for status: its spec holds a rule file's
+// groups, so a field a rule file may not have fails the strict decode.
+type PrometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PrometheusRuleSpec `json:"spec"`
+}
+
+// PrometheusRuleSpec is a rule file: its groups.
+type PrometheusRuleSpec struct {
+	Groups []RuleGroup `json:"groups"`
+}
+
+// RuleGroup is one group of a Prometheus rule file.
+type RuleGroup struct {
+	Name                    string            `json:"name"`
+	Interval                string            `json:"interval,omitempty"`
+	QueryOffset             string            `json:"query_offset,omitempty"`
+	Limit                   *int              `json:"limit,omitempty"`
+	PartialResponseStrategy string            `json:"partial_response_strategy,omitempty"`
+	Labels                  map[string]string `json:"labels,omitempty"`
+	Rules                   []Rule            `json:"rules"`
+}
+
+// Rule is an alerting or a recording rule.
+type Rule struct {
+	Record        string             `json:"record,omitempty"`
+	Alert         string             `json:"alert,omitempty"`
+	Expr          intstr.IntOrString `json:"expr"`
+	For           string             `json:"for,omitempty"`
+	KeepFiringFor string             `json:"keep_firing_for,omitempty"`
+	Labels        map[string]string  `json:"labels,omitempty"`
+	Annotations   map[string]string  `json:"annotations,omitempty"`
 }

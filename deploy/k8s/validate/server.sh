@@ -10,14 +10,15 @@
 #    first kube-apiserver build took 8.5 minutes on 2 busy cores; etcd then
 #    takes seconds (it shares most packages).
 # 2. Runs cmd/k8s-dryrun: etcd and kube-apiserver on free loopback ports
-#    with generated certificates, every overlay applied with server-side
+#    with generated certificates, every overlay (and, with $HELM, the Helm
+#    chart's default render and each example's) applied with server-side
 #    apply, DryRun=All, strict field validation; both servers stopped before
 #    it exits, all within $K8S_SERVER_RUN_TIMEOUT. Then its test: the same
 #    servers refuse a copy of deploy/k8s broken in three ways.
 #
-# Environment: GO (go), K8S_SERVER_CACHE, K8S_SERVER_BUILD_TIMEOUT (40m),
-# K8S_SERVER_RUN_TIMEOUT (seconds, 300), K8S_SERVER_KEEP_LOGS=1 keeps the
-# servers' logs.
+# Environment: GO (go), HELM (a helm binary; make passes the pinned one),
+# K8S_SERVER_CACHE, K8S_SERVER_BUILD_TIMEOUT (40m), K8S_SERVER_RUN_TIMEOUT
+# (seconds, 300), K8S_SERVER_KEEP_LOGS=1 keeps the servers' logs.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -74,8 +75,11 @@ keep=()
 # k8s-dryrun stops the servers itself within -timeout; timeout(1) is the
 # backstop, and the servers die with it (PR_SET_PDEATHSIG).
 status=0
+# The chart's renders too, when make passes the pinned helm.
+chart=()
+[[ -n ${HELM:-} ]] && chart=(-helm "$HELM")
 timeout --kill-after=10s "$((run_timeout + 30))" "$cache/bin/k8s-dryrun" -root "$here/.." \
-	-kube-apiserver "$apiserver" -etcd "$etcd" -timeout "${run_timeout}s" "${keep[@]}" || status=$?
+	-kube-apiserver "$apiserver" -etcd "$etcd" -timeout "${run_timeout}s" "${keep[@]}" "${chart[@]}" || status=$?
 if ((status == 0)); then
 	# And the same server refuses a copy broken three ways (its own servers).
 	(cd "$here" && K8S_DRYRUN_APISERVER=$apiserver K8S_DRYRUN_ETCD=$etcd \

@@ -33,6 +33,7 @@ type Set struct {
 	PDBs            []*policyv1.PodDisruptionBudget
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	ServiceMonitors []*ServiceMonitor
+	PrometheusRules []*PrometheusRule
 	Ingresses       []*networkingv1.Ingress
 }
 
@@ -75,6 +76,8 @@ func (s *Set) Add(o *Object) {
 		s.NetworkPolicies = append(s.NetworkPolicies, t)
 	case *ServiceMonitor:
 		s.ServiceMonitors = append(s.ServiceMonitors, t)
+	case *PrometheusRule:
+		s.PrometheusRules = append(s.PrometheusRules, t)
 	case *networkingv1.Ingress:
 		s.Ingresses = append(s.Ingresses, t)
 	}

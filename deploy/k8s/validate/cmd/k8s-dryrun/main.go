@@ -5,7 +5,9 @@
 // defaulting and admission (Pod Security "restricted" on the namespace)
 // run on every object; a warning fails the run like an error. Namespaces
 // are created for real first: a dry run cannot create the namespace its
-// other objects need.
+// other objects need. With -helm it applies the chart's renders too (its
+// defaults and each example, with what they expect to exist first:
+// validate.ChartGiven).
 //
 // `make k8s-validate-server` builds the two binaries and runs this.
 package main
@@ -52,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	etcd := fs.String("etcd", "", "etcd binary")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run, servers' start and stop included")
 	keep := fs.Bool("keep-logs", false, "keep the servers' work directory (logs) after the run")
+	helm := fs.String("helm", "", "a helm binary: also apply the chart's renders (defaults and each example)")
+	chartDir := fs.String("chart", "", "the chart's directory (default: deploy/helm/headcount beside -root)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,10 +72,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "k8s-dryrun:", err)
 		return 2
 	}
-	targets, err := tree.Targets()
+	tts, err := tree.Targets()
 	if err != nil {
 		fmt.Fprintln(stderr, "k8s-dryrun:", err)
 		return 2
+	}
+	var targets []target
+	for _, tg := range tts {
+		targets = append(targets, target{tg.Name, func() ([][]byte, error) { return tree.Render(tg) }})
+	}
+	if *helm != "" {
+		if *chartDir == "" {
+			*chartDir = filepath.Join(*root, "..", "helm", "headcount")
+		}
+		cts, err := chartTargets(*root, *helm, *chartDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "k8s-dryrun:", err)
+			return 2
+		}
+		targets = append(targets, cts...)
 	}
 
 	work, err := os.MkdirTemp("", "k8s-dryrun-")
@@ -100,12 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	passed, failed := 0, 0
 	for _, tg := range targets {
-		docs, err := tree.Render(tg)
+		docs, err := tg.render()
 		if err == nil {
-			err = a.apply(ctx, tg.Name, docs, stdout)
+			err = a.apply(ctx, tg.name, docs, stdout)
 		}
 		if err != nil {
-			fmt.Fprintf(stdout, "FAIL %s\n  %s\n", tg.Name, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			fmt.Fprintf(stdout, "FAIL %s\n  %s\n", tg.name, strings.ReplaceAll(err.Error(), "\n", "\n  "))
 			failed++
 			continue
 		}
@@ -116,6 +135,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// target is one render to apply.
+type target struct {
+	name   string
+	render func() ([][]byte, error)
+}
+
+// chartTargets renders the chart's defaults and examples, each after what
+// it expects to exist (the namespace, the Secrets it names).
+func chartTargets(root, helm, dir string) ([]target, error) {
+	given, err := validate.LoadChartGiven(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &validate.Chart{Helm: helm, Dir: dir, Release: "headcount", Namespace: "headcount"}
+	cts, err := c.Targets()
+	if err != nil {
+		return nil, err
+	}
+	var out []target
+	for _, tg := range cts {
+		out = append(out, target{tg.Name, func() ([][]byte, error) {
+			docs, err := c.Render(tg)
+			return append(append([][]byte{}, given...), docs...), err
+		}})
+	}
+	return out, nil
 }
 
 // servers runs etcd and kube-apiserver as children that die with us.
