@@ -117,7 +117,7 @@ func applyOne(ctx context.Context, r *Recorder, app, ch string, n int64) error {
 	r.mu.Unlock()
 	keys, args := r.applyCall(&op{app: app, epoch: epoch, pairs: map[string]int64{channelField(ch): n}})
 	res, err := parseResult(applyScript.Run(ctx, r.rdb, keys, args...))
-	if err == nil && res.status != 1 {
+	if err == nil && res.status != statusApplied {
 		err = fmt.Errorf("apply returned %d", res.status)
 	}
 	return err

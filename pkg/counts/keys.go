@@ -3,6 +3,7 @@ package counts
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -145,6 +146,36 @@ func (k keys) fieldKeys(app string, fields ...string) []string {
 	return keys
 }
 
+// The statuses the count scripts answer with, first in their reply. The
+// scripts read them under the names statusLua declares, so each is
+// defined once, here.
+const (
+	// statusApplied (apply.lua): the unit was applied.
+	statusApplied = 1
+	// statusUnregistered (apply.lua): the node is not registered, or not
+	// under the unit's epoch (reaped while alive, Redis lost it, or the
+	// unit is older than the node's last republish). Nothing was written:
+	// the caller must replace.
+	statusUnregistered = -1
+	// statusNegative (apply.lua): a delta would take a count below zero.
+	// Nothing was written: the caller must replace.
+	statusNegative = -2
+	// statusUndeclared (apply.lua, reap_slice.lua, audit.lua, repair.lua):
+	// fields whose keys the call did not declare. Nothing was written: the
+	// caller retries declaring them.
+	statusUndeclared = -3
+	// statusSpared (reap.lua): nothing was reaped: the node is not
+	// registered, or was seen within dead-after.
+	statusSpared = -1
+	// statusExpired (page.lua): the walk's snapshot expired.
+	statusExpired = -1
+)
+
+// statusLua declares the statuses to the scripts that answer with them,
+// prepended to each.
+var statusLua = fmt.Sprintf("local STATUS_APPLIED, STATUS_UNREGISTERED, STATUS_NEGATIVE, STATUS_UNDECLARED, STATUS_SPARED, STATUS_EXPIRED = %d, %d, %d, %d, %d, %d\n",
+	statusApplied, statusUnregistered, statusNegative, statusUndeclared, statusSpared, statusExpired)
+
 var (
 	//go:embed scripts/lib.lua
 	libSrc string
@@ -171,14 +202,14 @@ var (
 
 	// The count scripts append their edges to the event log in their own
 	// unit, with the event log's Lua.
-	applyScript     = redis.NewScript(eventlog.Lua + libSrc + applySrc)
-	reapScript      = redis.NewScript(eventlog.Lua + reapSrc)
-	reapSliceScript = redis.NewScript(eventlog.Lua + libSrc + reapSliceSrc)
+	applyScript     = redis.NewScript(statusLua + eventlog.Lua + libSrc + applySrc)
+	reapScript      = redis.NewScript(statusLua + eventlog.Lua + reapSrc)
+	reapSliceScript = redis.NewScript(statusLua + eventlog.Lua + libSrc + reapSliceSrc)
 	staleScript     = redis.NewScript(staleSrc)
 	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
 	// in a pipeline, so loadScripts need not load them.
-	auditScript  = redis.NewScript(sourcesSrc + auditSrc)
-	repairScript = redis.NewScript(sourcesSrc + repairSrc)
+	auditScript  = redis.NewScript(statusLua + sourcesSrc + auditSrc)
+	repairScript = redis.NewScript(statusLua + sourcesSrc + repairSrc)
 	// The node-level liveness scripts: nodeSeen runs with EVAL in the
 	// recorder's pipeline (it is short, and EVAL never meets NOSCRIPT, so a
 	// fresh liveness shard cannot fail a flush), the others with Run.

@@ -232,13 +232,13 @@ func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int
 		retireArg = "1"
 	}
 	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg, epoch).Int64Slice()
-	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] >= 0) {
+	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] != statusSpared) {
 		err = errors.New("short script result")
 	}
 	if err != nil {
 		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 	}
-	if v[0] < 0 {
+	if v[0] == statusSpared {
 		return "", false, Reaped{}, nil
 	}
 	reaped = Reaped{Edges: Edges{App: app}, SinceSeen: time.Duration(v[1]) * time.Millisecond}

@@ -21,12 +21,11 @@
 -- ARGV[6] of those whose counts are not (see open_log in lib.lua)
 -- ARGV[7] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
--- Returns {1, changed channels, member edges} when applied (see changes()),
--- {-1} when the node is not registered or its epoch is another (reaped,
--- Redis lost it, or the unit is older than the node's last republish: the
--- caller must replace), {-2} when a delta would take a count below zero (nothing
--- written; the caller must replace), {-3, fields} when fields touch keys
--- not declared (nothing written; the caller retries declaring them).
+-- Returns {STATUS_APPLIED, changed channels, member edges} (see
+-- changes()), or, with nothing written (keys.go says what each means):
+-- {STATUS_UNREGISTERED} when the node is not registered or its epoch is
+-- another, {STATUS_NEGATIVE} when a delta would take a count below zero,
+-- {STATUS_UNDECLARED, fields} when fields touch keys not declared.
 local nodes, node, epochs = KEYS[1], KEYS[2], KEYS[#KEYS]
 local id, epoch = ARGV[1], ARGV[2]
 P = ARGV[3]
@@ -44,11 +43,11 @@ for i = first, last do
 end
 local missing = missing_keys(pairs_list)
 if #missing > 0 then
-  return {-3, missing}
+  return {STATUS_UNDECLARED, missing}
 end
 
 if not redis.call('ZSCORE', nodes, id) or redis.call('HGET', epochs, id) ~= epoch then
-  return {-1}
+  return {STATUS_UNREGISTERED}
 end
 -- Check every decrement before writing any: a script cannot roll back.
 -- (An increment cannot take a count below zero: storms of subscribes
@@ -56,7 +55,7 @@ end
 for i = first, last, 2 do
   local n = tonumber(ARGV[i + 1])
   if n < 0 and tonumber(redis.call('HGET', node, ARGV[i]) or '0') + n < 0 then
-    return {-2}
+    return {STATUS_NEGATIVE}
   end
 end
 for i = first, last, 2 do
@@ -69,4 +68,4 @@ end
 redis.call('ZADD', nodes, now_ms(), id)
 local chans, edges = changes()
 log_events(edges)
-return {1, chans, edges}
+return {STATUS_APPLIED, chans, edges}

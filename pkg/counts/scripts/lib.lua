@@ -1,5 +1,6 @@
--- lib.lua is prepended to apply.lua and reap_slice.lua, after the event
--- log's Lua (eventlog.Lua: log_spec, log_open, log_mark, now_ms).
+-- lib.lua is prepended to apply.lua and reap_slice.lua, after the
+-- statuses (keys.go) and the event log's Lua (eventlog.Lua: log_spec,
+-- log_open, log_mark, now_ms).
 -- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel

@@ -13,8 +13,8 @@
 --         counts are not logged (as ARGV[4..6] of apply.lua)
 -- ARGV[6..] the fields to take (the caller read their names by HSCAN; a
 --         field listed twice is taken once)
--- Returns {-3, fields} if present fields touch keys not declared (nothing
--- written), else {fields subtracted, changed channels, member edges (see
+-- Returns {STATUS_UNDECLARED, fields} if present fields touch keys not
+-- declared (nothing written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
 -- takes the last field also drops the reap from KEYS[1].
 local reaps, reaping = KEYS[1], KEYS[2]
@@ -46,7 +46,7 @@ if #ARGV >= 6 then
 end
 local missing = missing_keys(others)
 if #missing > 0 then
-  return {-3, missing}
+  return {STATUS_UNDECLARED, missing}
 end
 for i = 1, #others, 2 do
   apply_field(others[i], -tonumber(others[i + 1]), nil)
