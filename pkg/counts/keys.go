@@ -109,7 +109,7 @@ func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []s
 }
 
 // logKeys appends to keys, if logEvents, the app's event log and its index
-// (KEYS[4] and KEYS[5] of apply.lua and reap_slice.lua).
+// (KEYS[4] and KEYS[5] of apply.lua and reap_slice.lua, see scripts/lib.lua).
 func (k keys) logKeys(keys []string, app string, logEvents bool) []string {
 	if logEvents {
 		keys = append(keys, eventlog.Key(k.ks, app), eventlog.IndexKey(k.ks, app))
@@ -117,13 +117,14 @@ func (k keys) logKeys(keys []string, app string, logEvents bool) []string {
 	return keys
 }
 
-// logArgs are the ARGVs of apply.lua and reap_slice.lua that say what the
+// unitArgs are the first ARGVs of apply.lua and reap_slice.lua, the same
+// in both (scripts/lib.lua reads them): the app's key prefix, what the
 // unit logs to the event log (spec's Arg, "" for nothing), which channels'
 // edges are never logged: the server's internal ones
 // (protocol.Kind.Logged), and whose counts are not: presence channels
 // (protocol.Kind.AnnouncesCounts); each by the prefix of its kind.
-func logArgs(spec eventlog.Spec) []any {
-	return []any{spec.Arg(), protocol.InternalPrefix, protocol.PresencePrefix}
+func (k keys) unitArgs(app string, spec eventlog.Spec) []any {
+	return []any{k.appPrefix(app), spec.Arg(), protocol.InternalPrefix, protocol.PresencePrefix}
 }
 
 // fieldKeys are the keys contribution fields touch beside the global

@@ -629,9 +629,8 @@ func (r *Recorder) applyCall(o *op) ([]string, []any) {
 	// A replace never gets here: republish turned it into deltas.
 	logs := r.logs(o.app)
 	args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
-	args = append(args, r.node, o.epoch, r.appPrefix(o.app))
-	args = append(args, logArgs(logs)...)
-	args = append(args, len(o.pairs))
+	args = append(args, r.unitArgs(o.app, logs)...)
+	args = append(args, r.node, o.epoch, len(o.pairs))
 	for f, n := range o.pairs {
 		args = append(args, f, strconv.FormatInt(n, 10))
 	}

@@ -491,8 +491,8 @@ func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, 
 	keys := s.logKeys([]string{s.reapsKey(app), s.reapingKey(app, id), s.globalKey(app)}, app, spec.Logs())
 	keys = append(keys, s.fieldKeys(app, fields...)...)
 	args := make([]any, 0, 5+len(fields))
-	args = append(args, id, s.appPrefix(app))
-	args = append(args, logArgs(spec)...)
+	args = append(args, s.unitArgs(app, spec)...)
+	args = append(args, id)
 	for _, f := range fields {
 		args = append(args, f)
 	}

@@ -2,23 +2,18 @@
 -- counts in one atomic unit, and refresh the node's last-seen time.
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
--- KEYS[3] global   ZSET channel -> sum of live nodes' counts
--- KEYS[4] the app's event log and KEYS[5] its index, if ARGV[4] says to log
--- then every other key the unit touches: conns, seq, the members and info
--- hash of each presence channel in the pairs, and last
+-- KEYS[3..] as lib.lua says: the global counts, the event log and its
+--         index if the unit logs, conns, seq, the members and info hash of
+--         each presence channel in the pairs, and last
 -- KEYS[#KEYS] epochs HASH node -> token of its current contribution
--- ARGV[1] node id
--- ARGV[2] the node's epoch: the token its last republish set (reap.lua,
+-- ARGV[1..4] as lib.lua says: the app's key prefix and what to log
+-- ARGV[5] node id
+-- ARGV[6] the node's epoch: the token its last republish set (reap.lua,
 --         retiring). The pairs are changes to the contribution that
 --         republish started, applied only if the node is registered and its
 --         token is still this one: a unit the node sent before a later
 --         republish (it timed out in the client, but Redis still ran it,
 --         after the retire) would otherwise land on the republished truth.
--- ARGV[3] key prefix of the app ("<prefix>:{app}:")
--- ARGV[4] what the unit logs to the app's event log, KEYS[4]: an
---         eventlog.Spec's Arg, or '' for nothing
--- ARGV[5] name prefix of channels whose edges are never logged, and
--- ARGV[6] of those whose counts are not (see open_log in lib.lua)
 -- ARGV[7] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
 -- Returns {STATUS_APPLIED, changed channels, member edges} (see
@@ -27,9 +22,7 @@
 -- another, {STATUS_NEGATIVE} when a delta would take a count below zero,
 -- {STATUS_UNDECLARED, fields} when fields touch keys not declared.
 local nodes, node, epochs = KEYS[1], KEYS[2], KEYS[#KEYS]
-local id, epoch = ARGV[1], ARGV[2]
-P = ARGV[3]
-open_log(ARGV[4], ARGV[5], ARGV[6])
+local id, epoch = ARGV[5], ARGV[6]
 local npairs = tonumber(ARGV[7])
 local first, last = 8, 7 + 2 * npairs
 
