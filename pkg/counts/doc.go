@@ -5,10 +5,11 @@
 // docs/INTERNALS.md ("counts") walks through its keys and scripts.
 //
 // Guarantees:
-//   - Every change is one atomic unit on the app's slot that moves a node's
-//     contribution, the globals and its last-seen together, and logs the
-//     webhook markers of the edges it made. So the globals always equal the
-//     sum of the registered contributions and of the reaps under way.
+//   - Every count change is one atomic unit on the app's slot: a
+//     contribution and the globals move together (with the node's
+//     last-seen, on its own writes), and the unit logs the webhook markers
+//     of the edges it made. So the globals always equal the sum of the
+//     registered contributions and of the reaps under way.
 //   - No count goes below zero; an entry that reaches zero is removed in the
 //     same unit.
 //   - A node reaped while alive, or whose Redis lost its data, learns it from
@@ -18,8 +19,9 @@
 //   - No unit grows with an app: a reap, a republish and an audit run in
 //     units of at most Store.SliceSize fields, and two cleaners draining one
 //     reap subtract each field once.
-//   - Only a closed Redis connection, never a silent one, takes away a
-//     node's liveness subscription.
+//   - A node's Liveness never closes a silent connection before a new
+//     subscription is confirmed, so a partition or a pause never makes a
+//     live node's liveness subscription vanish; its process's death does.
 //
 // A wsnode's Recorder takes changes (Add, AddMember, AddConnections),
 // coalesces and flushes them; one goroutine runs Recorder.Run, and one
