@@ -3,13 +3,9 @@
 // (maxPresenceMembersPerChannel), first come first served; a
 // capacity-limited one seats its capacity, or the member limit if smaller,
 // through a fair FIFO waiting list. scripts/lib.lua's seats is the one rule
-// of a channel's seats.
+// of a channel's seats, and its header says what Redis holds per channel
+// (the presence member hash is read from counts in the same scripts).
 //
-// Per channel, Redis holds the capacity override, the slots (admitted users
-// with an expiry), the holds (subscribes the gate let in, until the node
-// has recorded the member), the waiting list (users by arrival sequence)
-// and each waiter's last check-in, all under the app's hash tag; the
-// presence member hash is read from counts in the same scripts.
 // Guarantees:
 //
 //   - Every operation is one Lua script over one slot, timed by Redis's

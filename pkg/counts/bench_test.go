@@ -22,8 +22,10 @@ import (
 // node that writes through would do). Changes spread over 1,000 channels
 // (hot channels net out within a window) or over 1,000,000 (nearly every
 // change is a channel of its own: coalescing can only batch, not net). It
-// reports changes/s, Redis round trips per 1,000 changes and the Redis
-// server's CPU time (user + system, from INFO cpu) per 1,000 changes.
+// reports changes/s, Redis round trips per 1,000 changes, the Redis
+// server's CPU time (user + system, from INFO cpu) per 1,000 changes, and
+// Redis's time per apply.lua call (usec_per_call of EVALSHA, from INFO
+// commandstats: every EVALSHA here is one).
 func BenchmarkApply(b *testing.B) {
 	const writers = 8
 	srv := redistest.New(b)
@@ -52,6 +54,7 @@ func BenchmarkApply(b *testing.B) {
 			var wg sync.WaitGroup
 			before := rt.Count()
 			cpuBefore := redisCPU(b, rdb)
+			callsBefore, usecBefore := evalshaStats(b, rdb)
 			b.ResetTimer()
 			start := time.Now()
 			if mode == "coalesced" {
@@ -88,6 +91,8 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "changes/s")
 			b.ReportMetric(float64(trips)*1000/float64(b.N), "roundtrips/1000changes")
 			b.ReportMetric((redisCPU(b, rdb)-cpuBefore)*1e6/float64(b.N)*1000, "redis-cpu-us/1000changes")
+			calls, usec := evalshaStats(b, rdb)
+			b.ReportMetric((usec-usecBefore)/(calls-callsBefore), "apply-usec/call")
 			// The result must be exact whichever way it was written.
 			var sum int64
 			all, err := NewStore(rdb, testKeys.ks).Channels(ctx, app, "ch")
@@ -112,10 +117,36 @@ func applyOne(ctx context.Context, r *Recorder, app, ch string, n int64) error {
 	r.mu.Unlock()
 	keys, args := r.applyCall(&op{app: app, epoch: epoch, pairs: map[string]int64{channelField(ch): n}})
 	res, err := parseResult(applyScript.Run(ctx, r.rdb, keys, args...))
-	if err == nil && res.status != 1 {
+	if err == nil && res.status != statusApplied {
 		err = fmt.Errorf("apply returned %d", res.status)
 	}
 	return err
+}
+
+// evalshaStats is Redis's count of EVALSHA calls so far and the
+// microseconds they took (INFO commandstats).
+func evalshaStats(b *testing.B, rdb *redis.Client) (calls, usec float64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		stats, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls = f
+			case "usec":
+				usec = f
+			}
+		}
+	}
+	return calls, usec
 }
 
 // redisCPU is the Redis server's CPU seconds so far (user + system).

@@ -90,7 +90,7 @@ func TestStaleDeltaAfterRepublishIsRefused(t *testing.T) {
 		require.Equal(t, map[string]int64{"x": 3, "presence-p": 2}, s.global, "channel counts must be the local truth")
 		require.Equal(t, int64(2), s.conns, "connections must be the local truth")
 		require.Equal(t, localFields(r, "app"), s.contrib["n"], "the contribution must be the local truth")
-		require.Equal(t, int64(-1), status, "the stale delta is refused")
+		require.Equal(t, int64(statusUnregistered), status, "the stale delta is refused")
 
 		// And they stay so: the next heartbeat is taken as it is.
 		require.NoError(t, r.Heartbeat(ctx))

@@ -3,6 +3,7 @@ package counts
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -108,7 +109,7 @@ func (k keys) scriptKeys(app, node string, logEvents bool, fields ...string) []s
 }
 
 // logKeys appends to keys, if logEvents, the app's event log and its index
-// (KEYS[4] and KEYS[5] of apply.lua and reap_slice.lua).
+// (KEYS[4] and KEYS[5] of apply.lua and reap_slice.lua, see scripts/lib.lua).
 func (k keys) logKeys(keys []string, app string, logEvents bool) []string {
 	if logEvents {
 		keys = append(keys, eventlog.Key(k.ks, app), eventlog.IndexKey(k.ks, app))
@@ -116,13 +117,14 @@ func (k keys) logKeys(keys []string, app string, logEvents bool) []string {
 	return keys
 }
 
-// logArgs are the ARGVs of apply.lua and reap_slice.lua that say what the
+// unitArgs are the first ARGVs of apply.lua and reap_slice.lua, the same
+// in both (scripts/lib.lua reads them): the app's key prefix, what the
 // unit logs to the event log (spec's Arg, "" for nothing), which channels'
 // edges are never logged: the server's internal ones
 // (protocol.Kind.Logged), and whose counts are not: presence channels
 // (protocol.Kind.AnnouncesCounts); each by the prefix of its kind.
-func logArgs(spec eventlog.Spec) []any {
-	return []any{spec.Arg(), protocol.InternalPrefix, protocol.PresencePrefix}
+func (k keys) unitArgs(app string, spec eventlog.Spec) []any {
+	return []any{k.appPrefix(app), spec.Arg(), protocol.InternalPrefix, protocol.PresencePrefix}
 }
 
 // fieldKeys are the keys contribution fields touch beside the global
@@ -144,6 +146,36 @@ func (k keys) fieldKeys(app string, fields ...string) []string {
 	}
 	return keys
 }
+
+// The statuses the count scripts answer with, first in their reply. The
+// scripts read them under the names statusLua declares, so each is
+// defined once, here.
+const (
+	// statusApplied (apply.lua): the unit was applied.
+	statusApplied = 1
+	// statusUnregistered (apply.lua): the node is not registered, or not
+	// under the unit's epoch (reaped while alive, Redis lost it, or the
+	// unit is older than the node's last republish). Nothing was written:
+	// the caller must replace.
+	statusUnregistered = -1
+	// statusNegative (apply.lua): a delta would take a count below zero.
+	// Nothing was written: the caller must replace.
+	statusNegative = -2
+	// statusUndeclared (apply.lua, reap_slice.lua, audit.lua, repair.lua):
+	// fields whose keys the call did not declare. Nothing was written: the
+	// caller retries declaring them.
+	statusUndeclared = -3
+	// statusSpared (reap.lua): nothing was reaped: the node is not
+	// registered, or was seen within dead-after.
+	statusSpared = -1
+	// statusExpired (page.lua): the walk's snapshot expired.
+	statusExpired = -1
+)
+
+// statusLua declares the statuses to the scripts that answer with them,
+// prepended to each.
+var statusLua = fmt.Sprintf("local STATUS_APPLIED, STATUS_UNREGISTERED, STATUS_NEGATIVE, STATUS_UNDECLARED, STATUS_SPARED, STATUS_EXPIRED = %d, %d, %d, %d, %d, %d\n",
+	statusApplied, statusUnregistered, statusNegative, statusUndeclared, statusSpared, statusExpired)
 
 var (
 	//go:embed scripts/lib.lua
@@ -171,14 +203,14 @@ var (
 
 	// The count scripts append their edges to the event log in their own
 	// unit, with the event log's Lua.
-	applyScript     = redis.NewScript(eventlog.Lua + libSrc + applySrc)
-	reapScript      = redis.NewScript(eventlog.Lua + reapSrc)
-	reapSliceScript = redis.NewScript(eventlog.Lua + libSrc + reapSliceSrc)
+	applyScript     = redis.NewScript(statusLua + eventlog.Lua + libSrc + applySrc)
+	reapScript      = redis.NewScript(statusLua + eventlog.Lua + reapSrc)
+	reapSliceScript = redis.NewScript(statusLua + eventlog.Lua + libSrc + reapSliceSrc)
 	staleScript     = redis.NewScript(staleSrc)
 	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
 	// in a pipeline, so loadScripts need not load them.
-	auditScript  = redis.NewScript(sourcesSrc + auditSrc)
-	repairScript = redis.NewScript(sourcesSrc + repairSrc)
+	auditScript  = redis.NewScript(statusLua + sourcesSrc + auditSrc)
+	repairScript = redis.NewScript(statusLua + sourcesSrc + repairSrc)
 	// The node-level liveness scripts: nodeSeen runs with EVAL in the
 	// recorder's pipeline (it is short, and EVAL never meets NOSCRIPT, so a
 	// fresh liveness shard cannot fail a flush), the others with Run.

@@ -41,14 +41,24 @@ var (
 	//go:embed scripts/flight_renew.lua
 	flightRenewSrc string
 	//go:embed scripts/page.lua
-	pageSrc string
+	pageBody string
 
 	freshSrc          = freshLibSrc + freshBody
+	pageSrc           = statusLua + pageBody
 	channelScript     = redis.NewScript(freshLibSrc + channelSrc)
-	flightScript      = redis.NewScript(flightSrc)
+	flightScript      = redis.NewScript(flightLua + flightSrc)
 	flightDoneScript  = redis.NewScript(flightDoneSrc)
 	flightRenewScript = redis.NewScript(flightRenewSrc)
 )
+
+// flight.lua's answers, which it reads under the names flightLua declares.
+const (
+	flightWait    = 0 // another caller computes the listing: wait
+	flightCached  = 1 // a cached listing: use it
+	flightCompute = 2 // the lock is taken: compute the listing
+)
+
+var flightLua = fmt.Sprintf("local FLIGHT_WAIT, FLIGHT_CACHED, FLIGHT_COMPUTE = %d, %d, %d\n", flightWait, flightCached, flightCompute)
 
 // Defaults of ListingOptions.
 const (
@@ -405,7 +415,7 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 		return Page{}, f, errors.New("read page: empty script result")
 	}
 	more, _ := toInt(v[0])
-	if more < 0 || len(v) < 3 {
+	if more == statusExpired || len(v) < 3 {
 		return Page{}, f, ErrCursorExpired
 	}
 	next := ""
@@ -741,7 +751,7 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 		status, _ := toInt(v[0])
 		now, _ := toInt(v[1])
 		switch status {
-		case 1:
+		case flightCached:
 			if len(v) < 3 {
 				return SharedResult{}, errors.New("shared listing: cached result missing")
 			}
@@ -755,7 +765,7 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 				res.Source = Waited
 			}
 			return res, nil
-		case 2:
+		case flightCompute:
 			stopRenew := l.renewLock(ctx, keys[1], token)
 			ls, body, err := compute()
 			stopRenew()

@@ -111,9 +111,6 @@ func (r scriptResult) edges(app string) Edges {
 	return e
 }
 
-// statusUndeclared is the scripts' answer to fields with keys not in KEYS.
-const statusUndeclared = -3
-
 func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 	v, err := cmd.Slice()
 	if err != nil {

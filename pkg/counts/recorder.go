@@ -629,9 +629,8 @@ func (r *Recorder) applyCall(o *op) ([]string, []any) {
 	// A replace never gets here: republish turned it into deltas.
 	logs := r.logs(o.app)
 	args := make([]any, 0, 7+2*len(o.pairs)+2*len(o.infos))
-	args = append(args, r.node, o.epoch, r.appPrefix(o.app))
-	args = append(args, logArgs(logs)...)
-	args = append(args, len(o.pairs))
+	args = append(args, r.unitArgs(o.app, logs)...)
+	args = append(args, r.node, o.epoch, len(o.pairs))
 	for f, n := range o.pairs {
 		args = append(args, f, strconv.FormatInt(n, 10))
 	}
@@ -701,10 +700,10 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 		res, err := parseResult(o.cmd)
 		if o.republish {
 			ok, seen := republished[o.app]
-			republished[o.app] = (ok || !seen) && err == nil && res.status >= 0
+			republished[o.app] = (ok || !seen) && err == nil && res.status == statusApplied
 		}
 		switch {
-		case err == nil && res.status >= 0:
+		case err == nil && res.status == statusApplied:
 			if len(res.channels) > 0 || len(res.members) > 0 {
 				flushed = append(flushed, res.edges(o.app))
 			}
@@ -719,7 +718,7 @@ func (r *Recorder) settle(ops []*op, execErr error) (again bool, flushed []Edges
 				st.declare[f] = true
 			}
 			st.registered, again = false, true
-		case err == nil && res.status == -1:
+		case err == nil && res.status == statusUnregistered:
 			r.log.Warn("this node's contribution is missing from Redis (reaped while alive, Redis lost data, or a retire of its ran late); republishing", "app", o.app, "node", r.node)
 			r.m.resyncs.WithLabelValues("missing").Inc()
 			st.registered, again = false, true

@@ -232,13 +232,13 @@ func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int
 		retireArg = "1"
 	}
 	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg, epoch).Int64Slice()
-	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] >= 0) {
+	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] != statusSpared) {
 		err = errors.New("short script result")
 	}
 	if err != nil {
 		return "", false, Reaped{}, fmt.Errorf("reap node %s of app %s: %w", node, app, err)
 	}
-	if v[0] < 0 {
+	if v[0] == statusSpared {
 		return "", false, Reaped{}, nil
 	}
 	reaped = Reaped{Edges: Edges{App: app}, SinceSeen: time.Duration(v[1]) * time.Millisecond}
@@ -491,8 +491,8 @@ func (s *Store) reapSlice(ctx context.Context, app, id string, fields []string, 
 	keys := s.logKeys([]string{s.reapsKey(app), s.reapingKey(app, id), s.globalKey(app)}, app, spec.Logs())
 	keys = append(keys, s.fieldKeys(app, fields...)...)
 	args := make([]any, 0, 5+len(fields))
-	args = append(args, id, s.appPrefix(app))
-	args = append(args, logArgs(spec)...)
+	args = append(args, s.unitArgs(app, spec)...)
+	args = append(args, id)
 	for _, f := range fields {
 		args = append(args, f)
 	}

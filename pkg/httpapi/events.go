@@ -227,7 +227,8 @@ func (a *App) queueCounts(ctx context.Context, p redis.Pipeliner, app string, ev
 }
 
 // result turns a read into the response entry; a failed read leaves the
-// counts out (the event was published all the same, see doc.go).
+// counts out: the event was published all the same, and a 5xx would invite
+// a retry that publishes it again.
 func (a *App) result(r *http.Request, app string, ev *event, pc *counts.PendingCounts) counted {
 	var c counted
 	if pc == nil {

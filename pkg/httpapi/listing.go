@@ -14,7 +14,8 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-// Freshness headers, on every response that carries counts (see doc.go).
+// Freshness headers, on every response that carries counts
+// (docs/REFERENCE.md, "HTTP API", Beyond Pusher).
 const (
 	// headerAge: milliseconds between the Redis read of the counts and the
 	// answer (Redis's clock): 0 for a direct read, up to the listing cache
@@ -60,7 +61,7 @@ type listAttributes struct {
 // listChannels serves GET /apps/{app_id}/channels: the occupied channels,
 // optionally those whose name starts with filter_by_prefix. Beyond Pusher:
 // order=subscription_count&limit=N is the leaderboard, and limit or cursor
-// pages the listing (see doc.go).
+// pages the listing (docs/REFERENCE.md, "HTTP API", Beyond Pusher).
 func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	q := req.query
 	prefix := q.Get("filter_by_prefix")

@@ -60,8 +60,8 @@ func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) 
 // terminateConnections serves POST /apps/{app_id}/users/{user_id}/
 // terminate_connections: one bus message on the user's terminate channel,
 // which every node holding a socket signed in as the user has joined; each
-// closes those sockets with pusher:error 4009 and close code 4009. See
-// doc.go for the design.
+// closes those sockets with pusher:error 4009 and close code 4009
+// (docs/REFERENCE.md, "HTTP API", Users; docs/INTERNALS.md, "wsnode").
 func (a *App) terminateConnections(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	body := req.body
 	user := r.PathValue("user_id")

@@ -2,35 +2,27 @@
 -- counts in one atomic unit, and refresh the node's last-seen time.
 -- KEYS[1] nodes    ZSET node -> last-seen (ms, this shard's clock)
 -- KEYS[2] node     HASH field -> this node's count (fields: see lib.lua)
--- KEYS[3] global   ZSET channel -> sum of live nodes' counts
--- KEYS[4] the app's event log and KEYS[5] its index, if ARGV[4] says to log
--- then every other key the unit touches: conns, seq, the members and info
--- hash of each presence channel in the pairs, and last
+-- KEYS[3..] as lib.lua says: the global counts, the event log and its
+--         index if the unit logs, conns, seq, the members and info hash of
+--         each presence channel in the pairs, and last
 -- KEYS[#KEYS] epochs HASH node -> token of its current contribution
--- ARGV[1] node id
--- ARGV[2] the node's epoch: the token its last republish set (reap.lua,
+-- ARGV[1..4] as lib.lua says: the app's key prefix and what to log
+-- ARGV[5] node id
+-- ARGV[6] the node's epoch: the token its last republish set (reap.lua,
 --         retiring). The pairs are changes to the contribution that
 --         republish started, applied only if the node is registered and its
 --         token is still this one: a unit the node sent before a later
 --         republish (it timed out in the client, but Redis still ran it,
 --         after the retire) would otherwise land on the republished truth.
--- ARGV[3] key prefix of the app ("<prefix>:{app}:")
--- ARGV[4] what the unit logs to the app's event log, KEYS[4]: an
---         eventlog.Spec's Arg, or '' for nothing
--- ARGV[5] name prefix of channels whose edges are never logged, and
--- ARGV[6] of those whose counts are not (see open_log in lib.lua)
 -- ARGV[7] number of field, count pairs that follow
 -- then the pairs, then field, user_info pairs for presence members.
--- Returns {1, changed channels, member edges} when applied (see changes()),
--- {-1} when the node is not registered or its epoch is another (reaped,
--- Redis lost it, or the unit is older than the node's last republish: the
--- caller must replace), {-2} when a delta would take a count below zero (nothing
--- written; the caller must replace), {-3, fields} when fields touch keys
--- not declared (nothing written; the caller retries declaring them).
+-- Returns {STATUS_APPLIED, changed channels, member edges} (see
+-- changes()), or, with nothing written (keys.go says what each means):
+-- {STATUS_UNREGISTERED} when the node is not registered or its epoch is
+-- another, {STATUS_NEGATIVE} when a delta would take a count below zero,
+-- {STATUS_UNDECLARED, fields} when fields touch keys not declared.
 local nodes, node, epochs = KEYS[1], KEYS[2], KEYS[#KEYS]
-local id, epoch = ARGV[1], ARGV[2]
-P = ARGV[3]
-open_log(ARGV[4], ARGV[5], ARGV[6])
+local id, epoch = ARGV[5], ARGV[6]
 local npairs = tonumber(ARGV[7])
 local first, last = 8, 7 + 2 * npairs
 
@@ -44,11 +36,11 @@ for i = first, last do
 end
 local missing = missing_keys(pairs_list)
 if #missing > 0 then
-  return {-3, missing}
+  return {STATUS_UNDECLARED, missing}
 end
 
 if not redis.call('ZSCORE', nodes, id) or redis.call('HGET', epochs, id) ~= epoch then
-  return {-1}
+  return {STATUS_UNREGISTERED}
 end
 -- Check every decrement before writing any: a script cannot roll back.
 -- (An increment cannot take a count below zero: storms of subscribes
@@ -56,7 +48,7 @@ end
 for i = first, last, 2 do
   local n = tonumber(ARGV[i + 1])
   if n < 0 and tonumber(redis.call('HGET', node, ARGV[i]) or '0') + n < 0 then
-    return {-2}
+    return {STATUS_NEGATIVE}
   end
 end
 for i = first, last, 2 do
@@ -69,4 +61,4 @@ end
 redis.call('ZADD', nodes, now_ms(), id)
 local chans, edges = changes()
 log_events(edges)
-return {1, chans, edges}
+return {STATUS_APPLIED, chans, edges}

@@ -24,9 +24,10 @@
 -- ARGV[3] the contribution's label ('o'), as contribution_keys names it
 -- ARGV[4..] contribution field names (see lib.lua): c:<channel>,
 --         m:<channel>\n<user>, n
--- Returns {-3, sources_missing (0|1), channels} if a key it needs was not
--- declared (nothing is compared: the caller retries declaring the
--- contributions registered now and those channels' member hashes), else
+-- Returns {STATUS_UNDECLARED, sources_missing (0|1), channels} if a key it
+-- needs was not declared (nothing is compared: the caller retries
+-- declaring the contributions registered now and those channels' member
+-- hashes), else
 -- {registered nodes, diffs}, diffs a flat list of 6-tuples
 --   kind  'c' channel, 'm' presence member, 'n' connections, or 'x' a
 --         contribution field that is zero, negative or not an integer
@@ -43,7 +44,7 @@ for _, k in ipairs(KEYS) do declared[k] = true end
 local ids = redis.call('ZRANGE', nodes, 0, -1)
 local sources = contribution_keys(P, ids, declared)
 if not sources then
-  return {-3, 1, {}}
+  return {STATUS_UNDECLARED, 1, {}}
 end
 
 local function split_member(rest)
@@ -63,7 +64,7 @@ for i = 4, #ARGV do
   end
 end
 if #missing > 0 then
-  return {-3, 0, missing}
+  return {STATUS_UNDECLARED, 0, missing}
 end
 
 local diffs = {}

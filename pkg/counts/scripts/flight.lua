@@ -7,8 +7,9 @@
 -- ARGV[3] a cached result read after this time (ms) is taken even when the
 --         number of occupied channels has changed since (a waiter takes the
 --         result of the computation it waited for)
--- Returns {1, now, value} (use it), {2, now} (lock taken: compute), or
--- {0, now, lock pttl, read-at of a rejected cached result or 0} (wait).
+-- Returns {FLIGHT_CACHED, now, value} (use it), {FLIGHT_COMPUTE, now} (lock
+-- taken: compute), or {FLIGHT_WAIT, now, lock pttl, read-at of a rejected
+-- cached result or 0} (wait); listing.go declares the three.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rejected = 0
@@ -17,11 +18,11 @@ if v then
   local at, card = string.match(v, '^(%d+) (%d+) ')
   at, card = tonumber(at), tonumber(card)
   if at and (card == redis.call('ZCARD', KEYS[3]) or at > tonumber(ARGV[3])) then
-    return {1, now, v}
+    return {FLIGHT_CACHED, now, v}
   end
   rejected = at or 0
 end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {2, now}
+  return {FLIGHT_COMPUTE, now}
 end
-return {0, now, redis.call('PTTL', KEYS[2]), rejected}
+return {FLIGHT_WAIT, now, redis.call('PTTL', KEYS[2]), rejected}

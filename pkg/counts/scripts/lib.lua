@@ -1,22 +1,41 @@
--- lib.lua is prepended to apply.lua and reap_slice.lua, after the event
--- log's Lua (eventlog.Lua: log_spec, log_open, log_mark, now_ms).
+-- lib.lua is prepended to apply.lua and reap_slice.lua, after the
+-- statuses (keys.go) and the event log's Lua (eventlog.Lua: log_spec,
+-- log_open, log_mark, now_ms).
 -- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel
 --   n                    the node's open sockets (connections)
--- Global keys derived from ARGV prefix P ("<prefix>:{app}:"), all in {app}'s
--- slot (each is checked against KEYS, see missing_keys):
---   KEYS[3] = P.."channels"   ZSET channel -> sockets cluster-wide
---   P.."members:"..channel    HASH user -> sockets cluster-wide
---   P.."info:"..channel       HASH user -> user_info
---   P.."conns"                STRING open sockets cluster-wide
---   P.."seq"                  STRING the version of the app's last counts
-local global = KEYS[3]
-local P
--- log_key, log_max, log_budget and log_wants: the app's event log
--- (KEYS[4]), its entry cap and byte budget, and the events to log, if the
--- caller asks this unit to log its edges (see open_log).
-local log_key, log_max, log_budget, log_wants
+-- KEYS[1] and KEYS[2] are each script's own; then, the same in both:
+--   KEYS[3] global  ZSET channel -> sockets cluster-wide
+--   KEYS[4] and KEYS[5] the app's event log and its index, if ARGV[2] says
+--   to log; then every other key the unit touches (K below), and the
+--   script's own.
+-- ARGV, the same in both (keys.go unitArgs); each script's own follow:
+--   ARGV[1] key prefix of the app ("<prefix>:{app}:")
+--   ARGV[2] what the unit logs to the app's event log: an eventlog.Spec's
+--           Arg, '' for nothing
+--   ARGV[3] name prefix of channels whose edges are never logged (the
+--           server's internal ones, protocol.InternalPrefix)
+--   ARGV[4] name prefix of those whose counts are not (presence channels,
+--           which announce members instead: protocol.Kind.AnnouncesCounts)
+-- K names the app's keys a unit may touch, all in {app}'s slot; those
+-- derived from ARGV[1] are each checked against KEYS (missing_keys).
+local K = {
+  global = KEYS[3],
+  conns = ARGV[1] .. 'conns', -- STRING open sockets cluster-wide
+  seq = ARGV[1] .. 'seq',     -- STRING the version of the app's last counts
+}
+-- A presence channel's HASH user -> sockets cluster-wide, and its HASH
+-- user -> user_info.
+function K.members(ch) return ARGV[1] .. 'members:' .. ch end
+function K.info(ch) return ARGV[1] .. 'info:' .. ch end
+-- LOG is what the unit logs to the app's event log, K.log: nil for
+-- nothing, else log_spec's {max = entry cap, budget = bytes, wants =
+-- {event name = true}}. Edges of channels starting with unlogged are never
+-- logged, counts of those starting with uncounted neither.
+local LOG = log_spec(ARGV[2])
+if LOG then K.log = KEYS[4] end
+local unlogged, uncounted = ARGV[3] or '', ARGV[4] or ''
 
 -- Every key a script touches is declared in KEYS, so Redis Cluster routes
 -- (or refuses, with TRYAGAIN/ASK) the whole script during a slot
@@ -41,9 +60,9 @@ local function field_keys(f)
   local kind = string.sub(f, 1, 1)
   if kind == 'm' then
     local ch = split_member(string.sub(f, 3))
-    return {P .. 'members:' .. ch, P .. 'info:' .. ch}
+    return {K.members(ch), K.info(ch)}
   elseif kind == 'n' then
-    return {P .. 'conns'}
+    return {K.conns}
   end
   return {}
 end
@@ -68,18 +87,18 @@ local function apply_field(f, n, info)
   if kind == 'c' then
     local ch = string.sub(f, 3)
     local k = 'c' .. ch
-    local v = tonumber(redis.call('ZINCRBY', global, n, ch))
+    local v = tonumber(redis.call('ZINCRBY', K.global, n, ch))
     if before[k] == nil then
       before[k] = v - n
       table.insert(touched_ch, ch)
     end
     after[k] = v
     if v <= 0 then
-      redis.call('ZREM', global, ch)
+      redis.call('ZREM', K.global, ch)
     end
   elseif kind == 'm' then
     local ch, user = split_member(string.sub(f, 3))
-    local mk, ik = P .. 'members:' .. ch, P .. 'info:' .. ch
+    local mk, ik = K.members(ch), K.info(ch)
     local k = 'm' .. ch .. '\n' .. user
     local v = tonumber(redis.call('HINCRBY', mk, user, n))
     if before[k] == nil then
@@ -94,8 +113,8 @@ local function apply_field(f, n, info)
       redis.call('HSET', ik, user, info)
     end
   elseif kind == 'n' then
-    if tonumber(redis.call('INCRBY', P .. 'conns', n)) <= 0 then
-      redis.call('DEL', P .. 'conns')
+    if tonumber(redis.call('INCRBY', K.conns, n)) <= 0 then
+      redis.call('DEL', K.conns)
     end
   end
 end
@@ -125,7 +144,7 @@ end
 -- most of a reap slice's fields are channels. A channel is listed once.
 local function apply_channels(chs, ns)
   if #chs == 0 then return end
-  local was = call_in_chunks('ZMSCORE', global, chs)
+  local was = call_in_chunks('ZMSCORE', K.global, chs)
   local zadd, zrem, na, nr = {}, {}, 0, 0
   local nt = #touched_ch
   for i, ch in ipairs(chs) do
@@ -145,21 +164,21 @@ local function apply_channels(chs, ns)
       zrem[nr + 1], nr = ch, nr + 1
     end
   end
-  if na > 0 then call_in_chunks('ZADD', global, zadd) end
-  if nr > 0 then call_in_chunks('ZREM', global, zrem) end
+  if na > 0 then call_in_chunks('ZADD', K.global, zadd) end
+  if nr > 0 then call_in_chunks('ZREM', K.global, zrem) end
 end
 
 -- next_version returns the version of this unit's channel counts (see
--- changes): above every earlier unit's of the app, whose last P..'seq'
+-- changes): above every earlier unit's of the app, whose last K.seq
 -- keeps, and never below this shard's clock in microseconds. So a shard
 -- that lost the key (a restart without persistence, a failover to a
 -- replica behind) still counts up from where its predecessor was, unless
 -- the app ran over a million units a second.
 local function next_version()
   local t = redis.call('TIME')
-  local v = math.max(tonumber(redis.call('GET', P .. 'seq') or '0') + 1,
+  local v = math.max(tonumber(redis.call('GET', K.seq) or '0') + 1,
     tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  redis.call('SET', P .. 'seq', string.format('%d', v))
+  redis.call('SET', K.seq, string.format('%d', v))
   return v
 end
 
@@ -199,27 +218,12 @@ local function changes()
   return chans, edges
 end
 
--- open_log takes the caller's ARGVs that say what the unit logs to the
--- app's event log, KEYS[4] (its index, KEYS[5]): an eventlog.Spec's Arg
--- ('' for nothing); the name prefix of channels whose edges are never
--- logged (the server's internal ones, protocol.InternalPrefix); and the
--- prefix of those whose counts are not (presence channels, which announce
--- members instead: protocol.Kind.AnnouncesCounts).
-local log_skip, count_skip = '', ''
-local function open_log(spec, unlogged, uncounted)
-  local s = log_spec(spec)
-  if s then
-    log_key, log_max, log_budget, log_wants = KEYS[4], s.max, s.budget, s.wants
-  end
-  log_skip, count_skip = unlogged or '', uncounted or ''
-end
-
 local function starts(ch, prefix)
   return prefix ~= '' and string.sub(ch, 1, #prefix) == prefix
 end
 
 -- log_events logs this unit's changes to the app's event log when the
--- caller gave it (open_log; a stream the webhook deliverers read), as
+-- caller gave it (LOG; a stream the webhook deliverers read), as
 -- markers (see log_mark in the event log's Lua) of the events the app's
 -- webhooks ask for: exactly the edges this unit made, in the same unit, so
 -- a crash can lose a change only together with its event. Per unit, a
@@ -229,19 +233,19 @@ end
 -- takes a change at no cost, so what clients do costs the log at most one
 -- entry per channel, member and kind while its webhooks are behind.
 local function log_events(edges)
-  if not log_key then return end
+  if not LOG then return end
   local t = string.format('%d', now_ms())
   local h
   local function mark(name, ch, user)
-    if log_wants[name] then
-      h = h or log_open(log_key, log_max, log_budget) -- read only by units that log something
+    if LOG.wants[name] then
+      h = h or log_open(K.log, LOG.max, LOG.budget) -- read only by units that log something
       log_mark(h, t, name, ch, user)
     end
   end
   local vacated = {}
   for _, ch in ipairs(touched_ch) do
     local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
-    if starts(ch, log_skip) then
+    if starts(ch, unlogged) then
       -- never: an internal channel has no webhooks
     elseif was == 0 and now > 0 then
       mark('channel_occupied', ch)
@@ -252,13 +256,13 @@ local function log_events(edges)
   for i = 1, #edges, 4 do
     local name = 'member_removed'
     if edges[i] == 1 then name = 'member_added' end
-    if not starts(edges[i + 1], log_skip) then
+    if not starts(edges[i + 1], unlogged) then
       mark(name, edges[i + 1], edges[i + 2])
     end
   end
   for _, ch in ipairs(touched_ch) do
     local was, now = math.max(before['c' .. ch], 0), math.max(after['c' .. ch], 0)
-    if now > 0 and now ~= was and not starts(ch, log_skip) and not starts(ch, count_skip) then
+    if now > 0 and now ~= was and not starts(ch, unlogged) and not starts(ch, uncounted) then
       mark('subscription_count', ch)
     end
   end

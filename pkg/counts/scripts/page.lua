@@ -4,10 +4,10 @@
 -- KEYS[1] snapshot (scores all 0), KEYS[2] global
 -- ARGV[1] min, ARGV[2] max (ZRANGE BYLEX bounds), ARGV[3] limit,
 -- ARGV[4] idle ttl ms
--- Returns {-1} when the snapshot expired, else {more (1|0), last name
+-- Returns {STATUS_EXPIRED} when the snapshot expired (statuses: keys.go), else {more (1|0), last name
 -- scanned, {name, count, ...}}.
 if redis.call('PEXPIRE', KEYS[1], ARGV[4]) == 0 then
-  return {-1}
+  return {STATUS_EXPIRED}
 end
 local limit = tonumber(ARGV[3])
 local names = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'LIMIT', 0, limit + 1)

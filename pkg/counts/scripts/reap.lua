@@ -23,7 +23,7 @@
 --         (Recorder): no check, and the node stays registered, with an
 --         empty contribution its deltas then fill; else '0'.
 -- ARGV[5] when retiring, the node's new epoch (a fresh random token)
--- Returns {-1} if nothing was reaped, else {fields moved, ms from the
+-- Returns {STATUS_SPARED} if nothing was reaped (statuses: keys.go), else {fields moved, ms from the
 -- node's last-seen to this reap by this shard's clock (0 when retiring)}.
 local nodes, node, reaping, reaps, epochs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, dead_after, retire = ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1'
@@ -39,9 +39,9 @@ elseif not seen then
   -- An epoch of a node not registered is no one's (one an older cleaner
   -- left, which did not know of epochs): drop it.
   redis.call('HDEL', epochs, id)
-  return {-1}
+  return {STATUS_SPARED}
 elseif dead_after >= 0 and tonumber(seen) > now - dead_after then
-  return {-1}
+  return {STATUS_SPARED}
 end
 if redis.call('EXISTS', reaping) == 1 then
   return redis.error_reply('reaping key exists already: ' .. reaping)

@@ -5,21 +5,17 @@
 -- once: a field another unit took already is absent here and skipped.
 -- KEYS[1] reaps    SET of the reaps under way
 -- KEYS[2] reaping  HASH the contribution being reaped
--- KEYS[3] global, KEYS[4] and KEYS[5] the event log and its index if ARGV[3]
---         says to log, then the other keys the fields touch (as in apply.lua)
--- ARGV[1] the reaping key's suffix (its entry in KEYS[1])
--- ARGV[2] key prefix of the app ("<prefix>:{app}:")
--- ARGV[3], ARGV[4], ARGV[5] what to log, and the channels whose edges and
---         counts are not logged (as ARGV[4..6] of apply.lua)
+-- KEYS[3..] as lib.lua says: the global counts, the event log and its
+--         index if the unit logs, then the other keys the fields touch
+-- ARGV[1..4] as lib.lua says: the app's key prefix and what to log
+-- ARGV[5] the reaping key's suffix (its entry in KEYS[1])
 -- ARGV[6..] the fields to take (the caller read their names by HSCAN; a
 --         field listed twice is taken once)
--- Returns {-3, fields} if present fields touch keys not declared (nothing
--- written), else {fields subtracted, changed channels, member edges (see
+-- Returns {STATUS_UNDECLARED, fields} if present fields touch keys not
+-- declared (nothing written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
 -- takes the last field also drops the reap from KEYS[1].
 local reaps, reaping = KEYS[1], KEYS[2]
-P = ARGV[2]
-open_log(ARGV[3], ARGV[4], ARGV[5])
 
 -- taken: the fields present, which this unit subtracts and deletes, each
 -- once however often it is listed; the channels' ('c') go to
@@ -46,7 +42,7 @@ if #ARGV >= 6 then
 end
 local missing = missing_keys(others)
 if #missing > 0 then
-  return {-3, missing}
+  return {STATUS_UNDECLARED, missing}
 end
 for i = 1, #others, 2 do
   apply_field(others[i], -tonumber(others[i + 1]), nil)
@@ -57,7 +53,7 @@ if nt > 0 then
 end
 local left = redis.call('HLEN', reaping)
 if left == 0 then
-  redis.call('SREM', reaps, ARGV[1])
+  redis.call('SREM', reaps, ARGV[5])
 end
 local chans, edges = changes()
 log_events(edges)

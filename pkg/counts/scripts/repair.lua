@@ -16,14 +16,14 @@
 --         field writes (members/info, conns): declared, so the unit stays
 --         whole during a Cluster slot migration.
 -- Returns {1 if the entry changed else 0, its value now (0: absent)}, or
--- {-3, 0} if a key it needs was not declared (nothing written: the caller
--- retries with the nodes registered now).
+-- {STATUS_UNDECLARED, 0} if a key it needs was not declared (nothing
+-- written: the caller retries with the nodes registered now).
 local nodes, global = KEYS[1], KEYS[2]
 local P, f = ARGV[1], ARGV[2]
 local declared = {}
 for _, k in ipairs(KEYS) do declared[k] = true end
 local sources = contribution_keys(P, redis.call('ZRANGE', nodes, 0, -1), declared)
-if not sources then return {-3, 0} end
+if not sources then return {STATUS_UNDECLARED, 0} end
 local need = {}
 if string.sub(f, 1, 1) == 'm' then
   local rest = string.sub(f, 3)
@@ -37,7 +37,7 @@ elseif f == 'n' then
   table.insert(need, P .. 'conns')
 end
 for _, k in ipairs(need) do
-  if not declared[k] then return {-3, 0} end
+  if not declared[k] then return {STATUS_UNDECLARED, 0} end
 end
 
 local sum = 0

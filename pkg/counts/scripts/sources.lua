@@ -1,5 +1,5 @@
--- sources.lua is prepended to audit.lua and repair.lua. P is the app's key
--- prefix ("<prefix>:{app}:").
+-- sources.lua is prepended to audit.lua and repair.lua, after the statuses
+-- (keys.go). P is the app's key prefix ("<prefix>:{app}:").
 -- contribution_keys returns {label, key} for every contribution the global
 -- counts include: each registered node's (label: its id) and each reap's
 -- under way (label: 'reaping:<reap id>'), or nil if one of those keys (or
