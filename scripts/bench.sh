@@ -4,7 +4,8 @@
 # metric such as changes/s or roundtrips/1000changes; scripts/bench-table.awk
 # leaves out the cells and columns that mean nothing), the result lines
 # without the benchmarks' log lines, the exact command, the date, the Go
-# version and the machine. BENCHMARKS.md is only replaced when the run
+# version and the machine, after docs/bench/summary.md (hand-written: the
+# figures in words). BENCHMARKS.md is only replaced when the run
 # succeeds.
 #
 # It also installs the peer server (soketi, pinned in test/peer; make test
@@ -214,6 +215,11 @@ fi
 	echo "- CPU: ${cpu:-unknown}, $cores cores${mem:+, $mem memory}"
 	echo "- Redis: ${redis_version:-unknown} (redis-server on loopback)"
 	echo
+	# Hand-written: the figures in words, ranges over the recorded runs.
+	if [ -f docs/bench/summary.md ]; then
+		cat docs/bench/summary.md
+		echo
+	fi
 	for j in "${!cmds[@]}"; do
 		if [ "$j" = "${peer_run:-}" ]; then
 			peer_section "$raw.$j" "${cmds[$j]}"

@@ -19,7 +19,7 @@ import (
 
 // TestRunAppsFile reads the apps file make run writes (scripts/run-apps.sh)
 // the way the binaries read it: client events and subscription_count are
-// on, so what README's Architecture lists works in the demo, and the demo
+// on, so what docs/DESIGN.md's three binaries list works in the demo, and the demo
 // room's channels have a capacity of 2.
 func TestRunAppsFile(t *testing.T) {
 	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "scripts", "run-apps.sh"))
