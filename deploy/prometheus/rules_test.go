@@ -6,7 +6,6 @@ package prometheus_test
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/headcount/headcount/internal/markdown"
 	"github.com/headcount/headcount/pkg/cleaner"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/httpapi"
@@ -117,72 +117,21 @@ type section struct{ anchor, body string }
 func runbookSections(t *testing.T, doc string) map[string]section {
 	t.Helper()
 	out := map[string]section{}
-	anchors := map[string]int{} // GitHub numbers a repeated anchor: x, x-1, x-2
 	in, found := false, false
-	cur := ""
-	fence := false
-	for line := range strings.Lines(doc) {
-		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "```") {
-			fence = !fence
-		}
-		if fence || !strings.HasPrefix(line, "#") {
-			if in && cur != "" {
-				s := out[cur]
-				s.body += line + "\n"
-				out[cur] = s
-			}
-			continue
-		}
-		level := len(line) - len(strings.TrimLeft(line, "#"))
-		text := strings.TrimSpace(line[level:])
-		anchor := githubAnchor(text)
-		if n := anchors[anchor]; n > 0 {
-			anchors[anchor]++
-			anchor = fmt.Sprintf("%s-%d", anchor, n)
-		} else {
-			anchors[anchor] = 1
-		}
+	for _, h := range markdown.Headings(doc) {
 		switch {
-		case line == runbooksHeading:
-			in, found, cur = true, true, ""
-		case level <= 2:
-			in, cur = false, ""
-		case in && level == 3:
-			_, dup := out[text]
-			require.False(t, dup, "two runbook sections %q", text)
-			cur = text
-			out[cur] = section{anchor: anchor}
+		case h.Level == 2 && "## "+h.Text == runbooksHeading:
+			in, found = true, true
+		case h.Level <= 2:
+			in = false
+		case in && h.Level == 3:
+			_, dup := out[h.Text]
+			require.False(t, dup, "two runbook sections %q", h.Text)
+			out[h.Text] = section{anchor: h.Anchor, body: h.Body}
 		}
 	}
 	require.True(t, found, "%s has no %q section", operations, runbooksHeading)
 	return out
-}
-
-// githubAnchor is the anchor GitHub makes of a heading: lower case, spaces
-// to hyphens, punctuation other than hyphens and underscores dropped.
-func githubAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteRune('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func TestGithubAnchor(t *testing.T) {
-	for heading, want := range map[string]string{
-		"HeadcountCountDrift":             "headcountcountdrift",
-		"Reading the dashboard":           "reading-the-dashboard",
-		"Rotate a secret (without a gap)": "rotate-a-secret-without-a-gap",
-		"`cleaner audit` and --repair":    "cleaner-audit-and---repair",
-	} {
-		require.Equal(t, want, githubAnchor(heading), heading)
-	}
 }
 
 // metricName is a headcount metric's name where an expression or a runbook
