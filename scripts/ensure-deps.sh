@@ -154,7 +154,7 @@ if [ -f "$compat/package.json" ]; then
 fi
 
 # --- postgresql and mariadb-server (pkg/appsdb's tests) ----------------------
-# Only pkg/appsdb's tests need them (pkg/appsdb/dbtest starts its own
+# Only pkg/appsdb's tests need them (internal/dbtest starts its own
 # servers), so, as for chromium, one that cannot be installed is a warning:
 # `make run` works without them, and the tests fail under CI saying what to
 # install (elsewhere they skip).

@@ -21,11 +21,11 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/proctest"
+	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // TestMain runs main instead of the tests when re-executed by a test, so

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/appstest"
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/apps/appstest"
 	"github.com/headcount/headcount/pkg/config"
 )
 

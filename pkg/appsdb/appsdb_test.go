@@ -13,10 +13,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/dbtest"
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/appsdb"
-	"github.com/headcount/headcount/pkg/appsdb/dbtest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

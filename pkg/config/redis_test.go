@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // TestRedisModes: bare seeds and the URL form both mean Cluster mode, the

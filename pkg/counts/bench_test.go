@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/redisx"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // BenchmarkApply measures subscription changes applied to Redis from one

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // A large node's reap drained by two cleaners, many slices in flight each,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // BenchmarkPublishDeliver measures publish-to-deliver latency on one

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // send sends a signed request with body as app-1.

@@ -12,9 +12,9 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // seeded starts Redis, a producer with known counts, and the API on it.

@@ -21,12 +21,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/proctest"
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/lifecycle"
-	"github.com/headcount/headcount/pkg/proctest"
 	"github.com/headcount/headcount/pkg/redisx"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // runApp runs the app in this process, as cmd/httpapi's main does, with

@@ -17,9 +17,9 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestHugeBodyRefusedUnread: a 100 MB body is answered 413 after about

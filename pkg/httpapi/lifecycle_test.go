@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/lifecycletest"
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestLifecycle: the API keeps the lifecycle every app shares, built with

@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/ratelimit"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // The apps of the limit tests: app-rl with small budgets and short

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestRefusedRequestsCloseTheirConnection: a request refused before its

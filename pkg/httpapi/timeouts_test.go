@@ -11,9 +11,9 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/lifecycletest"
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestSlowClientsAreCut: keep-alive connections left idle after a request

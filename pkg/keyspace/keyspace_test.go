@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 func TestKeyspaceNames(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
+	"github.com/headcount/headcount/internal/lifecycletest"
 )
 
 // capEvents counts what a capped server reports.

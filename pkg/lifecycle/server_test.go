@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/pkg/lifecycle/lifecycletest"
+	"github.com/headcount/headcount/internal/lifecycletest"
 )
 
 // TestMain fails the package if any goroutine (a server's, a connection's)

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // Limits that keep a run bounded.

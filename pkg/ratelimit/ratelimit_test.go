@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/ratelimit"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

@@ -3,7 +3,7 @@ package redisx_test
 import (
 	"testing"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

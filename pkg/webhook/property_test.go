@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestPropertyReceiverSeesRedis: three nodes change subscriptions and

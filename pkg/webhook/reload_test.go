@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestDelivererFollowsReloads: a running deliverer starts delivering to a

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/wsfront"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // The port answers everything but an upgrade of /app/{key} with an HTTP

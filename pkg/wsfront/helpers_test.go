@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/wsfront"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // rawRequest sends head on a fresh connection to n and returns the

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/fanout"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // smallReceiveBuffer makes the server's writes to a client that does not

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // admissionCall POSTs or DELETEs {"user_id": user} to a channel's admission

@@ -12,8 +12,8 @@ import (
 
 	pusher "github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/pkg/appsdb/dbtest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/dbtest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // TestAppsFromSoketiTables serves the apps of soketi's own apps table, on

@@ -12,10 +12,10 @@ import (
 
 	pusher "github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/pkg/apps/appstest"
+	"github.com/headcount/headcount/internal/appstest"
+	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // reloadApp is an app of the apps file this test swaps.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // latencies collects request latencies from many goroutines.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/proctest"
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/load"
-	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // BenchmarkLoad runs load scenarios with the load tool (pkg/load, as

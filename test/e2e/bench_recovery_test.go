@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/proctest"
+	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/proctest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // BenchmarkRecovery measures, with the binaries' default timings

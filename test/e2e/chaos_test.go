@@ -19,11 +19,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/wstest"
 )
 
 // Chaos suite constants. The cluster runs with the suite's heartbeat,

@@ -10,7 +10,7 @@ import (
 	"github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // waitRole waits until the Redis server at addr answers with role (master

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // compatTimeout bounds the whole Node suite; it ends by itself in well under

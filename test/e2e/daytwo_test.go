@@ -14,7 +14,7 @@ import (
 
 	"github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/pkg/wstest"
+	"github.com/headcount/headcount/internal/wstest"
 )
 
 // Helpers of the day-two procedure tests (docs/OPERATIONS.md, "Day two"):

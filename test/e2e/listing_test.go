@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // e2eAppID, e2eAppKey and e2eAppSecret (httpapi_test.go) are the default

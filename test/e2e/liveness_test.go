@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // longDeadAfter is the cleaner's dead-after in the liveness tests: far

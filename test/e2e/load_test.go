@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/load"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // TestLoadTool runs a small scenario of the load tool against real

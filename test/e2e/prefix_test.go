@@ -9,9 +9,9 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lease"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // deployment is one complete headcount (wsnode, cleaner, httpapi, and the

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 var (

@@ -22,10 +22,10 @@ import (
 	"github.com/coder/websocket"
 	pusher "github.com/pusher/pusher-http-go/v5"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // prometheusBin is Debian's prometheus package's server

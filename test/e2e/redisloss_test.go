@@ -11,8 +11,8 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // capacityCall sends a signed admission request of the default app:

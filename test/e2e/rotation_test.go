@@ -16,9 +16,9 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/pkg/apps/appstest"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
-	"github.com/headcount/headcount/pkg/wstest"
+	"github.com/headcount/headcount/internal/appstest"
+	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/internal/wstest"
 )
 
 // keyPair is one key and secret of an app.

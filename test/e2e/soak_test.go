@@ -26,10 +26,10 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // The soak's load and pace. Each wsnode's clients do one thing per tick:

@@ -12,9 +12,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // churn has sockets subscribe to and unsubscribe from channels, no

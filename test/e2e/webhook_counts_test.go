@@ -17,9 +17,9 @@ import (
 	"github.com/coder/websocket"
 	pusher "github.com/pusher/pusher-http-go/v5"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
-	"github.com/headcount/headcount/pkg/redisx/redistest"
 )
 
 // countReceiver is a webhook endpoint that keeps, per channel, the events

@@ -18,7 +18,7 @@ import (
 
 	pusher "github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/pkg/redisx/redistest"
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // hookReceiver is the app's webhook endpoint: it validates every request

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 // SentinelMaster is the master name the sentinels of NewSentinels monitor.

@@ -26,7 +26,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for database/sql
 
-	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 // Password is every server's password for User.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 // Server is one running redis-server.

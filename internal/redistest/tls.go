@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/pkg/proctest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 // TLSFiles are PEM files a test made: a CA, a server certificate for
