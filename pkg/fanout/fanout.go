@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,7 +170,7 @@ func (b *Bus) Publish(ctx context.Context, app string, m Message) error {
 	for attempt := 1; ; attempt++ {
 		err = b.rdb.Process(ctx, b.publishCmd(ctx, topic, payload))
 		if err == nil || attempt == publishAttempts || !neverSent(err) ||
-			!sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond) {
+			!clock.Sleep(ctx, time.Duration(attempt)*10*time.Millisecond) {
 			break
 		}
 	}
@@ -663,7 +664,7 @@ func (r *runner) receive(sh *shard) {
 		}
 		b.markDown(sh, err)
 		probe = true
-		if !sleepCtx(sh.ctx, backoff) {
+		if !clock.Sleep(sh.ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -866,17 +867,5 @@ func (b *Bus) endOutageLocked() {
 	if b.down == 0 && b.outage {
 		b.outage = false
 		b.log.Info("redis pub/sub subscriptions restored", "outage", time.Since(b.outageAt).Round(time.Millisecond))
-	}
-}
-
-// sleepCtx waits d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

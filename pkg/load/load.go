@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/wstest"
 )
 
@@ -243,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			// on average (a ticker at 2,000/s dropped a third of its ticks).
 			due := start.Add(time.Duration(i) * time.Second / time.Duration(cfg.ConnectRate))
 			if d := time.Until(due); d > time.Millisecond {
-				sleepCtx(ctx, d)
+				clock.Sleep(ctx, d)
 			}
 		}
 		select {
@@ -302,7 +303,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	holdCancel()
 	hold.Wait()
 	if cfg.PublishRate > 0 {
-		sleepCtx(ctx, time.Second) // the last events' deliveries
+		clock.Sleep(ctx, time.Second) // the last events' deliveries
 	}
 	cancel()
 	r.closeAll()
@@ -581,7 +582,7 @@ func (r *run) waitCounted(ctx context.Context, start time.Time, want int64) (tim
 				return time.Since(start), true
 			}
 		}
-		sleepCtx(ctx, 20*time.Millisecond)
+		clock.Sleep(ctx, 20*time.Millisecond)
 	}
 	return 0, false
 }
@@ -691,13 +692,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -527,7 +528,7 @@ func (s *session) read(ctx context.Context, wake time.Time) {
 		s.queue = t.add(ctx, s.queue, res[0].Messages)
 	case err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil:
 		t.log.Warn("cannot read webhook events; retrying", "error", err)
-		sleep(ctx, time.Second)
+		clock.Sleep(ctx, time.Second)
 	}
 }
 
@@ -573,15 +574,6 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // add parses read messages into entries; events this webhook does not ask
