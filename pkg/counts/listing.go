@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 )
@@ -815,14 +816,10 @@ func listingBackoff(ctx context.Context, attempt int, pttl time.Duration) error 
 	if pttl > 0 && pttl < d {
 		d = pttl + time.Millisecond
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // renewLock extends the listing lock at a third of its TTL until the
