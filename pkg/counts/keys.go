@@ -256,7 +256,7 @@ func (k keys) livenessKeys() []string {
 	return []string{k.livenessTag() + "seen", k.livenessTag() + "subscribed"}
 }
 
-// Keys of the listing read side (listing.go). Caches, locks and snapshots
+// Keys of the listing read side (paging.go, shared_listing.go). Caches, locks and snapshots
 // are the only keys with a TTL: losing one costs a recomputation, never a
 // wrong count.
 //

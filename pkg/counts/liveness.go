@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
@@ -128,10 +129,8 @@ func (l *Liveness) Run(ctx context.Context) {
 			backoff = 0
 		}
 		backoff = min(max(2*backoff, 20*time.Millisecond), 500*time.Millisecond)
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, backoff) {
 			return
-		case <-time.After(backoff):
 		}
 	}
 }

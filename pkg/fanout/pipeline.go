@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,7 +42,7 @@ func (b *Bus) PublishBatch(ctx context.Context, app string, msgs []Message, also
 	for attempt := 1; ; attempt++ {
 		err = b.publishPipeline(ctx, app, msgs, payloads, also)
 		if err == nil || attempt == publishAttempts || !neverSent(err) ||
-			!sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond) {
+			!clock.Sleep(ctx, time.Duration(attempt)*10*time.Millisecond) {
 			break
 		}
 	}

@@ -1,182 +1,25 @@
 package load
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/clock"
 )
 
-// Limits that keep a run bounded.
-const (
-	MaxSockets  = 200_000
-	MaxDuration = time.Hour
-	// pingEvery keeps held sockets alive past the server's activity timeout.
-	pingEvery = 60 * time.Second
-)
-
-// Config is one load scenario.
-type Config struct {
-	WS                 []string // wsnode host:port, sockets spread round-robin
-	API                string   // httpapi host:port; empty: no counted/publish measures
-	AppID, Key, Secret string
-	Sockets            int           // sockets to hold
-	ConnectRate        int           // new sockets per second during the ramp; 0: as fast as Concurrency allows
-	Concurrency        int           // dials in flight (default 256)
-	Hold               time.Duration // how long to hold (churning, publishing) after the ramp
-	HotChannels        int           // default 1
-	ColdChannels       int           // default 400 (with at most 1,000 load channels, counted-all is measured)
-	HotShare           float64       // share of sockets on hot channels (default 0.1)
-	PresenceShare      float64       // share of sockets on presence channels (default 0)
-	ChurnRate          float64       // sockets closed and reopened per second while holding
-	PublishRate        float64       // events per second to the hot channels while holding
-	SourceIPs          int           // spread over this many 127.0.0.x source addresses (default 1: the kernel's choice)
-	ProbeEvery         int           // every Nth socket measures subscribe-to-counted (0: default 100; negative: off)
-	Progress           io.Writer     // one line per second; nil: none
-	// Admin lists admin host:ports of server processes (wsnodes, httpapi,
-	// cleaners) whose process_cpu_seconds_total is read before and after
-	// the ramp, to report their CPU cost per accepted socket.
-	Admin []string
-	// PIDs lists local server processes (any server, not only headcount's)
-	// whose CPU time is read from /proc before and after the ramp and
-	// added to RampCPUSeconds and RampCPUPerSocketMs as Admin's are.
-	PIDs []int
-}
-
-func (c *Config) defaults() {
-	if c.Concurrency <= 0 {
-		c.Concurrency = 256
-	}
-	if c.HotChannels <= 0 {
-		c.HotChannels = 1
-	}
-	if c.ColdChannels <= 0 {
-		c.ColdChannels = 400
-	}
-	if c.HotShare == 0 {
-		c.HotShare = 0.1
-	}
-	if c.ProbeEvery == 0 {
-		c.ProbeEvery = 100
-	}
-	if c.SourceIPs <= 0 {
-		c.SourceIPs = 1
-	}
-}
-
-// Validate checks the bounds and that every target is on loopback.
-func (c *Config) Validate() error {
-	var errs []error
-	if len(c.WS) == 0 {
-		errs = append(errs, errors.New("no wsnode address"))
-	}
-	for _, a := range append(append(slices.Clone(c.WS), c.API), c.Admin...) {
-		if a == "" {
-			continue
-		}
-		if err := loopback(a); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.Sockets < 1 || c.Sockets > MaxSockets {
-		errs = append(errs, fmt.Errorf("sockets must be 1..%d, not %d", MaxSockets, c.Sockets))
-	}
-	if c.Hold < 0 || c.Hold > MaxDuration {
-		errs = append(errs, fmt.Errorf("hold must be 0..%v, not %v", MaxDuration, c.Hold))
-	}
-	if c.HotShare < 0 || c.HotShare > 1 || c.PresenceShare < 0 || c.PresenceShare > 1 || c.HotShare+c.PresenceShare > 1 {
-		errs = append(errs, errors.New("hot and presence shares must be within 0..1 and sum to at most 1"))
-	}
-	if c.SourceIPs > 250*250 {
-		errs = append(errs, errors.New("at most 62,500 source addresses"))
-	}
-	if c.AppID == "" || c.Key == "" || c.Secret == "" {
-		errs = append(errs, errors.New("app id, key and secret are required"))
-	}
-	return errors.Join(errs...)
-}
-
-func loopback(hostport string) error {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %w", hostport, err)
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return fmt.Errorf("%q: %w", hostport, err)
-	}
-	for _, ip := range ips {
-		if !ip.IsLoopback() || ip.To4() == nil {
-			return fmt.Errorf("%q resolves to %v: the load tool targets 127.0.0.0/8 only", hostport, ip)
-		}
-	}
-	return nil
-}
-
-// Percentiles summarizes a set of durations in milliseconds.
-type Percentiles struct {
-	N                  int     `json:"n"`
-	P50, P90, P99, Max float64 `json:"-"`
-}
-
-// MarshalJSON names the fields as the report reads them.
-func (p Percentiles) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any{"n": p.N, "p50_ms": p.P50, "p90_ms": p.P90, "p99_ms": p.P99, "max_ms": p.Max})
-}
-
-func percentiles(d []time.Duration) Percentiles {
-	if len(d) == 0 {
-		return Percentiles{}
-	}
-	slices.Sort(d)
-	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond) }
-	return Percentiles{N: len(d), P50: at(.5), P90: at(.9), P99: at(.99), Max: at(1)}
-}
-
-// Summary is a run's outcome.
-type Summary struct {
-	Sockets         int     `json:"sockets"`
-	Opened          int64   `json:"opened"`
-	ConnectErrors   int64   `json:"connect_errors"`
-	SubscribeErrors int64   `json:"subscribe_errors"`
-	Dropped         int64   `json:"dropped"` // closed by the server or the network while held
-	RampSeconds     float64 `json:"ramp_seconds"`
-	// AcceptedPerSecond: sockets subscribed per second during the ramp.
-	AcceptedPerSecond float64 `json:"accepted_per_second"`
-	// CountedAllSeconds: from the first dial until the HTTP API counted
-	// every subscription (0 if not within 60 s, no API, or more than 1,000
-	// load channels).
-	CountedAllSeconds float64     `json:"counted_all_seconds"`
-	Connect           Percentiles `json:"connect"`
-	Counted           Percentiles `json:"subscribe_to_counted"`
-	Delivery          Percentiles `json:"publish_to_delivery"`
-	Published         int64       `json:"published"`
-	Churned           int64       `json:"churned"`
-	// RampCPUSeconds is each Admin process's CPU time during the ramp, and
-	// RampCPUPerSocketMs their sum per socket accepted.
-	RampCPUSeconds     map[string]float64 `json:"ramp_cpu_seconds,omitempty"`
-	RampCPUPerSocketMs float64            `json:"ramp_cpu_per_socket_ms,omitempty"`
-	// ToolCPUPerSocketMs is this process's own CPU time during the ramp per
-	// socket accepted: on a shared machine, what the load cost the servers.
-	ToolCPUPerSocketMs float64 `json:"tool_cpu_per_socket_ms,omitempty"`
-}
+// pingEvery keeps held sockets alive past the server's activity timeout.
+const pingEvery = 60 * time.Second
 
 type run struct {
 	cfg     Config
@@ -243,7 +86,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			// on average (a ticker at 2,000/s dropped a third of its ticks).
 			due := start.Add(time.Duration(i) * time.Second / time.Duration(cfg.ConnectRate))
 			if d := time.Until(due); d > time.Millisecond {
-				sleepCtx(ctx, d)
+				clock.Sleep(ctx, d)
 			}
 		}
 		select {
@@ -302,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	holdCancel()
 	hold.Wait()
 	if cfg.PublishRate > 0 {
-		sleepCtx(ctx, time.Second) // the last events' deliveries
+		clock.Sleep(ctx, time.Second) // the last events' deliveries
 	}
 	cancel()
 	r.closeAll()
@@ -472,232 +315,5 @@ func (r *run) churn(ctx context.Context, bg *sync.WaitGroup) {
 				r.read(ctx, s)
 			}
 		})
-	}
-}
-
-// publish triggers an event on a hot channel PublishRate times a second,
-// carrying its send time.
-func (r *run) publish(ctx context.Context) {
-	t := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.PublishRate))
-	defer t.Stop()
-	for n := 0; ; n++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, _ := json.Marshal(map[string]string{"sent": strconv.FormatInt(time.Now().UnixNano(), 10)})
-		body, _ := json.Marshal(map[string]any{"name": "load", "channel": "load-hot-" + strconv.Itoa(n%r.cfg.HotChannels), "data": string(data)})
-		if r.api(ctx, http.MethodPost, "/apps/"+r.cfg.AppID+"/events", nil, body) == nil {
-			r.published.Add(1)
-		}
-	}
-}
-
-// api sends a signed request and decodes a JSON answer into out (if any).
-func (r *run) api(ctx context.Context, method, path string, query url.Values, body []byte, out ...any) error {
-	q := auth.SignRequest(method, path, query, body, r.cfg.Key, r.cfg.Secret, time.Now())
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.cfg.API+path+"?"+q.Encode(), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if len(out) > 0 {
-		return json.Unmarshal(b, out[0])
-	}
-	return nil
-}
-
-// probeEvery is how often each probe not yet counted is looked up: the
-// resolution of subscribe-to-counted.
-const probeEvery = 5 * time.Millisecond
-
-// prober measures subscribe-to-counted for probe sockets: every probeEvery
-// it looks up each probe not yet counted, so a probe's time never includes
-// waiting behind another's (one at a time, a storm's probes queued for
-// most of the ramp). A probe not counted within 30 s is dropped.
-func (r *run) prober(ctx context.Context) {
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
-	var pending []probe
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case p := <-r.probes:
-			pending = append(pending, p)
-			continue
-		case <-t.C:
-		}
-		kept := pending[:0]
-		for _, p := range pending {
-			var ans struct {
-				Occupied bool `json:"occupied"`
-			}
-			if r.api(ctx, http.MethodGet, "/apps/"+r.cfg.AppID+"/channels/"+p.channel, nil, nil, &ans) == nil && ans.Occupied {
-				r.mu.Lock()
-				r.counted = append(r.counted, time.Since(p.sent))
-				r.mu.Unlock()
-			} else if time.Since(p.sent) < 30*time.Second {
-				kept = append(kept, p)
-			}
-		}
-		pending = kept
-	}
-}
-
-// waitCounted polls the leaderboard (top 1,000 channels with their counts)
-// until the load channels add up to want subscriptions (probes aside), for
-// at most 60 s. With more than 1,000 load channels it cannot see them all
-// and reports false at once.
-func (r *run) waitCounted(ctx context.Context, start time.Time, want int64) (time.Duration, bool) {
-	if r.channels() > 1000 {
-		return 0, false
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		var ans struct {
-			Channels map[string]struct {
-				SubscriptionCount int64 `json:"subscription_count"`
-			} `json:"channels"`
-		}
-		q := url.Values{"order": {"subscription_count"}, "limit": {"1000"}}
-		if r.api(ctx, http.MethodGet, "/apps/"+r.cfg.AppID+"/channels", q, nil, &ans) == nil {
-			var sum int64
-			for name, c := range ans.Channels {
-				if strings.HasPrefix(name, "load-hot-") || strings.HasPrefix(name, "load-cold-") || strings.HasPrefix(name, "presence-load-") {
-					sum += c.SubscriptionCount
-				}
-			}
-			if sum >= want-r.connErr.Load()-r.subErr.Load() {
-				return time.Since(start), true
-			}
-		}
-		sleepCtx(ctx, 20*time.Millisecond)
-	}
-	return 0, false
-}
-
-// cpu reads process_cpu_seconds_total from every Admin address and the
-// CPU time of every PID, keyed "pid:N".
-func (r *run) cpu(ctx context.Context) map[string]float64 {
-	out := map[string]float64{}
-	for _, pid := range r.cfg.PIDs {
-		if v, err := pidCPU(pid); err == nil {
-			out["pid:"+strconv.Itoa(pid)] = v
-		}
-	}
-	for _, a := range r.cfg.Admin {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a+"/metrics", nil)
-		if err != nil {
-			continue
-		}
-		resp, err := r.http.Do(req)
-		if err != nil {
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
-				out[a], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
-			}
-		}
-	}
-	return out
-}
-
-// pidCPU is a local process's CPU time in seconds (user + system, from
-// /proc/PID/stat; Linux only).
-func pidCPU(pid int) (float64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is the first, utime the 12th, stime the 13th.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return (utime + stime) / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// channels is how many load channels the distribution uses (probes aside).
-func (r *run) channels() int {
-	n := r.cfg.HotChannels + r.cfg.ColdChannels
-	if r.cfg.PresenceShare > 0 {
-		n += r.cfg.ColdChannels
-	}
-	return n
-}
-
-// progress prints a line a second until stopped.
-func (r *run) progress(ctx context.Context) (stop func()) {
-	if r.cfg.Progress == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	start := time.Now()
-	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			r.mu.Lock()
-			c, d := percentiles(slices.Clone(r.connect)), percentiles(slices.Clone(r.delivery))
-			k := percentiles(slices.Clone(r.counted))
-			r.mu.Unlock()
-			fmt.Fprintf(r.cfg.Progress, "t=%3.0fs open=%d/%d errors=%d dropped=%d connect p99=%.1fms counted p99=%.1fms published=%d delivered=%d p50=%.1fms p99=%.1fms\n",
-				time.Since(start).Seconds(), r.subscribed.Load(), r.cfg.Sockets, r.connErr.Load()+r.subErr.Load(), r.dropped.Load(),
-				c.P99, k.P99, r.published.Load(), d.N, d.P50, d.P99)
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
-// processCPU is this process's CPU time so far (user + system).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
