@@ -18,16 +18,6 @@ import (
 	"github.com/headcount/headcount/pkg/logging"
 )
 
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
-	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("cluster in -short")
-		}
-		f(t, redistest.NewCluster(t).Client(t))
-	})
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -58,7 +48,7 @@ func TestRuleFor(t *testing.T) {
 // frees when its holder is neither a member nor held. With a capacity, the
 // channel seats the smaller of the two, through the list.
 func TestMemberLimit(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		r := Rule{Members: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
 		for _, u := range []string{"a", "b", "a"} {
@@ -105,7 +95,7 @@ func TestMemberLimit(t *testing.T) {
 // TestFIFO: first come first served below capacity, then a list in arrival
 // order whose head takes the room a leaver makes.
 func TestFIFO(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		for i := range 10 {
 			res, err := g.Check(ctx, "app", "presence-r", fmt.Sprint("u", i), long)
@@ -149,7 +139,7 @@ func TestFIFO(t *testing.T) {
 // positions 1..970; then, as admitted users leave in random order, each
 // leaver's room goes to the head of the list and nobody jumps the queue.
 func TestConcurrentCapacity(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const users, capacity = 1000, 30
 		r := Rule{Capacity: capacity, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
@@ -217,7 +207,7 @@ func TestDropout(t *testing.T) {
 // leaves keeps it for the grace (and comes back as a re-entry), after which
 // it goes to the head of the list.
 func TestGrace(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
 		member := func(u string, delta int64) {
@@ -334,7 +324,7 @@ func TestCheckIn(t *testing.T) {
 // first, and a subscribe never recorded (its socket left before the flush)
 // frees the seat after the grace.
 func TestHolds(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		r := Rule{Capacity: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
 		const ch = "presence-r"

@@ -19,7 +19,7 @@ import (
 // other apps' channels and channels without a capacity stay out, and so
 // do channels with the member limit alone, whose joins hold seats.
 func TestLists(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		const app = "app*[x]" // glob characters are matched literally
 		rules := map[string]Rule{

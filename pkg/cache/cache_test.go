@@ -18,14 +18,6 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
-	if testing.Short() {
-		t.Skip("needs redis-server")
-	}
-	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
-	t.Run("cluster", func(t *testing.T) { f(t, redistest.NewCluster(t).Client(t)) })
-}
-
 func newStore(t *testing.T, rdb redis.UniversalClient, ttl time.Duration) (*Store, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	return New(rdb, Options{Keyspace: keyspace.New("t" + strings.ToLower(strings.NewReplacer("/", "", "_", "").Replace(t.Name()))), TTL: ttl, Registerer: reg}), reg
@@ -51,7 +43,7 @@ func TestKeys(t *testing.T) {
 // TestLastWriteServed: Fetch and Get return the last event written, with
 // what is left of its TTL, and count hits and misses.
 func TestLastWriteServed(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s, _ := newStore(t, rdb, time.Minute)
 		_, ok, _, err := s.Fetch(ctx, "a", "cache-x", false)
@@ -90,7 +82,7 @@ func TestLastWriteServed(t *testing.T) {
 
 // TestEntryExpires: an entry lives its TTL, then subscribers miss.
 func TestEntryExpires(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s, _ := newStore(t, rdb, 200*time.Millisecond)
 		set(t, s, "a", "cache-x", "e", "d")
@@ -109,7 +101,7 @@ func TestEntryExpires(t *testing.T) {
 // exactly one is to be reported to the webhook; a publish ends the report,
 // so the miss after the entry is gone is reported again.
 func TestMissReportedOnce(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		s, _ := newStore(t, rdb, 300*time.Millisecond)
 		// Without a webhook nothing is reported, nor marked.

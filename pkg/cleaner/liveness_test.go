@@ -279,20 +279,23 @@ func recordedSubscribed(t *testing.T, store *counts.Store, node string) bool {
 // backends runs f against a single Redis and a 3-master Cluster, with a
 // dial that returns a client of its own, named as given in CLIENT LIST.
 func backends(t *testing.T, f func(t *testing.T, common config.Common, dial func(name string) redis.UniversalClient)) {
-	t.Run("single", func(t *testing.T) {
-		srv := redistest.New(t)
-		f(t, config.Common{Redis: srv.URL()}, func(name string) redis.UniversalClient {
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr, ClientName: name})
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		var common config.Common
+		var opts redis.UniversalOptions
+		if b.Cluster != nil {
+			common.RedisCluster = b.Cluster.Seeds()
+			opts.Addrs = strings.Split(b.Cluster.Seeds(), ",")
+			opts.IsClusterMode = true
+		} else {
+			common.Redis = b.Single.URL()
+			opts.Addrs = []string{b.Single.Addr}
+		}
+		f(t, common, func(name string) redis.UniversalClient {
+			o := opts
+			o.ClientName = name
+			c := redis.NewUniversalClient(&o)
 			t.Cleanup(func() { _ = c.Close() })
 			return c
-		})
-	})
-	t.Run("cluster", func(t *testing.T) {
-		c := redistest.NewCluster(t)
-		f(t, config.Common{RedisCluster: c.Seeds()}, func(name string) redis.UniversalClient {
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.Seeds(), ","), ClientName: name})
-			t.Cleanup(func() { _ = cc.Close() })
-			return cc
 		})
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -98,7 +99,7 @@ func (c *churner) run(app string, seed uint64) error {
 }
 
 func TestAuditCleanWhileRecordersChurn(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		// One entry a slice: flushes and reaps land between every two.
@@ -124,7 +125,7 @@ func TestAuditCleanWhileRecordersChurn(t *testing.T) {
 }
 
 func TestAuditFindsInjectedDriftExactly(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		a, b := newRecorder(t, rdb, "a"), newRecorder(t, rdb, "b")
@@ -198,7 +199,7 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 // one channel nobody writes is corrupted: the audit reports that drift,
 // and only that, every time.
 func TestAuditSlicedFindsOnlyRealDrift(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		store.SliceSize = 1
@@ -232,7 +233,7 @@ func TestAuditSlicedFindsOnlyRealDrift(t *testing.T) {
 // but a contribution names is declared on the retry, and its members are
 // reported missing.
 func TestAuditDeclaresEveryKey(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		r := newRecorder(t, rdb, "a")
 		r.Add("app", "presence-x", 1)
@@ -255,7 +256,7 @@ func TestAuditDeclaresEveryKey(t *testing.T) {
 // each repair is one atomic unit, so no concurrent change is lost and the
 // invariants hold afterwards.
 func TestRepairKeepsConcurrentUpdates(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		cs := startChurn(t, rdb, "app", 3)

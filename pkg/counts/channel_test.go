@@ -10,10 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 func TestLeaderboardAndRank(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{})
 		// b and c tie at 5: equal counts come in reverse name order.
@@ -46,7 +48,7 @@ func TestLeaderboardAndRank(t *testing.T) {
 // the rank of the count read with it, the leaderboard is sorted), and since
 // the climber only gains, a reader never sees its rank get worse.
 func TestRankUnderConcurrentChanges(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{})
 		fixed := map[string]int64{"f10": 10, "f20": 20, "f30": 30, "f40": 40, "f50": 50}

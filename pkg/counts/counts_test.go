@@ -18,17 +18,6 @@ import (
 	"github.com/headcount/headcount/pkg/logging"
 )
 
-// backends runs f against a single Redis and a 3-master Cluster.
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
-	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("cluster in -short")
-		}
-		f(t, redistest.NewCluster(t).Client(t))
-	})
-}
-
 // testKeys are the keys of the default keyspace.
 var testKeys keys
 
@@ -156,7 +145,7 @@ func checkInvariants(t testing.TB, s snapshot) {
 }
 
 func TestRecorderCountsAndZeroEntries(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		a, b := newRecorder(t, rdb, "a"), newRecorder(t, rdb, "b")
@@ -226,7 +215,7 @@ func TestNegativeChangeIsClampedNotWritten(t *testing.T) {
 }
 
 func TestReapedWhileAliveRepublishes(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		live, other := newRecorder(t, rdb, "live"), newRecorder(t, rdb, "other")
@@ -358,7 +347,7 @@ func TestRunFlushesAndHeartbeats(t *testing.T) {
 // checked on atomic snapshots throughout, and at the end the global counts
 // equal the model's truth: the sum of the live nodes' local state.
 func TestPropertyCountsStayExact(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { propertyRun(t, rdb, seed) })
 		}

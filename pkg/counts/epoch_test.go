@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // staleCall is an apply.lua call a recorder sent and gave up on: Redis may
@@ -62,7 +64,7 @@ func loseFlush(t testing.TB, r *Recorder) []staleCall {
 // the old connection's command and the new one's retire, and may run them
 // in either order) must not land on the republished truth.
 func TestStaleDeltaAfterRepublishIsRefused(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		r := newRecorder(t, rdb, "n")
 		r.Add("app", "x", 2)
@@ -108,7 +110,7 @@ func TestStaleDeltaAfterRepublishIsRefused(t *testing.T) {
 // wsnode registered has no epoch, and an epoch an older cleaner left on a
 // node it reaped goes when a reap finds that node gone.
 func TestEpochsHoldRegisteredNodesOnly(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		epochs := func() map[string]string {
@@ -168,7 +170,7 @@ func TestEpochsHoldRegisteredNodesOnly(t *testing.T) {
 // unit is refused and it republishes again; once the reap is drained (the
 // cleaner's FinishReaps), the counts are the truth.
 func TestStaleRetireAfterRepublishIsFenced(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		r := newRecorder(t, rdb, "n")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/logging"
 )
@@ -89,7 +90,7 @@ func claimAll(t *testing.T, rdb redis.UniversalClient, app string) map[string]st
 // unclaimed, later changes of the same state log nothing; a claim reads
 // the state they left.
 func TestEventLog(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(app string) eventlog.Spec {
 			if app == "app" {
@@ -168,7 +169,7 @@ func TestEventLog(t *testing.T) {
 // them, and the recorder's next replace declares them: the contribution
 // ends exact and the audit clean.
 func TestUndeclaredFieldsRetry(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		before := newRecorder(t, rdb, "n1")
 		before.Add("app", "presence-x", 1)
@@ -233,7 +234,7 @@ func clientEvent(i, size int) string {
 // and once there is room the next one comes after an events_dropped
 // notice.
 func TestEventLogBudget(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const (
 			budget    = 200 << 10 // room for about 20 events

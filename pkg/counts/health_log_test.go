@@ -1,10 +1,8 @@
 package counts
 
 import (
-	"bytes"
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,31 +13,13 @@ import (
 	"github.com/headcount/headcount/internal/redistest"
 )
 
-// lockedBuffer is a log sink read while the recorder may write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRecorderClaimsRedisOnlyAfterAWrite: a flush with nothing to write
 // asks Redis nothing, so it neither logs "counts reach Redis" nor makes
 // the recorder healthy; a write that fails is a warning, even the first;
 // a write that lands does both.
 func TestRecorderClaimsRedisOnlyAfterAWrite(t *testing.T) {
 	ctx := context.Background()
-	var logs lockedBuffer
+	var logs proctest.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
 
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)), MaxRetries: -1})

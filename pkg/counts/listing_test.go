@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // seedChannels publishes counts as node's contribution in one flush.
@@ -23,7 +25,7 @@ func seedChannels(t testing.TB, rdb redis.UniversalClient, node, app string, cou
 }
 
 func TestFreshness(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{StaleAfter: 300 * time.Millisecond})
 		f, err := l.Freshness(ctx, "app")
@@ -61,7 +63,7 @@ func TestFreshness(t *testing.T) {
 // once with its exact count, and nothing is listed that was never
 // occupied.
 func TestSlicedReadsWhileCountsChange(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		stable := map[string]int64{}
 		for i := range 300 {

@@ -18,7 +18,7 @@ import (
 // and trusts the answer only once the canary has held for trustAfter. On
 // Cluster the check goes to the liveness shard (SHARDNUMSUB).
 func TestLivenessSeesClosedConnections(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		run := func(l *Liveness) context.CancelFunc {
@@ -96,7 +96,7 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 // since it was read, and Remove forgets it. A recorder without a Liveness
 // records nothing. AppsOf names the apps the node has counts in.
 func TestNodeLevelLastSeen(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		store := NewStore(rdb, testKeys.ks)

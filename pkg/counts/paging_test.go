@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // walk pages through app with prefix and returns every name in order,
@@ -45,7 +47,7 @@ func TestPaging100k(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 channels in -short")
 	}
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		const n = 100000
 		want := make(map[string]int64, n)
 		for i := range n {
@@ -78,7 +80,7 @@ func TestPaging100k(t *testing.T) {
 // vacated before its page is skipped; one occupied after the walk began is
 // not listed.
 func TestPagingWhileCountsChange(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seed := map[string]int64{}
 		for i := range 1000 {
@@ -161,7 +163,7 @@ func TestLexRange(t *testing.T) {
 // clients while the first copy is still going (two names per command):
 // one caller copies, the others wait for its snapshot.
 func TestWalksStartedTogetherShareOneCopy(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seed := map[string]int64{}
 		for i := range 2000 {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
@@ -60,7 +61,7 @@ func leave(r *Recorder, ch, user string) {
 }
 
 func TestPresenceIsExactAcrossNodes(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		a, la := recorderWithLog(t, rdb, "a")
@@ -103,7 +104,7 @@ func TestPresenceIsExactAcrossNodes(t *testing.T) {
 }
 
 func TestReapReportsMembersAndVacatedChannels(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		dead, _ := recorderWithLog(t, rdb, "dead")

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/logging"
 )
@@ -55,7 +56,7 @@ func reapFields(t *testing.T, rdb redis.UniversalClient, app, id string, n int) 
 // node gone, and every field is subtracted exactly once, each member's
 // leave and each channel's new count reported by exactly one of them.
 func TestReapSlicedConcurrentReapers(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		loadNode(t, rdb, "app", "live", 40, 5, 3)
 		loadNode(t, rdb, "app", "dead", 200, 60, 7)
@@ -136,7 +137,7 @@ func TestReapSlicedConcurrentReapers(t *testing.T) {
 // contribution is half reaped: the slices left subtract only the old one,
 // and the new one stands whole.
 func TestReapSlicedZombieRepublishes(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		loadNode(t, rdb, "app", "other", 10, 3, 2)
@@ -174,7 +175,7 @@ func TestReapSlicedZombieRepublishes(t *testing.T) {
 // audit meanwhile sees no drift (the rest counts as a contribution), and
 // FinishReaps subtracts the rest and reports it.
 func TestReapSlicedLeftHalfDone(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		loadNode(t, rdb, "app", "other", 5, 2, 1)
@@ -223,7 +224,7 @@ func mapKeys[V any](m map[string]V) []string {
 // would log them in, so a webhook consumer never hears of a member of a
 // vacated channel.
 func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(string) eventlog.Spec { return logAll }
 		r := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs})
@@ -264,7 +265,7 @@ func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
 // hold at every read, the republish converges to the local truth, and a
 // member both contributions hold is never announced as leaving.
 func TestRepublishInSlices(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		loadNode(t, rdb, "app", "other", 5, 2, 1)
 		loadNode(t, rdb, "app", "n", 60, 20, 3)
@@ -333,7 +334,7 @@ func TestRepublishInSlices(t *testing.T) {
 // subtracted once, by the one slice that finds it, and each channel's new
 // count and each member's leave is reported once.
 func TestReapSlicesOverlappingInFlight(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		loadNode(t, rdb, "app", "other", 30, 10, 2)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // countingEncode encodes a listing as its sorted names and counts calls.
@@ -33,7 +35,7 @@ func countingEncode(calls *atomic.Int64, gate <-chan struct{}) func(Listing) ([]
 // TestSharedListingComputesOnce: 50 concurrent identical requests over three
 // "replicas" (Listings on their own clients) compute the listing once.
 func TestSharedListingComputesOnce(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1, "b": 2, "c": 3})
 		replicas := make([]*Listings, 3)
@@ -145,7 +147,7 @@ func TestSharedListingHolderDies(t *testing.T) {
 // its lock, so the callers waiting on other replicas take its result rather
 // than computing the same listing again.
 func TestSharedListingRenewsLock(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
 		const lockTTL = 100 * time.Millisecond

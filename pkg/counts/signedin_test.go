@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -19,7 +20,7 @@ import (
 // channels, but the channel never appears among the counted channels and
 // none of its edges reach the event log, whatever the app's webhooks.
 func TestSignedInChannel(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(string) eventlog.Spec { return logAll }
 		var edges []MemberEdge

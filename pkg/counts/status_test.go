@@ -7,13 +7,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // TestNodeStatuses: every registered node with its connections and its
 // last-seen age by Redis's clock; a node that stops writing ages, a reaped
 // one is gone.
 func TestNodeStatuses(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
 		nodes, _, err := store.NodeStatuses(ctx, "app")

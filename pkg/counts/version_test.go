@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
@@ -16,7 +17,7 @@ import (
 // node or cleaner ran it, and after the key holding the last one is lost
 // (Redis restarted empty) versions still go up.
 func TestVersionsOrderUnitsAcrossNodes(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		var got []Edges
 		rec := func(node string) *Recorder {

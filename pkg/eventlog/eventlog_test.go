@@ -13,14 +13,6 @@ import (
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
-	if testing.Short() {
-		t.Skip("needs redis-server")
-	}
-	t.Run("single", func(t *testing.T) { f(t, redistest.New(t).Client(t)) })
-	t.Run("cluster", func(t *testing.T) { f(t, redistest.NewCluster(t).Client(t)) })
-}
-
 var testLog = For(keyspace.New("test"), "app")
 
 // requireBytes checks that Bytes agrees with the entries' own "t" and "ev"
@@ -57,7 +49,7 @@ func TestKey(t *testing.T) {
 // TestCapIsAnArgument: the entry cap reaches XADD from the caller's
 // arguments, not from a number written in the Lua.
 func TestCapIsAnArgument(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const maxEntries = 10
 		for i := range 1000 {
@@ -75,7 +67,7 @@ func TestCapIsAnArgument(t *testing.T) {
 // them, with no counter to update: a trim from the head, a deleted log,
 // entries from before offsets existed.
 func TestBytesTrim(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		require.Zero(t, requireBytes(t, rdb), "no log, no bytes")
 		for i := range 10 {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // markScript logs one marker as the count scripts do (log_mark), held to
@@ -67,7 +69,7 @@ func markerOf(e entry) Marker {
 // undone is not posted, a count is the count at the claim. Once claimed,
 // the next change logs a new marker.
 func TestMarkersCoalesce(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		// occupied, vacated, occupied, vacated, ... of "blip", and its
 		// counts: one marker of each kind.
@@ -115,7 +117,7 @@ func TestMarkersCoalesce(t *testing.T) {
 // is logged again after it. A channel_vacated logged after a member's
 // leave in the same unit does not defer the leave, which goes first.
 func TestClaimDefersBehindOccupancy(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const ch = "presence-p"
 		join := func() {
@@ -174,7 +176,7 @@ func TestClaimDefersBehindOccupancy(t *testing.T) {
 // is preceded by an events_dropped notice saying how many went missing
 // since when.
 func TestBudgetRefusesAndNotices(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const budget = 1000
 		var refused int
@@ -215,7 +217,7 @@ func TestBudgetRefusesAndNotices(t *testing.T) {
 // claimed it leaves no slot behind for long, and no longer holds back its
 // channel's next change.
 func TestSweepForgetsTrimmedMarkers(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		for i := range 30 {
 			mark(t, rdb, 0, ChannelOccupied, string(rune('a'+i%26))+"x"+string(rune('a'+i/26)), "")
@@ -242,7 +244,7 @@ func TestSweepForgetsTrimmedMarkers(t *testing.T) {
 // the same once the log has room (the deliverers call Tell), and only
 // then.
 func TestTellWithNoEventAfter(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const budget = 300
 		for i := range 5 {

@@ -20,10 +20,10 @@ import (
 // TestRouting: two nodes joined to different and overlapping channels of
 // several apps each receive exactly their channels' messages, once.
 func TestRouting(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
-		a := newNode(t, be.client(t), nil).start(t)
-		b := newNode(t, be.client(t), nil).start(t)
-		pub := New(be.client(t), Options{}) // publish-only, like httpapi
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		a := newNode(t, be.Client(t), nil).start(t)
+		b := newNode(t, be.Client(t), nil).start(t)
+		pub := New(be.Client(t), Options{}) // publish-only, like httpapi
 		apps := []string{"app-1", "app-2", "app-3"}
 		channels := []string{"ch-a", "ch-b", "private-ch-c"}
 
@@ -44,7 +44,7 @@ func TestRouting(t *testing.T) {
 		}
 		wantA := map[string]bool{"app-1/ch-a": true, "app-1/ch-b": true, "app-2/ch-a": true}
 		wantB := map[string]bool{"app-1/ch-b": true, "app-3/ch-a": true, "app-2/private-ch-c": true}
-		rdb := be.client(t)
+		rdb := be.Client(t)
 		for _, app := range apps {
 			for _, ch := range channels {
 				var n int64
@@ -110,15 +110,15 @@ func TestRouting(t *testing.T) {
 // TestOrder: 1,000 numbered messages on one channel reach both nodes in
 // publish order, each exactly once, though one node joined five times.
 func TestOrder(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		const n = 1000
-		a := newNode(t, be.client(t), nil).start(t)
-		b := newNode(t, be.client(t), nil).start(t)
+		a := newNode(t, be.Client(t), nil).start(t)
+		b := newNode(t, be.Client(t), nil).start(t)
 		for range 5 {
 			a.Join("app-1", "presence-room")
 		}
 		b.Join("app-1", "presence-room")
-		rdb := be.client(t)
+		rdb := be.Client(t)
 		waitSubs(t, rdb, "app-1", "presence-room", 2)
 
 		ctx := context.Background()
@@ -156,9 +156,9 @@ func histogramCount(t *testing.T, n *node, name string) uint64 {
 // TestLeave: delivery stops with the last Leave, Redis is unsubscribed,
 // and a later Join subscribes again.
 func TestLeave(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
-		a := newNode(t, be.client(t), nil).start(t)
-		rdb := be.client(t)
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		a := newNode(t, be.Client(t), nil).start(t)
+		rdb := be.Client(t)
 		ctx := context.Background()
 		a.Join("app-1", "ch")
 		a.Join("app-1", "ch")
@@ -198,9 +198,9 @@ func TestLeave(t *testing.T) {
 // exactly the channels with interest left, once each. Joins and Leaves
 // before Run net out too.
 func TestChurn(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
-		rdb := be.client(t)
-		a := newNode(t, be.client(t), nil)
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		rdb := be.Client(t)
+		a := newNode(t, be.Client(t), nil)
 		a.Join("app-0", "before")
 		a.Leave("app-0", "before")
 		a.Join("app-0", "kept")
@@ -433,10 +433,10 @@ func TestSlotMigration(t *testing.T) {
 // TestDecodeError: a message that does not decode is counted and logged,
 // and delivery goes on.
 func TestDecodeError(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		lines := newLineCounter("does not decode")
-		a := newNode(t, be.client(t), countingLogger(t, lines)).start(t)
-		rdb := be.client(t)
+		a := newNode(t, be.Client(t), countingLogger(t, lines)).start(t)
+		rdb := be.Client(t)
 		a.Join("app-1", "ch")
 		waitSubs(t, rdb, "app-1", "ch", 1)
 		ctx := context.Background()
@@ -459,8 +459,8 @@ func TestDecodeError(t *testing.T) {
 // TestRunStops: Run returns nil when its context ends, with no goroutine
 // left behind, and Healthy follows Run.
 func TestRunStops(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
-		rdb := be.client(t)
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		rdb := be.Client(t)
 		// Warm the client up, so its own lazily started goroutines are in
 		// the baseline.
 		require.NoError(t, rdb.Ping(context.Background()).Err())
@@ -551,10 +551,10 @@ func waitGoroutines(t *testing.T, base int) {
 // many fresh channels (a subscriber's own subscription_count). Without the
 // wait the publish overtakes the subscribe and most are lost.
 func TestPublishAfterWaitJoinedArrives(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
-		n := newNode(t, be.client(t), nil).start(t)
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		n := newNode(t, be.Client(t), nil).start(t)
 		n.waitHealthy(t)
-		pub := New(be.client(t), Options{})
+		pub := New(be.Client(t), Options{})
 		const channels = 100
 		for i := range channels {
 			ch := "fresh-" + strconv.Itoa(i)
@@ -619,16 +619,16 @@ func TestPublishBatchQueuesAlsoFirst(t *testing.T) {
 // PING goes to the app's own connection); without a connection for the
 // app (before the bus runs), Sync fails at once.
 func TestSync(t *testing.T) {
-	backends(t, func(t *testing.T, be backend) {
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		ctx := context.Background()
 		// Before the bus runs there is no connection for any app. (Once it
 		// runs, a single Redis's one connection may open before any join.)
-		a := newNode(t, be.client(t), nil)
+		a := newNode(t, be.Client(t), nil)
 		require.ErrorIs(t, a.Sync(ctx, "app-1"), errNoConnection)
 		a.start(t)
 		a.Join("app-1", "room")
 		require.NoError(t, a.WaitJoined(ctx, "app-1", []string{"room"}))
-		pub := New(be.client(t), Options{})
+		pub := New(be.Client(t), Options{})
 		for round := range 20 {
 			const n = 50
 			msgs := make([]Message, n)

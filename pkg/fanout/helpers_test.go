@@ -27,31 +27,6 @@ func TestMain(m *testing.M) {
 	redistest.Main(m)
 }
 
-// backend is the Redis a test runs against; each node gets its own client,
-// as separate processes would.
-type backend struct {
-	single  *redistest.Server
-	cluster *redistest.Cluster
-}
-
-func (be backend) client(t testing.TB) redis.UniversalClient {
-	if be.cluster != nil {
-		return be.cluster.Client(t)
-	}
-	return be.single.Client(t)
-}
-
-// backends runs f against a single Redis and a 3-master Cluster.
-func backends(t *testing.T, f func(t *testing.T, be backend)) {
-	t.Run("single", func(t *testing.T) { f(t, backend{single: redistest.New(t)}) })
-	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("cluster in -short")
-		}
-		f(t, backend{cluster: redistest.NewCluster(t)})
-	})
-}
-
 type delivery struct {
 	app string
 	m   Message

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/lifecycletest"
+	"github.com/headcount/headcount/internal/proctest"
 )
 
 // capEvents counts what a capped server reports.
@@ -37,28 +36,10 @@ func (e *capEvents) counts() map[string]int64 { // for failure messages
 	return m
 }
 
-// safeBuffer is a log sink safe to read while the server writes to it.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type cappedServer struct {
 	*Server
 	events *capEvents
-	log    *safeBuffer
+	log    *proctest.Buffer
 }
 
 // serveCapped runs a server capped at max connections on a loopback port
@@ -66,7 +47,7 @@ type cappedServer struct {
 // reclaimNew.
 func serveCapped(t *testing.T, h http.Handler, to Timeouts, maxConns int, reclaimNew time.Duration) *cappedServer {
 	t.Helper()
-	cs := &cappedServer{events: &capEvents{}, log: &safeBuffer{}}
+	cs := &cappedServer{events: &capEvents{}, log: &proctest.Buffer{}}
 	s, err := ListenCapped("127.0.0.1:0", h, to, Cap{Max: maxConns, Setting: "--max-connections",
 		Logger: hclog.New(&hclog.LoggerOptions{Output: cs.log}), OnEvent: cs.events.on})
 	require.NoError(t, err)
@@ -350,7 +331,7 @@ func TestCapAcceptFailuresBackOff(t *testing.T) {
 	const fails = 5 // retried after 5, 10, 20, 40 and 80 ms
 	fl.fails.Store(fails)
 	var events capEvents
-	var log safeBuffer
+	var log proctest.Buffer
 	l := newCapListener(fl, Cap{Max: 10, Logger: hclog.New(&hclog.LoggerOptions{Output: &log}), OnEvent: events.on})
 	srv := &http.Server{Handler: capMux(nil), ConnState: l.connState, ReadHeaderTimeout: time.Second}
 	done := make(chan error, 1)

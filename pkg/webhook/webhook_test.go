@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
@@ -151,21 +152,11 @@ func (f *fixture) recorder(t *testing.T, node string) *counts.Recorder {
 		LogEvents: func(string) eventlog.Spec { return LogSpec(f.app) }})
 }
 
-func backends(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
-	t.Run("single", func(t *testing.T) { fn(t, redistest.New(t).Client(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("cluster in -short")
-		}
-		fn(t, redistest.NewCluster(t).Client(t))
-	})
-}
-
 // TestDelivery: events appended to the log (and written by the count
 // scripts themselves) reach the receiver signed as Pusher signs them, in
 // order within a channel.
 func TestDelivery(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		_, reg := f.start(t, "r1", Options{})
 		n := int64(3)
@@ -263,7 +254,7 @@ func TestDebounce(t *testing.T) {
 // (its receiver was failing) loses nothing: another replica takes its lease,
 // claims what it read, and delivers.
 func TestTakeover(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		var failing sync.Map
 		failing.Store("on", true)
@@ -306,24 +297,6 @@ func TestGiveUp(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_dropped_total"}))
 }
 
-// lockedBuffer collects log output written from the deliverer's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRedirectNotFollowed: a receiver that redirects does not get the
 // deliverer to post anywhere else (the Location could be an internal
 // address). The attempt fails and is retried like any non-2xx, an operator
@@ -356,7 +329,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 				Webhooks: []apps.Webhook{{URL: redirector.URL + "/hook", EventTypes: allTypes}}}
 			reg, err := apps.New([]*apps.App{app})
 			require.NoError(t, err)
-			var logs lockedBuffer
+			var logs proctest.Buffer
 			metrics := prometheus.NewRegistry()
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
@@ -401,7 +374,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 // deliverer frees room, the receivers that ask for events_dropped learn
 // how many went missing, and the deliverer reports the count.
 func TestLogBudget(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		f := newFixture(t, rdb)
 		app := f.app
@@ -412,11 +385,11 @@ func TestLogBudget(t *testing.T) {
 		type node struct {
 			p    *Producer
 			reg  *prometheus.Registry
-			logs *lockedBuffer
+			logs *proctest.Buffer
 		}
 		var nodes []node
 		for range 2 {
-			n := node{reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
+			n := node{reg: prometheus.NewRegistry(), logs: &proctest.Buffer{}}
 			n.p = NewProducer(rdb, keyspace.Space{}, hclog.New(&hclog.LoggerOptions{Output: n.logs, Level: hclog.Info}), n.reg)
 			pctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})

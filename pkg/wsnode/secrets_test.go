@@ -1,38 +1,19 @@
 package wsnode_test
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
-
-// lockedBuffer is a log destination safe to read while a node logs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestWarnsOfPublicSecretBeyondLoopback: with the default app (secret
 // app-secret), a node listening on every interface warns at start and
@@ -42,7 +23,7 @@ func TestWarnsOfPublicSecretBeyondLoopback(t *testing.T) {
 	defaults, err := apps.FromEnv(func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	for addr, warns := range map[string]bool{"127.0.0.1:0": false, "0.0.0.0:0": true} {
-		var out lockedBuffer
+		var out proctest.Buffer
 		n, err := wsnode.New(wsnode.Options{
 			Config: config.WSNode{Common: config.Common{Redis: srv.URL(), Apps: defaults}, Addr: addr,
 				NodeID: "node-warn", Heartbeat: 100 * time.Millisecond, Drain: 100 * time.Millisecond},
