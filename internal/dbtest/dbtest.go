@@ -1,9 +1,3 @@
-// Package dbtest starts private PostgreSQL and MariaDB servers for tests:
-// each on a free loopback port, its data in a temporary directory, with a
-// user and password (as a soketi deployment has), stopped when the test
-// ends. A test is skipped when the server's binaries are not installed,
-// except under CI (CI=true), where it fails: scripts/ensure-deps.sh
-// installs them.
 package dbtest
 
 import (

@@ -1,4 +1,3 @@
-// Package proctest holds helpers for tests that run real processes.
 package proctest
 
 import (

@@ -103,7 +103,10 @@ type chaosFault struct {
 // is a short run (about 30 s of faults, fixed seed); HC_CHAOS=1 (make
 // chaos) runs the long one (CHAOS_DURATION, default 2m; CHAOS_SEED), and
 // HC_CHAOS_CLUSTER=1 runs against a 3-master Redis Cluster.
-func TestChaos(t *testing.T) { runChaos(t, chaosSettings(t)) }
+func TestChaos(t *testing.T) {
+	t.Parallel() // its own Redis and processes; it waits more than it computes
+	runChaos(t, chaosSettings(t))
+}
 
 // TestChaosCluster is the short run against a 3-master Redis Cluster, with
 // slot migrations of the app under load, so make test covers both modes.
@@ -112,6 +115,7 @@ func TestChaosCluster(t *testing.T) {
 	if os.Getenv("HC_CHAOS") == "1" {
 		t.Skip("make chaos runs TestChaos; CLUSTER=1 picks a Redis Cluster")
 	}
+	t.Parallel()
 	cfg := chaosSettings(t)
 	cfg.cluster = true
 	runChaos(t, cfg)

@@ -33,6 +33,7 @@ func TestPusherJSCompat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
+	t.Parallel() // its own Redis and processes; the suite waits on them
 	compatDir := filepath.Join(repoRoot(t), "test", "compat")
 	for _, pkg := range []string{"pusher-js", "pusher", "laravel-echo"} {
 		if _, err := os.Stat(filepath.Join(compatDir, "node_modules", pkg, "package.json")); err != nil {

@@ -193,6 +193,9 @@ func soakSettings(t *testing.T) time.Duration {
 // SOAK_CSV where the samples go.
 func TestSoak(t *testing.T) {
 	duration := soakSettings(t)
+	// Beside the other long tests: its figures are its own processes' and
+	// its own Redis's, and it waits more than it computes.
+	t.Parallel()
 	warmUp := min(max(duration/8, 15*time.Second), 2*time.Minute)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("soak: %v in all, warm-up %v, seed %d", duration, warmUp, seed)

@@ -1,0 +1,3 @@
+// Package appstest lays out apps files as Kubernetes delivers them, for
+// the tests of live reloads.
+package appstest

@@ -1,0 +1,5 @@
+// Package config reads each binary's settings: defaults, then environment
+// variables HEADCOUNT_<FLAG_IN_UPPER_SNAKE>, then flags (later sources win),
+// and validates all of them before anything dials Redis. Every error names
+// the setting it is about; callers exit with code 2 on any of them.
+package config
