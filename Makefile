@@ -44,8 +44,13 @@ build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revis
 deps: ## Install what the tests need (redis-server, Node.js and test/compat's npm packages, chromium, postgresql, mariadb-server, prometheus); make run installs only redis-server
 	@bash scripts/ensure-deps.sh
 
+# The two longest packages are named first so that they start first: go test
+# runs packages in the order given, two at a time on two cores, and the
+# end-to-end package started last used to finish minutes after the rest.
+LONGEST_TESTS := ./test/e2e/ ./pkg/counts/
+
 test: deps ## Run every test with -race against real Redis (installs deps first)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LONGEST_TESTS) ./...
 
 test-short: ## Quick loop: go test -short (skips the Redis and end-to-end tests)
 	$(GO) test -short -count=1 ./...

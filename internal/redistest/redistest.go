@@ -177,28 +177,34 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	return cc
 }
 
+// startClusterNode starts one redis-server in cluster mode, not yet part of
+// any cluster. A port found free can be taken before redis-server binds it
+// (the bus port is in the ephemeral range): it tries again on another.
+func startClusterNode(t testing.TB) *Server {
+	t.Helper()
+	var node *Server
+	var err error
+	for try := 0; try < 3 && node == nil; try++ {
+		dir := t.TempDir()
+		if node, err = tryStart(t, clusterPort(t), dir,
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "2000"); err != nil {
+			node = nil
+		}
+	}
+	if node == nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
 // NewCluster starts three masters, splits the 16384 slots between them and
 // waits until every node reports cluster_state:ok.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	for range 3 {
-		// A port found free can be taken before redis-server binds it (the
-		// bus port is in the ephemeral range): try again on another.
-		var node *Server
-		var err error
-		for try := 0; try < 3 && node == nil; try++ {
-			dir := t.TempDir()
-			if node, err = tryStart(t, clusterPort(t), dir,
-				"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-				"--cluster-node-timeout", "2000"); err != nil {
-				node = nil
-			}
-		}
-		if node == nil {
-			t.Fatal(err)
-		}
-		c.Nodes = append(c.Nodes, node)
+		c.Nodes = append(c.Nodes, startClusterNode(t))
 	}
 	ctx := context.Background()
 	clients := make([]*redis.Client, len(c.Nodes))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +17,7 @@ import (
 func (c *Cluster) AddReplica(t testing.TB, master int) *Server {
 	t.Helper()
 	ctx := context.Background()
-	var node *Server
-	var err error
-	for try := 0; try < 3 && node == nil; try++ {
-		dir := t.TempDir()
-		if node, err = tryStart(t, clusterPort(t), dir,
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000"); err != nil {
-			node = nil
-		}
-	}
-	if node == nil {
-		t.Fatal(err)
-	}
+	node := startClusterNode(t)
 	mc := c.Nodes[master].Client(t)
 	// A full sync starts at once, not after the default 5 s wait for more
 	// replicas.
