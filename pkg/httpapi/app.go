@@ -79,7 +79,7 @@ type App struct {
 	limiter *ratelimit.Limiter
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
-	// audits caches GET .../audit per app (dashboard_status.go).
+	// audits caches GET .../audit per app (status.go).
 	audits auditCache
 	// dashboard serves /dashboard and /demo (dashboard.go); demoWS is the
 	// wsnode the demo page connects to.
