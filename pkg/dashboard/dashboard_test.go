@@ -1,45 +1,28 @@
-package httpapi
+package dashboard_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/logging"
 )
 
-// dashboardStaleAfter is the tests' --stale-after: short, so a node that
-// stops heartbeating turns stale quickly.
-const dashboardStaleAfter = 300 * time.Millisecond
+// demoChannel is the demo room's channel.
+const demoChannel = "presence-room-demo"
 
-// startDashboard runs an App with --dashboard (or without) and the audit
-// cached for auditEvery, until the test ends.
-func startDashboard(t *testing.T, common config.Common, dashboard bool, auditEvery time.Duration) *testServer {
+// startDashboard runs an httpapi.App with --dashboard (or without) and a
+// short --stale-after, so a node that stops heartbeating turns stale
+// quickly.
+func startDashboard(t *testing.T, common config.Common, dashboard bool) *testServer {
 	t.Helper()
-	common.AdminAddr = "127.0.0.1:0"
-	common.Apps = testApps(t)
-	reg := prometheus.NewRegistry()
-	a, err := New(Options{Config: config.HTTPAPI{Common: common, Addr: "127.0.0.1:0", StaleAfter: dashboardStaleAfter,
-		Dashboard: dashboard, DemoWS: "127.0.0.1:6001"}, Logger: logging.TestLogger(t), Registry: reg})
-	require.NoError(t, err)
-	a.audits.every = auditEvery
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-errc)
-	})
-	return &testServer{app: a, base: "http://" + a.Addr(), reg: reg}
+	return start(t, common, config.HTTPAPI{StaleAfter: 300 * time.Millisecond, Dashboard: dashboard, DemoWS: "127.0.0.1:6001"})
 }
 
 // TestDashboardAndDemoHandlers: with --dashboard, the pages and their
@@ -48,13 +31,13 @@ func startDashboard(t *testing.T, common config.Common, dashboard bool, auditEve
 func TestDashboardAndDemoHandlers(t *testing.T) {
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
-	off := startDashboard(t, config.Common{Redis: srv.URL()}, false, 0)
+	off := startDashboard(t, config.Common{Redis: srv.URL()}, false)
 	for _, p := range []string{"/dashboard", "/demo", "/dashboard/api/overview", "/demo/api/config", "/demo/api/room", "/dashboard/assets/dashboard.js"} {
 		require.Equal(t, http.StatusNotFound, off.do(t, http.MethodGet, p, "", nil).code, p)
 	}
 	require.Equal(t, http.StatusNotFound, off.do(t, http.MethodPost, "/demo/api/join", "", []byte(`{"user_id":"a"}`)).code)
 
-	s := startDashboard(t, config.Common{Redis: srv.URL()}, true, 0)
+	s := startDashboard(t, config.Common{Redis: srv.URL()}, true)
 	var bodies []string
 	get := func(path string) string {
 		t.Helper()
@@ -92,13 +75,24 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	p.rec.AddMember(appID, "presence-room-1", "bob", nil, 1)
 	p.add(t, appID, map[string]int64{"presence-room-1": 2, "public-news": 1}, map[string]int64{"presence-room-1": 2, "public-news": 1})
 
+	type overviewChannel struct {
+		Name              string `json:"name"`
+		SubscriptionCount int64  `json:"subscription_count"`
+		UserCount         *int64 `json:"user_count,omitempty"`
+	}
 	var ov struct {
-		App      string            `json:"app"`
-		Apps     []string          `json:"apps"`
-		Status   statusJSON        `json:"status"`
+		App    string   `json:"app"`
+		Apps   []string `json:"apps"`
+		Status struct {
+			Nodes []struct {
+				Connections int64 `json:"connections"`
+			} `json:"nodes"`
+		} `json:"status"`
 		Channels []overviewChannel `json:"channels"`
-		Audit    auditJSON         `json:"audit"`
-		Errors   map[string]string `json:"errors"`
+		Audit    struct {
+			Differences int `json:"differences"`
+		} `json:"audit"`
+		Errors map[string]string `json:"errors"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(get("/dashboard/api/overview")), &ov))
 	require.Empty(t, ov.Errors)
@@ -148,7 +142,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	data, _ := a["channel_data"].(string)
 	require.JSONEq(t, `{"user_id":"cy-3","user_info":{"name":"Cy <3"}}`, data)
 	sig, _ := a["auth"].(string)
-	require.NoError(t, auth.CheckChannelAuth(s.app.apps.ByID(appID), "123.456", demoChannel, data, sig))
+	require.NoError(t, auth.CheckChannelAuth(s.apps.ByID(appID), "123.456", demoChannel, data, sig))
 	post("/demo/api/auth", `{"socket_id":"123.456","channel_name":"presence-other","user_id":"cy-3","name":"Cy"}`, http.StatusForbidden)
 	post("/demo/api/auth", `{"socket_id":"nope","channel_name":"presence-room-demo","user_id":"cy-3","name":"Cy"}`, http.StatusBadRequest)
 	post("/demo/api/auth", `{"socket_id":"123.456","channel_name":"presence-room-demo","user_id":"cy-3","name":""}`, http.StatusBadRequest)
@@ -156,8 +150,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	for _, b := range bodies {
 		require.NotContains(t, b, appSecret, "the secret never reaches the browser")
 	}
-	_, metrics := adminGet(t, s.app, "/metrics")
-	require.True(t, strings.Contains(metrics, `route="GET /apps/{app_id}/status"`), "in-process calls go through the API's routes")
+	require.True(t, strings.Contains(s.metrics(t), `route="GET /apps/{app_id}/status"`), "in-process calls go through the API's routes")
 }
 
 // TestDashboardGuard: every dashboard and demo route answers only to the
@@ -165,7 +158,7 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 // whose Origin is another site, and the demo's POSTs take JSON only.
 func TestDashboardGuard(t *testing.T) {
 	srv := redistest.New(t)
-	s := startWith(t, config.Common{Redis: srv.URL()}, config.HTTPAPI{Dashboard: true, DemoWS: "127.0.0.1:6001",
+	s := start(t, config.Common{Redis: srv.URL()}, config.HTTPAPI{Dashboard: true, DemoWS: "127.0.0.1:6001",
 		DashboardHosts: "dash.example.com"})
 	own := strings.TrimPrefix(s.base, "http://")
 	json := http.Header{"Content-Type": {"application/json"}}
@@ -245,11 +238,4 @@ func TestDashboardGuard(t *testing.T) {
 	}
 	r := call("POST", "/demo/api/join", http.Header{"Content-Type": {"application/json; charset=utf-8"}}, join)
 	require.Equal(t, http.StatusOK, r.code, r.body)
-}
-
-// TestDashboardHostsIncludeAddr: the host of --addr is one of the names.
-func TestDashboardHostsIncludeAddr(t *testing.T) {
-	require.Equal(t, map[string]bool{"dash.example.com": true, "ops.example": true},
-		dashboardHosts(config.HTTPAPI{Addr: "Ops.Example:8080", DashboardHosts: "dash.example.com."}))
-	require.Empty(t, dashboardHosts(config.HTTPAPI{Addr: ":8080"}))
 }
