@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/dashboard"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
@@ -79,15 +81,11 @@ type App struct {
 	limiter *ratelimit.Limiter
 	// hooks delivers the apps' webhooks from their event logs.
 	hooks *webhook.Deliverer
-	// audits caches GET .../audit per app (dashboard_status.go).
+	// audits caches GET .../audit per app (status.go).
 	audits auditCache
-	// dashboard serves /dashboard and /demo (dashboard.go); demoWS is the
-	// wsnode the demo page connects to.
-	dashboard bool
-	demoWS    string
-	// dashHosts are the host names the dashboard answers to besides
-	// loopback names and IP addresses (dashboard_guard.go).
-	dashHosts map[string]bool
+	// dash is what the dashboard and the demo room (/dashboard, /demo) are
+	// served with; nil without --dashboard.
+	dash *dashboard.Options
 	// routes is the whole API; the dashboard's handlers call it in-process.
 	routes http.Handler
 
@@ -118,11 +116,18 @@ func New(opts Options) (_ *App, err error) {
 	}
 	lifecycle.WarnIgnoredAppFields(log.Named("httpapi"), opts.Config.Apps)
 	a := &App{
-		log:       log.Named("httpapi"),
-		apps:      opts.Config.Apps,
-		dashboard: opts.Config.Dashboard,
-		demoWS:    opts.Config.DemoWS,
-		dashHosts: dashboardHosts(opts.Config),
+		log:  log.Named("httpapi"),
+		apps: opts.Config.Apps,
+	}
+	if opts.Config.Dashboard {
+		a.dash = &dashboard.Options{
+			// a.routes is set below, from a handler that includes these routes.
+			API:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.routes.ServeHTTP(w, r) }),
+			Apps:   a.apps,
+			DemoWS: opts.Config.DemoWS,
+			Hosts:  dashboardHosts(opts.Config),
+			Logger: a.log,
+		}
 	}
 	a.metrics = newMetrics(reg, func() float64 {
 		if a.api == nil { // New failed before listening; nobody scrapes
@@ -175,6 +180,16 @@ func New(opts Options) (_ *App, err error) {
 		a.life.Defer(a.admin.Close)
 	}
 	return a, nil
+}
+
+// dashboardHosts are the names the dashboard answers to besides IP
+// addresses and localhost names: --dashboard-hosts and the host of --addr.
+func dashboardHosts(c config.HTTPAPI) []string {
+	hosts := c.DashboardHostList()
+	if h, _, err := net.SplitHostPort(c.Addr); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // apiTimeouts are the API port's connection timeouts, config's defaults

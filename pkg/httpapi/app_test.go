@@ -208,3 +208,11 @@ func FuzzAPI(f *testing.F) {
 		}
 	})
 }
+
+// TestDashboardHostsIncludeAddr: the host of --addr is one of the names the
+// dashboard answers to, besides --dashboard-hosts.
+func TestDashboardHostsIncludeAddr(t *testing.T) {
+	require.Equal(t, []string{"dash.example.com.", "Ops.Example"},
+		dashboardHosts(config.HTTPAPI{Addr: "Ops.Example:8080", DashboardHosts: "dash.example.com."}))
+	require.Empty(t, dashboardHosts(config.HTTPAPI{Addr: ":8080"}))
+}

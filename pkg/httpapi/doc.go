@@ -2,7 +2,8 @@
 // signed Pusher HTTP API under /apps/{app_id}/..., answered from the counts
 // in Redis (counts.Store, counts.Listings) without asking any wsnode, its
 // publishes sent on a fanout.Bus, a webhook.Deliverer, and the admin server
-// (/metrics, /healthz, /readyz). docs/REFERENCE.md ("HTTP API") specifies
+// (/metrics, /healthz, /readyz); with --dashboard, package dashboard's pages
+// on the API port too. docs/REFERENCE.md ("HTTP API") specifies
 // every route and answer beyond docs/PUSHER.md; docs/INTERNALS.md
 // ("httpapi") follows a request through the package.
 //

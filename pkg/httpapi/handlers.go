@@ -15,6 +15,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/dashboard"
 	"github.com/headcount/headcount/pkg/ratelimit"
 )
 
@@ -50,8 +51,8 @@ func (a *App) handler() http.Handler {
 	// For load balancers that check the port they send to: what /readyz
 	// on the admin port says. No /apps/ route can be /up.
 	mux.HandleFunc("GET /up", a.serveUp)
-	if a.dashboard {
-		a.dashboardRoutes(mux)
+	if a.dash != nil {
+		dashboard.Register(mux, *a.dash)
 	}
 	return a.instrument(mux)
 }

@@ -1,7 +1,7 @@
 package httpapi
 
-// dashboard_status.go: signed, read-only headcount endpoints that give the
-// dashboard what the Pusher API has no shape for. They are served with or
+// status.go: signed, read-only headcount endpoints for what the Pusher API
+// has no shape for; the dashboard reads them too. They are served with or
 // without --dashboard: like every /apps/ route they need the app's secret.
 //
 //	GET /apps/{app_id}/status     nodes (last-seen, connections), the cleaner lease

@@ -1,20 +1,18 @@
-package httpapi
+package dashboard
 
-// dashboard.go: the live dashboard (/dashboard), served only with
-// --dashboard. The page (dashboard/, embedded) polls the unsigned handlers
-// under /dashboard/api/ once a second; each builds requests signed with the
-// app's own credentials and runs them through this API's routes in-process,
-// so the browser never sees a secret and shows exactly what a signed client
-// of the HTTP API would read. The price: anyone who reaches --addr reads
-// every app's counts, members and admission state, so it is off by default.
+// dashboard.go: the live dashboard (/dashboard). The page (assets/,
+// embedded) polls the unsigned handlers under /dashboard/api/ once a second;
+// each builds requests signed with the app's own credentials and runs them
+// through the API's routes in-process, so the browser never sees a secret
+// and shows exactly what a signed client of the HTTP API would read. The
+// price: anyone who reaches --addr reads every app's counts, members and
+// admission state, so it is off by default.
 
 import (
 	"bytes"
 	"context"
-	"embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,65 +24,15 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
-//go:embed dashboard
-var dashboardFiles embed.FS
-
-// dashboardAssets is dashboard/ as served under /dashboard/assets/.
-var dashboardAssets = func() fs.FS {
-	sub, err := fs.Sub(dashboardFiles, "dashboard")
-	if err != nil { // the directory is embedded above: cannot happen
-		panic(err)
-	}
-	return sub
-}()
-
-// dashboardTopChannels is how many channels the dashboard's leaderboard shows.
-const dashboardTopChannels = 50
-
-// pageSecurityPolicy keeps the pages to their own scripts and styles; the
-// demo room's pusher-js opens a WebSocket to a wsnode on another port.
-const pageSecurityPolicy = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-
-// dashboardRoutes registers the dashboard's and the demo room's pages and
-// unsigned handlers (dashboard_demo.go has the demo's), each behind
-// guardDashboard (dashboard_guard.go).
-func (a *App) dashboardRoutes(mux *http.ServeMux) {
-	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, a.guardDashboard(h)) }
-	handle("GET /dashboard", a.servePage("dashboard.html"))
-	handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/assets/", noCache(http.FileServerFS(dashboardAssets))))
-	handle("GET /dashboard/api/overview", http.HandlerFunc(a.dashboardOverview))
-	handle("GET /dashboard/api/members", http.HandlerFunc(a.dashboardMembers))
-	handle("GET /demo", a.servePage("demo.html"))
-	handle("GET /demo/api/config", http.HandlerFunc(a.demoConfig))
-	handle("GET /demo/api/room", http.HandlerFunc(a.demoRoom))
-	handle("POST /demo/api/join", http.HandlerFunc(a.demoJoin))
-	handle("POST /demo/api/leave", http.HandlerFunc(a.demoLeave))
-	handle("POST /demo/api/auth", http.HandlerFunc(a.demoAuth))
-}
-
-// noCache makes browsers revalidate the assets, so a new build shows at once.
-func noCache(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		h.ServeHTTP(w, r)
-	})
-}
-
-func (a *App) servePage(name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		b, err := fs.ReadFile(dashboardAssets, name)
-		if err != nil { // embedded at build time: a missing page is a bug
-			panic(fmt.Sprintf("httpapi: page %s is not embedded: %v", name, err))
-		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("Content-Security-Policy", pageSecurityPolicy)
-		h.Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(b)
-	}
-}
+const (
+	// dashboardTopChannels is how many channels the dashboard's leaderboard shows.
+	dashboardTopChannels = 50
+	// requestTimeout bounds the API calls behind one request here.
+	requestTimeout = 5 * time.Second
+	// The HTTP API's names the leaderboard reads (docs/REFERENCE.md).
+	orderBySubscription = "subscription_count"
+	headerStaleNodes    = "X-Headcount-Stale-Nodes"
+)
 
 // capturedResponse is a response written in memory by an in-process call.
 type capturedResponse struct {
@@ -123,10 +71,10 @@ func (r apiReply) errorText() string {
 // callAPI signs a request with app's key and secret, as a Pusher server SDK
 // would, and runs it through the API's own routes (signature check
 // included) in-process. path is unescaped, as it is signed.
-func (a *App) callAPI(ctx context.Context, app *apps.App, method, path string, query url.Values, body []byte) apiReply {
+func (d *server) callAPI(ctx context.Context, app *apps.App, method, path string, query url.Values, body []byte) apiReply {
 	q := auth.SignRequest(method, path, query, body, app.Key, app.Secret, time.Now())
 	target := (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	//nolint:gosec // G704: a path served in-process by a.routes below, never dialed.
+	//nolint:gosec // G704: a path served in-process by d.api below, never dialed.
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil { // only our own paths get here
 		return apiReply{code: http.StatusInternalServerError, body: []byte(err.Error())}
@@ -136,7 +84,7 @@ func (a *App) callAPI(ctx context.Context, app *apps.App, method, path string, q
 		req.Header.Set("Content-Type", "application/json")
 	}
 	rec := &capturedResponse{header: http.Header{}}
-	a.routes.ServeHTTP(rec, req)
+	d.api.ServeHTTP(rec, req)
 	if rec.code == 0 {
 		rec.code = http.StatusOK
 	}
@@ -145,16 +93,16 @@ func (a *App) callAPI(ctx context.Context, app *apps.App, method, path string, q
 
 // dashboardApp is the app a dashboard request names (?app=), or the first
 // app of the apps file.
-func (a *App) dashboardApp(w http.ResponseWriter, r *http.Request) (*apps.App, bool) {
+func (d *server) dashboardApp(w http.ResponseWriter, r *http.Request) (*apps.App, bool) {
 	id := r.URL.Query().Get("app")
 	if id == "" {
-		if all := a.apps.All(); len(all) > 0 {
+		if all := d.apps.All(); len(all) > 0 {
 			return all[0], true
 		}
 	}
-	app := a.apps.ByID(id)
+	app := d.apps.ByID(id)
 	if app == nil {
-		a.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
+		d.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
 		return nil, false
 	}
 	return app, true
@@ -185,20 +133,20 @@ type overview struct {
 // dashboardOverview serves GET /dashboard/api/overview?app=ID from the
 // signed API: status, the leaderboard with user counts, admission lists
 // and the audit.
-func (a *App) dashboardOverview(w http.ResponseWriter, r *http.Request) {
-	app, ok := a.dashboardApp(w, r)
+func (d *server) dashboardOverview(w http.ResponseWriter, r *http.Request) {
+	app, ok := d.dashboardApp(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	resp := overview{App: app.ID, Channels: []overviewChannel{}, Errors: map[string]string{}}
-	for _, ap := range a.apps.All() {
+	for _, ap := range d.apps.All() {
 		resp.Apps = append(resp.Apps, ap.ID)
 	}
 	base := "/apps/" + app.ID
 	raw := func(part, path string, query url.Values) json.RawMessage {
-		rep := a.callAPI(ctx, app, http.MethodGet, path, query, nil)
+		rep := d.callAPI(ctx, app, http.MethodGet, path, query, nil)
 		if rep.code != http.StatusOK {
 			resp.Errors[part] = rep.errorText()
 			return nil
@@ -206,20 +154,20 @@ func (a *App) dashboardOverview(w http.ResponseWriter, r *http.Request) {
 		return json.RawMessage(bytes.TrimSpace(rep.body))
 	}
 	resp.Status = raw("status", base+"/status", nil)
-	a.overviewChannels(ctx, app, &resp)
+	d.overviewChannels(ctx, app, &resp)
 	resp.Admission = raw("admission", base+"/admission", nil)
 	resp.Audit = raw("audit", base+"/audit", nil)
 	if len(resp.Errors) == 0 {
 		resp.Errors = nil
 	}
-	a.writeJSON(w, resp)
+	writeJSON(w, resp)
 }
 
 // overviewChannels fills the leaderboard: the busiest channels, with the
 // user counts of the presence ones from the presence listing.
-func (a *App) overviewChannels(ctx context.Context, app *apps.App, resp *overview) {
+func (d *server) overviewChannels(ctx context.Context, app *apps.App, resp *overview) {
 	path := "/apps/" + app.ID + "/channels"
-	rep := a.callAPI(ctx, app, http.MethodGet, path, url.Values{"order": {orderBySubscription}, "limit": {strconv.Itoa(dashboardTopChannels)}}, nil)
+	rep := d.callAPI(ctx, app, http.MethodGet, path, url.Values{"order": {orderBySubscription}, "limit": {strconv.Itoa(dashboardTopChannels)}}, nil)
 	if rep.code != http.StatusOK {
 		resp.Errors["channels"] = rep.errorText()
 		return
@@ -233,7 +181,7 @@ func (a *App) overviewChannels(ctx context.Context, app *apps.App, resp *overvie
 		return
 	}
 	resp.StaleNodes, _ = strconv.Atoi(rep.header.Get(headerStaleNodes))
-	rep = a.callAPI(ctx, app, http.MethodGet, path, url.Values{"filter_by_prefix": {protocol.PresencePrefix}, "info": {"user_count"}}, nil)
+	rep = d.callAPI(ctx, app, http.MethodGet, path, url.Values{"filter_by_prefix": {protocol.PresencePrefix}, "info": {"user_count"}}, nil)
 	var users struct {
 		Channels map[string]listAttributes `json:"channels"`
 	}
@@ -256,27 +204,33 @@ func (a *App) overviewChannels(ctx context.Context, app *apps.App, resp *overvie
 
 // dashboardMembers serves GET /dashboard/api/members?app=ID&channel=NAME:
 // the presence channel's users, from GET .../channels/{name}/users.
-func (a *App) dashboardMembers(w http.ResponseWriter, r *http.Request) {
-	app, ok := a.dashboardApp(w, r)
+func (d *server) dashboardMembers(w http.ResponseWriter, r *http.Request) {
+	app, ok := d.dashboardApp(w, r)
 	if !ok {
 		return
 	}
 	ch := r.URL.Query().Get("channel")
 	if ch == "" {
-		a.refuse(w, r, http.StatusBadRequest, "Missing channel")
+		d.refuse(w, r, http.StatusBadRequest, "Missing channel")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	a.relay(w, a.callAPI(ctx, app, http.MethodGet, "/apps/"+app.ID+"/channels/"+ch+"/users", nil, nil))
+	relay(w, d.callAPI(ctx, app, http.MethodGet, "/apps/"+app.ID+"/channels/"+ch+"/users", nil, nil))
 }
 
 // relay passes an in-process API answer on to the browser unchanged.
-func (a *App) relay(w http.ResponseWriter, rep apiReply) {
+func relay(w http.ResponseWriter, rep apiReply) {
 	if ct := rep.header.Get("Content-Type"); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(rep.code)
 	_, _ = w.Write(rep.body)
+}
+
+// listAttributes are a channel's attributes in the API's channel listing.
+type listAttributes struct {
+	UserCount         *int64 `json:"user_count,omitempty"`
+	SubscriptionCount *int64 `json:"subscription_count,omitempty"`
 }
