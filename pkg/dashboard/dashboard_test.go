@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
@@ -69,11 +70,11 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	require.Contains(t, get("/dashboard/assets/pusher.min.js.LICENSE.txt"), "Pusher JavaScript Library v8.6.0")
 
 	// Counts for the overview: a presence channel with two users.
-	p := newProducer(t, rdb, "node-a")
-	p.rec.AddConnections(appID, 3)
-	p.rec.AddMember(appID, "presence-room-1", "ada", json.RawMessage(`{"name":"Ada"}`), 1)
-	p.rec.AddMember(appID, "presence-room-1", "bob", nil, 1)
-	p.add(t, appID, map[string]int64{"presence-room-1": 2, "public-news": 1}, map[string]int64{"presence-room-1": 2, "public-news": 1})
+	p := apitest.NewProducer(t, rdb, "node-a")
+	p.Rec.AddConnections(appID, 3)
+	p.Rec.AddMember(appID, "presence-room-1", "ada", json.RawMessage(`{"name":"Ada"}`), 1)
+	p.Rec.AddMember(appID, "presence-room-1", "bob", nil, 1)
+	p.Add(t, appID, map[string]int64{"presence-room-1": 2, "public-news": 1}, map[string]int64{"presence-room-1": 2, "public-news": 1})
 
 	type overviewChannel struct {
 		Name              string `json:"name"`

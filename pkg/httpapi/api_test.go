@@ -12,6 +12,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
@@ -22,12 +23,12 @@ import (
 func seeded(t *testing.T) *testServer {
 	t.Helper()
 	srv := redistest.New(t)
-	p := newProducer(t, srv.Client(t), "node-a")
-	p.add(t, appID, map[string]int64{"private-gone": 1}, map[string]int64{"private-gone": 1})
+	p := apitest.NewProducer(t, srv.Client(t), "node-a")
+	p.Add(t, appID, map[string]int64{"private-gone": 1}, map[string]int64{"private-gone": 1})
 	// presence-room-1's three sockets belong to two users.
-	p.rec.AddMember(appID, "presence-room-1", "u1", json.RawMessage(`{}`), 2)
-	p.rec.AddMember(appID, "presence-room-1", "u2", json.RawMessage(`{}`), 1)
-	p.add(t, appID, map[string]int64{
+	p.Rec.AddMember(appID, "presence-room-1", "u1", json.RawMessage(`{}`), 2)
+	p.Rec.AddMember(appID, "presence-room-1", "u2", json.RawMessage(`{}`), 1)
+	p.Add(t, appID, map[string]int64{
 		"private-gone": -1, "presence-room-1": 3, "private-a": 2, "public-b": 1, "x=y@z,w;v": 4,
 	}, map[string]int64{"presence-room-1": 3, "private-a": 2, "public-b": 1, "x=y@z,w;v": 4})
 	return startServer(t, config.Common{Redis: srv.URL()})
@@ -241,15 +242,15 @@ func TestRequestErrors(t *testing.T) {
 
 func TestClusterListing(t *testing.T) {
 	cluster := redistest.NewCluster(t)
-	p := newProducer(t, cluster.Client(t), "node-a")
-	q := newProducer(t, cluster.Client(t), "node-b")
+	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
+	q := apitest.NewProducer(t, cluster.Client(t), "node-b")
 	want := map[string]int64{}
 	for i, name := range []string{"private-a", "private-b", "presence-c", "public-d", "public-e"} {
 		want[name] = int64(i + 1)
-		p.add(t, appID, map[string]int64{name: int64(i + 1)}, want)
+		p.Add(t, appID, map[string]int64{name: int64(i + 1)}, want)
 	}
 	want["private-a"] += 10
-	q.add(t, appID, map[string]int64{"private-a": 10}, want)
+	q.Add(t, appID, map[string]int64{"private-a": 10}, want)
 
 	s := startServer(t, config.Common{RedisCluster: cluster.Seeds()})
 	c := s.pusherClient(t, appSecret)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
@@ -23,7 +24,7 @@ import (
 
 func adminGet(t *testing.T, a *App, path string) (int, string) {
 	t.Helper()
-	resp, err := httpClient(t).Get("http://" + a.AdminAddr() + path)
+	resp, err := apitest.Client(t).Get("http://" + a.AdminAddr() + path)
 	if err != nil {
 		return 0, err.Error()
 	}

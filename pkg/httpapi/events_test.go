@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
@@ -419,9 +420,9 @@ func TestPublishRedisDown(t *testing.T) {
 // count reads share one pipeline to the master of the app's slot.
 func TestTriggerOnCluster(t *testing.T) {
 	cluster := redistest.NewCluster(t)
-	p := newProducer(t, cluster.Client(t), "node-a")
-	p.rec.AddMember(appID, "presence-c", "u1", json.RawMessage(`{}`), 2)
-	p.add(t, appID, map[string]int64{"presence-c": 2, "private-a": 5}, map[string]int64{"presence-c": 2, "private-a": 5})
+	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
+	p.Rec.AddMember(appID, "presence-c", "u1", json.RawMessage(`{}`), 2)
+	p.Add(t, appID, map[string]int64{"presence-c": 2, "private-a": 5}, map[string]int64{"presence-c": 2, "private-a": 5})
 	l := listen(t, cluster.Client(t), "presence-c", "private-a")
 	s := startServer(t, config.Common{RedisCluster: cluster.Seeds()})
 	c := s.pusherClient(t, appSecret)

@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,15 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pusher "github.com/pusher/pusher-http-go/v5"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
 
@@ -86,16 +81,9 @@ func startServer(t *testing.T, common config.Common) *testServer {
 	return &testServer{app: a, base: "http://" + a.Addr(), reg: reg}
 }
 
-// httpClient returns a client whose idle connections close with the test.
-func httpClient(t testing.TB) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
-}
-
 // pusherClient is the real pusher-http-go client pointed at s.
 func (s *testServer) pusherClient(t testing.TB, secret string) *pusher.Client {
-	return &pusher.Client{AppID: appID, Key: appKey, Secret: secret, Host: strings.TrimPrefix(s.base, "http://"), HTTPClient: httpClient(t)}
+	return &pusher.Client{AppID: appID, Key: appKey, Secret: secret, Host: strings.TrimPrefix(s.base, "http://"), HTTPClient: apitest.Client(t)}
 }
 
 type response struct {
@@ -113,25 +101,8 @@ func (s *testServer) do(t testing.TB, method, path, rawQuery string, body []byte
 // doHeader is do with request headers; a "Host" entry sets the Host.
 func (s *testServer) doHeader(t testing.TB, method, path, rawQuery string, header http.Header, body []byte) response {
 	t.Helper()
-	u := s.base + path
-	if rawQuery != "" {
-		u += "?" + rawQuery
-	}
-	req, err := http.NewRequest(method, u, bytes.NewReader(body))
-	require.NoError(t, err)
-	for k, vs := range header {
-		if k == "Host" {
-			req.Host = vs[0]
-			continue
-		}
-		req.Header[k] = vs
-	}
-	resp, err := httpClient(t).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{code: resp.StatusCode, body: string(b), header: resp.Header}
+	r := apitest.Do(t, s.base, method, path, rawQuery, header, body)
+	return response{code: r.Code, body: r.Body, header: r.Header}
 }
 
 // signed returns the encoded query of a request signed as a Pusher client
@@ -145,37 +116,4 @@ func (s *testServer) get(t testing.TB, path string, query url.Values) response {
 	t.Helper()
 	escaped := (&url.URL{Path: path}).EscapedPath() // '#' must not start a fragment
 	return s.do(t, http.MethodGet, escaped, signed(http.MethodGet, path, query, nil, appKey, appSecret, time.Now()), nil)
-}
-
-// producer is a wsnode's counts.Recorder, stopped when the test ends.
-type producer struct {
-	rec   *counts.Recorder
-	store *counts.Store
-}
-
-func newProducer(t *testing.T, rdb redis.UniversalClient, node string) *producer {
-	t.Helper()
-	rec := counts.NewRecorder(rdb, node, counts.RecorderOptions{Heartbeat: 200 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	return &producer{rec: rec, store: counts.NewStore(rdb, keyspace.Space{})}
-}
-
-// add applies deltas and waits until Redis shows want as app's occupied channels.
-func (p *producer) add(t *testing.T, app string, deltas map[string]int64, want map[string]int64) {
-	t.Helper()
-	for ch, d := range deltas {
-		p.rec.Add(app, ch, d)
-	}
-	var got map[string]int64
-	require.Eventually(t, func() bool {
-		var err error
-		got, err = p.store.Channels(context.Background(), app, "")
-		return err == nil && fmt.Sprint(got) == fmt.Sprint(want)
-	}, 10*time.Second, 10*time.Millisecond, "counts did not reach %v (last %v)", want, got)
 }

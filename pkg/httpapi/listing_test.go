@@ -16,6 +16,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -72,16 +73,16 @@ func TestLeaderboardAndRank(t *testing.T) {
 
 func TestListingPages(t *testing.T) {
 	srv := redistest.New(t)
-	p := newProducer(t, srv.Client(t), "node-a")
+	p := apitest.NewProducer(t, srv.Client(t), "node-a")
 	want := map[string]int64{}
 	for i := range 250 {
 		want[fmt.Sprintf("private-%03d", i)] = 1
 	}
 	for i := range 30 {
 		want[fmt.Sprintf("presence-%02d", i)] = 2
-		p.rec.AddMember(appID, fmt.Sprintf("presence-%02d", i), "u1", json.RawMessage(`{}`), 2)
+		p.Rec.AddMember(appID, fmt.Sprintf("presence-%02d", i), "u1", json.RawMessage(`{}`), 2)
 	}
-	p.add(t, appID, want, want)
+	p.Add(t, appID, want, want)
 	s := startServer(t, config.Common{Redis: srv.URL()})
 
 	walk := func(query url.Values) (map[string]json.RawMessage, int) {
@@ -170,8 +171,8 @@ func startWith(t *testing.T, common config.Common, cfg config.HTTPAPI) *testServ
 
 func TestFullListingIsShared(t *testing.T) {
 	srv := redistest.New(t)
-	p := newProducer(t, srv.Client(t), "node-a")
-	p.add(t, appID, map[string]int64{"a": 1, "b": 2}, map[string]int64{"a": 1, "b": 2})
+	p := apitest.NewProducer(t, srv.Client(t), "node-a")
+	p.Add(t, appID, map[string]int64{"a": 1, "b": 2}, map[string]int64{"a": 1, "b": 2})
 	// A long cache TTL: nothing here may depend on how fast the test runs.
 	cfg := config.HTTPAPI{ListingCacheTTL: time.Minute, ListingLockTTL: 10 * time.Second}
 	s1 := startWith(t, config.Common{Redis: srv.URL()}, cfg)
@@ -193,7 +194,7 @@ func TestFullListingIsShared(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(s2.app.metrics.listingShared.WithLabelValues("cached")))
 
 	// A vacated channel invalidates the cached listing at once.
-	p.add(t, appID, map[string]int64{"a": -1}, map[string]int64{"b": 2})
+	p.Add(t, appID, map[string]int64{"a": -1}, map[string]int64{"b": 2})
 	r = s2.get(t, listPath, nil)
 	require.Equal(t, `{"channels":{"b":{}}}`+"\n", r.body)
 	require.Equal(t, "computed", r.header.Get(headerListing))
@@ -232,12 +233,12 @@ func TestEncodeListingMatchesEncodingJSON(t *testing.T) {
 
 func TestClusterLeaderboardAndPages(t *testing.T) {
 	cluster := redistest.NewCluster(t)
-	p := newProducer(t, cluster.Client(t), "node-a")
+	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
 	want := map[string]int64{}
 	for i := range 120 {
 		want[fmt.Sprintf("ch-%03d", i)] = int64(i%10 + 1)
 	}
-	p.add(t, appID, want, want)
+	p.Add(t, appID, want, want)
 	s := startServer(t, config.Common{RedisCluster: cluster.Seeds()})
 	r := s.get(t, listPath, url.Values{"order": {"subscription_count"}, "limit": {"2"}})
 	require.Equal(t, `{"channels":{"ch-109":{"subscription_count":10},"ch-119":{"subscription_count":10}},"order":["ch-119","ch-109"]}`+"\n", r.body)

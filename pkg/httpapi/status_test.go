@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/apitest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -64,9 +65,9 @@ func TestStatusAdmissionAuditEndpoints(t *testing.T) {
 		dead.AddConnections(appID, 3)
 		dead.Add(appID, "public-x", 3)
 		require.NoError(t, dead.Flush(ctx))
-		live := newProducer(t, rdb, "node-live")
-		live.rec.AddConnections(appID, 1)
-		live.add(t, appID, map[string]int64{"public-x": 1}, map[string]int64{"public-x": 4})
+		live := apitest.NewProducer(t, rdb, "node-live")
+		live.Rec.AddConnections(appID, 1)
+		live.Add(t, appID, map[string]int64{"public-x": 1}, map[string]int64{"public-x": 4})
 
 		held := lease.New(rdb, lease.CleanerKey(keyspace.Space{}), 3*time.Second)
 		ok, err := held.TryAcquire(ctx)
