@@ -114,8 +114,8 @@ type metrics struct {
 	reapLatency  prometheus.Histogram
 	leaseChanges *prometheus.CounterVec
 
-	// reapCounted: apps whose reaped counters exist (run's goroutine before
-	// the elector starts, then scan's only).
+	// reapCounted: apps whose reaped counters exist, under reapMu.
+	reapMu      sync.Mutex
 	reapCounted map[string]bool
 }
 
@@ -173,8 +173,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// countReaps makes app's reaped counters exist, at 0 until a reap.
+// countReaps makes app's reaped counters exist, at 0 until a reap. Scans
+// may run at once (two active cleaners in one process, in tests).
 func (m *metrics) countReaps(app string) {
+	m.reapMu.Lock()
+	defer m.reapMu.Unlock()
 	if m.reapCounted[app] {
 		return
 	}
