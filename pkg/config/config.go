@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -131,7 +132,20 @@ type WSNode struct {
 	// handshaking or upgraded; connections past it are answered 503 and
 	// closed. Zero or negative means MaxSocketsFor(the open-file limit).
 	MaxSockets int
+	// Transport is how the node serves its sockets: TransportEventLoop (a
+	// loop per core watches every socket; Linux only) or
+	// TransportGoroutine (a goroutine per socket, coder/websocket's stack).
+	Transport string
 }
+
+// The WebSocket transports (--transport).
+const (
+	TransportEventLoop = "eventloop"
+	TransportGoroutine = "goroutine"
+)
+
+// DefaultTransport is --transport's default.
+func DefaultTransport() string { return TransportGoroutine }
 
 // Cleaner is the configuration of cmd/cleaner.
 type Cleaner struct {
@@ -269,6 +283,7 @@ func DefaultWSNode() WSNode {
 		Drain:     10 * time.Second,
 		// soketi's userAuthenticationTimeout.
 		UserAuthTimeout: 30 * time.Second,
+		Transport:       DefaultTransport(),
 	}
 }
 
@@ -343,6 +358,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.dur(&c.UserAuthTimeout, "user-auth-timeout", "for apps with enableUserAuthentication: how long a socket may stay without pusher:signin (or a private or presence subscription) before it is closed with 4009")
 	s.integer(&c.MaxSockets, "max-sockets", "connections the WebSocket port holds at once, handshaking or upgraded; past it new ones get 503 "+
 		"(0: derived from the open-file limit, leaving room for Redis and the admin port)")
+	s.str(&c.Transport, "transport", "how sockets are served: eventloop (a loop per core watches every socket; Linux only) or goroutine (a goroutine per socket, the fallback)")
 	words, err := s.parse(args, false)
 	if stop(err) {
 		return c, err
@@ -352,7 +368,19 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
 	errs = append(errs, checkNodeID(c.NodeID))
 	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain), positive("--user-auth-timeout", c.UserAuthTimeout))
+	errs = append(errs, checkTransport(c.Transport))
 	return c, errors.Join(errs...)
+}
+
+// checkTransport checks a --transport: the event loop exists on Linux only.
+func checkTransport(t string) error {
+	switch {
+	case t == TransportEventLoop && runtime.GOOS != "linux":
+		return fmt.Errorf("--transport: %q needs Linux (epoll); use %q", t, TransportGoroutine)
+	case t != TransportEventLoop && t != TransportGoroutine:
+		return fmt.Errorf("--transport: %q is not %q or %q", t, TransportEventLoop, TransportGoroutine)
+	}
+	return nil
 }
 
 // CleanerCommands is what `cleaner --help` lists besides running as a
