@@ -425,7 +425,7 @@ func (a *App) run(ctx context.Context) error {
 				// handshake would only wait out its own timeout. Cutting
 				// the TCP connection also ends the waiting write.
 				s.closing.Store(true)
-				_ = s.conn.CloseNow()
+				s.link.cut()
 			}
 		})
 		return nil

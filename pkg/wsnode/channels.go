@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/coder/websocket"
 
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -320,19 +319,8 @@ func (a *App) refuseNow(s *socket, perr *protocol.Error) bool {
 	s.mu.Lock()
 	s.kill()
 	s.mu.Unlock()
-	select {
-	case a.closeSlots <- struct{}{}:
-		go func() {
-			defer func() { <-a.closeSlots }()
-			// The wire serializes whole frames, so a writer finishing an
-			// earlier frame cannot interleave with this one.
-			if a.write(s, framed(perr.AppendTo(newPayload(128)))) == nil {
-				_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
-			}
-			_ = s.conn.CloseNow()
-		}()
-	default:
-		_ = s.conn.CloseNow()
-	}
+	// The link keeps frames whole, so a writer finishing an earlier frame
+	// cannot interleave with this one.
+	a.whenSlot(s, func() { a.refuse(s, perr) })
 	return true
 }

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -20,11 +18,8 @@ type socket struct {
 	id string
 	// app is nil until the handshake accepted the app; a reload of the
 	// apps replaces it (applyApps).
-	app  atomic.Pointer[apps.App]
-	conn *websocket.Conn
-	// wire is conn's connection, which the writers send frames on and
-	// the socket's goroutine waits on between frames.
-	wire  *socketConn
+	app   atomic.Pointer[apps.App]
+	link  link
 	shard uint32
 	// closing is set once the node started closing the socket.
 	closing atomic.Bool
@@ -263,9 +258,14 @@ func (h *hub) drain(window, grace time.Duration, concurrency int, onForced func(
 			}
 		}
 		sem <- struct{}{}
+		if !s.link.shutWaits() {
+			<-sem
+			s.link.shut(protocol.CodeReconnect, "server shutting down")
+			continue
+		}
 		closers.Go(func() {
 			defer func() { <-sem }()
-			_ = s.conn.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
+			s.link.shut(protocol.CodeReconnect, "server shutting down")
 		})
 	}
 
@@ -277,7 +277,7 @@ func (h *hub) drain(window, grace time.Duration, concurrency int, onForced func(
 		rest := h.snapshot()
 		onForced(len(rest))
 		for _, s := range rest {
-			_ = s.conn.CloseNow()
+			s.link.cut()
 		}
 		<-done
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/coder/websocket"
-
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -219,10 +217,8 @@ var errSocketGone = fmt.Errorf("socket closed: %w", context.Canceled)
 
 // flushSocket is a writer's turn on s: it writes everything queued, then
 // either hands s back to the ready list or marks it idle. It never waits
-// for a client: when s's socket buffer is full, a goroutine of s's own
-// (finishBatch) waits for room and writes the rest, and this writer moves
-// on. So the pool needs no more writers than cores, and a thousand
-// clients that stop reading hold up none of them.
+// for a client (link.flush): what a full socket buffer does not take now
+// is the link's to finish, and s's turn ends when it has.
 func (a *App) flushSocket(s *socket) {
 	s.mu.Lock()
 	dead := s.dead
@@ -230,45 +226,25 @@ func (a *App) flushSocket(s *socket) {
 	s.mu.Unlock()
 	if !dead && len(batch) > 0 {
 		a.m.batch.Observe(float64(len(batch)))
-		for i, f := range batch {
-			n, err := s.wire.tryFrame(f)
-			if err != nil {
-				a.m.errors[reasonWrite].Inc()
-				a.writeFailed(s)
-				break
-			}
-			if n < len(f) {
-				a.m.waits.Inc()
-				a.send.wg.Go(func() { a.finishBatch(s, f[n:], batch[i+1:]) })
-				return
-			}
-			a.m.sent.Inc()
-			batch[i] = nil
+		sent, pending, err := s.link.flush(batch, func(sent int, err error) { a.flushDone(s, sent, err) })
+		a.m.sent.Add(float64(sent))
+		if pending {
+			a.m.waits.Inc()
+			return
+		}
+		if err != nil {
+			a.m.errors[reasonWrite].Inc()
+			a.writeFailed(s)
 		}
 	}
 	a.flushed(s)
 }
 
-// finishBatch writes rest (the tail of a frame flushSocket began) and the
-// frames after it, waiting for room; the sweeper's write timeout bounds
-// the wait.
-func (a *App) finishBatch(s *socket, rest []byte, batch []frame) {
-	s.writeSince.Store(a.hub.now.Load())
-	err := s.wire.finish(rest)
-	s.writeSince.Store(0)
+// flushDone ends a turn on s whose frames the link finished later.
+func (a *App) flushDone(s *socket, sent int, err error) {
+	a.m.sent.Add(float64(sent))
 	if err != nil {
 		a.m.errors[reasonWrite].Inc()
-	} else {
-		a.m.sent.Inc()
-		for i, f := range batch {
-			if err = a.write(s, f); err != nil {
-				break
-			}
-			a.m.sent.Inc()
-			batch[i] = nil
-		}
-	}
-	if err != nil {
 		a.writeFailed(s)
 	}
 	a.flushed(s)
@@ -280,7 +256,7 @@ func (a *App) writeFailed(s *socket) {
 	s.kill()
 	s.mu.Unlock()
 	// Wakes the handler's read, which then cleans up.
-	_ = s.conn.CloseNow()
+	s.link.cut()
 }
 
 // flushed ends a writer's turn on s: s goes back to the ready list if more
@@ -310,28 +286,38 @@ func (a *App) slowConsumer(s *socket) {
 	a.log.Debug("disconnecting slow consumer", "socket_id", s.id)
 	if s.writeSince.Load() != 0 {
 		s.closing.Store(true)
-		_ = s.conn.CloseNow()
+		s.link.cut()
 		return
 	}
 	a.closeAsync(s, protocol.CodeOverCapacity, "slow consumer: not reading fast enough")
 }
 
-// closeAsync closes s with code on a short-lived goroutine, bounded by
-// closeSlots, because the close handshake may wait seconds for a peer that
-// does not read; beyond the bound, sockets are cut without a handshake.
-// The handler's read then fails and cleans up.
+// closeAsync closes s with code without waiting (whenSlot). The
+// handler's read then fails and cleans up.
 func (a *App) closeAsync(s *socket, code protocol.Code, reason string) {
 	if !s.closing.CompareAndSwap(false, true) {
 		return // a close is under way already (the sweeper sees it again)
+	}
+	a.whenSlot(s, func() { s.link.shut(code, reason) })
+}
+
+// whenSlot runs close, which closes s with a handshake, without waiting for
+// it: at once where the link's close handshake does not wait (the event
+// loop), else on a short-lived goroutine, bounded by closeSlots, because
+// the handshake may wait seconds for a peer that does not read; beyond
+// the bound, s is cut without one.
+func (a *App) whenSlot(s *socket, close func()) {
+	if !s.link.shutWaits() {
+		close()
+		return
 	}
 	select {
 	case a.closeSlots <- struct{}{}:
 		go func() {
 			defer func() { <-a.closeSlots }()
-			_ = s.conn.Close(websocket.StatusCode(code), reason)
-			_ = s.conn.CloseNow()
+			close()
 		}()
 	default:
-		_ = s.conn.CloseNow()
+		s.link.cut()
 	}
 }

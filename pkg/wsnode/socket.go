@@ -39,55 +39,22 @@ func putScratch(sc *scratch) {
 	scratchPool.Put(sc)
 }
 
-// serveWS upgrades a connection to /app/{key} and starts its read loop on a
-// goroutine of its own: the socket's only goroutine.
-func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
-	if !a.hub.enter() {
-		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	defer a.hub.leave()
-
-	if !a.originAllowed(w, r) {
-		return
-	}
-	// The id is set before the socket is shared with the sweeper and drain.
-	s := &socket{id: protocol.NewSocketID()}
-	// w is front's: the connection comes with small buffers and the 101
-	// waits in the socketConn for connection_established.
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		// Pusher accepts any origin; an app's allowedOrigins were
-		// checked before (originAllowed).
-		InsecureSkipVerify: true,
-		CompressionMode:    websocket.CompressionDisabled,
-		OnPingReceived: func(context.Context, []byte) bool {
-			s.lastSeen.Store(a.hub.now.Load())
-			return true
-		},
-	})
-	if err != nil {
-		return // Accept has answered with an HTTP error, which front logs
-	}
-	s.conn = c
-	s.wire, _ = wsfront.Upgraded(w).(*socketConn)
-	c.SetReadLimit(a.tun.readLimit)
-	if !a.hub.add(s) {
-		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
-		return
-	}
-
+// open admits s, a socket just upgraded for r and added to the hub: the
+// app, the protocol version and the app's connection quota. On a refusal
+// it answers the Pusher way, removes s from the hub and reports false;
+// else s is counted and open.
+func (a *App) open(s *socket, r *http.Request) bool {
 	app, perr, reason := a.admit(r)
+	if perr == nil {
+		if perr = a.checkConnectionLimit(app); perr != nil {
+			reason = reasonConnectionLimit
+		}
+	}
 	if perr != nil {
 		a.m.errors[reason].Inc()
 		a.refuse(s, perr)
 		a.hub.remove(s)
-		return
-	}
-	if perr := a.checkConnectionLimit(app); perr != nil {
-		a.m.errors[reasonConnectionLimit].Inc()
-		a.refuse(s, perr)
-		a.hub.remove(s)
-		return
+		return false
 	}
 	s.app.Store(app)
 	if app.EnableUserAuthentication {
@@ -97,49 +64,12 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	a.m.open.Inc()
 	a.m.total.Inc()
 	a.refreshApp(s)
-	// The handshake's goroutine serves the first frame (its stack has grown
-	// already), then hands the socket to a fresh goroutine whose stack grows
-	// only as deep as the read loop needs (see runSocket).
-	a.hub.handOff()
-	a.runSocket(s, true)
+	return true
 }
 
-// runSocket serves one frame of s (first: the connection_established
-// before it), then hands s to a fresh goroutine and returns. So the
-// goroutine waiting on an idle socket has a stack as deep as the wait, not
-// as deep as the deepest handler went: a goroutine's stack grows in the
-// handlers and never shrinks while the wait uses a quarter of it
-// (measured at 10,000 idle sockets: 8 KiB of stack each before, 4 KiB
-// after). A goroutine start per client frame is cheap next to the frame's
-// handling, and there is still one goroutine per socket at any time.
-// The wait itself is the socketConn's (waitReadable): 560 bytes of frames, which fit
-// the smallest stack, 2 KiB; parked in websocket.Conn's read path it took
-// 1,960 bytes and a 4 KiB stack.
-func (a *App) runSocket(s *socket, first bool) {
-	var err error
-	handedOff := false
-	// Deferred so that even a panic uncounts the socket's channels: a
-	// leaked +1 would stay in Redis until restart.
-	defer func() {
-		if !handedOff {
-			a.closed(s, err)
-			a.hub.leave()
-		}
-	}()
-	if first {
-		var buf [headroom + 128]byte
-		// Written directly: nothing can be queued before the first subscribe.
-		if err = a.write(s, framed(protocol.AppendConnectionEstablished(buf[:headroom], s.id, protocol.ActivityTimeout))); err != nil {
-			return
-		}
-		a.m.sent.Inc()
-	} else {
-		s.wire.waitReadable()
-	}
-	if err = a.serveFrame(s); err == nil {
-		handedOff = true
-		go a.runSocket(s, false)
-	}
+// connectionEstablished is the socket's first frame.
+func connectionEstablished(buf []byte, id string) frame {
+	return framed(protocol.AppendConnectionEstablished(buf[:headroom], id, protocol.ActivityTimeout))
 }
 
 // originAllowed refuses, with 403 before the upgrade, an upgrade whose
@@ -237,9 +167,9 @@ var closeReasons = map[protocol.Code]string{
 func (a *App) refuse(s *socket, perr *protocol.Error) {
 	var buf [headroom + 256]byte
 	if err := a.write(s, framed(perr.AppendTo(buf[:headroom]))); err == nil {
-		_ = s.conn.Close(websocket.StatusCode(perr.Code), closeReasons[perr.Code])
+		s.link.shut(perr.Code, closeReasons[perr.Code])
 	}
-	_ = s.conn.CloseNow()
+	s.link.cut()
 }
 
 // frameBudget is the one rule of how many frames a socket of app may send:
@@ -306,25 +236,15 @@ func (a *App) overFrameRate(s *socket) error {
 	return errFrameRate
 }
 
-// serveFrame reads one frame from s and handles it.
-func (a *App) serveFrame(s *socket) error {
-	// No deadline on the read: the sweeper closes silent sockets, so the
-	// read path arms no timer.
-	typ, rd, err := s.conn.Reader(context.Background())
-	if err != nil {
-		return err
-	}
-	sc := scratchPool.Get().(*scratch)
-	defer putScratch(sc)
-	sc.in.Reset()
-	if _, err := sc.in.ReadFrom(rd); err != nil {
-		return err
-	}
+// serveMessage handles a whole message s's client sent, in sc.in: text
+// (else binary). Either transport's read path calls it, one message of a
+// socket at a time.
+func (a *App) serveMessage(s *socket, sc *scratch, text bool) error {
 	s.lastSeen.Store(a.hub.now.Load())
 	if !a.allowFrame(s) {
 		return a.overFrameRate(s)
 	}
-	if typ == websocket.MessageText {
+	if text {
 		if !utf8.Valid(sc.in.Bytes()) {
 			return a.invalidUTF8(s)
 		}
@@ -339,15 +259,14 @@ var errInvalidUTF8 = errors.New("text message is not valid UTF-8")
 
 // invalidUTF8 closes s with 1007 (RFC 6455 §8.1: a text message must be
 // UTF-8, and an endpoint that receives one that is not fails the
-// connection). coder/websocket does not check it, so the node does, on
-// the whole message as the Reader joined it: a character may span two
-// fragments. Relayed in a client event, such bytes would make every
+// connection). Neither transport's framing checks it, so the node does,
+// on the whole message: a character may span two fragments. Relayed in a client event, such bytes would make every
 // browser that receives them close its own connection.
 func (a *App) invalidUTF8(s *socket) error {
 	a.m.received[frameMalformed].Inc()
 	a.m.errors[reasonInvalidUTF8].Inc()
 	if s.closing.CompareAndSwap(false, true) {
-		_ = s.conn.Close(websocket.StatusInvalidFramePayloadData, "text message is not valid UTF-8")
+		s.link.shut(closeInvalidPayload, "text message is not valid UTF-8")
 	}
 	return errInvalidUTF8
 }
@@ -536,16 +455,11 @@ func (a *App) sendError(s *socket, sc *scratch, err error) error {
 	return a.reply(s, sc.out)
 }
 
-// write sends one frame, waiting for room in the socket's buffer (the
-// socketConn keeps concurrent frames whole). Its callers: the handler
-// before the socket can receive deliveries, a socket's finishBatch, and
-// refuseNow. The sweeper watches writeSince, so a client that stops
-// reading is cut after writeTimeout without a timer per write.
+// write sends one frame behind whatever is pending (link.write). Its
+// callers: the handshake before the socket can receive deliveries, and the
+// refusals.
 func (a *App) write(s *socket, f frame) error {
-	s.writeSince.Store(a.hub.now.Load())
-	err := s.wire.writeFrame(f)
-	s.writeSince.Store(0)
-	if err != nil {
+	if err := s.link.write(f); err != nil {
 		a.m.errors[reasonWrite].Inc()
 		return fmt.Errorf("write: %w", err)
 	}
@@ -576,7 +490,7 @@ func (a *App) closed(s *socket, err error) {
 	s.mu.Unlock()
 	a.m.open.Dec()
 	a.hub.remove(s)
-	_ = s.conn.CloseNow()
+	s.link.cut()
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		a.m.errors[reasonFrameTooBig].Inc()
 	}
