@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
