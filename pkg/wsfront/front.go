@@ -126,6 +126,11 @@ func Listen(addr string, opts Options) (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newFront(ln, opts), nil
+}
+
+// newFront is a Front on ln with opts (checked).
+func newFront(ln net.Listener, opts Options) *Front {
 	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, log: opts.Logger, onRefuse: opts.OnRefuse, up: opts.Up,
 		maxConns: int64(max(opts.MaxConns, 0)), refusing: make(chan struct{}, refusingAtOnce),
 		// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
@@ -140,7 +145,7 @@ func Listen(addr string, opts Options) (*Front, error) {
 	if f.onRefuse == nil {
 		f.onRefuse = func(Reason) {}
 	}
-	return f, nil
+	return f
 }
 
 // Open is the number of connections open on the port, handshaking or
@@ -338,17 +343,23 @@ func (f *Front) handshake(c net.Conn) {
 		_ = c.Close() // the client went away or was too slow: nothing to answer
 	}
 	if w.hijacked != nil {
-		if w.status >= 400 && (!probe || w.status != http.StatusServiceUnavailable) {
-			if !w.counted {
-				f.onRefuse(Refused)
-			}
-			f.log.Debug("refused a request", "status", w.status, "remote_addr", c.RemoteAddr().String(),
-				"error", strings.TrimSpace(string(w.body)))
-		}
+		f.reportRefusal(w, probe, c.RemoteAddr())
 		if r != nil || status != 0 {
 			w.finish()
 		}
 		f.active.Done()
+	}
+}
+
+// reportRefusal counts and logs the answer in w if it refuses the request
+// (a load balancer's check answered 503 does not).
+func (f *Front) reportRefusal(w *upgradeWriter, probe bool, remote net.Addr) {
+	if w.status >= 400 && (!probe || w.status != http.StatusServiceUnavailable) {
+		if !w.counted {
+			f.onRefuse(Refused)
+		}
+		f.log.Debug("refused a request", "status", w.status, "remote_addr", remote.String(),
+			"error", strings.TrimSpace(string(w.body)))
 	}
 }
 
@@ -371,6 +382,16 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 	case err != nil || !inTime:
 		return nil, 0, nil
 	}
+	r, status, err := f.route(head)
+	if r != nil {
+		w.early = bytes.Clone(early)
+	}
+	return r, status, err
+}
+
+// route parses a whole request head: the request for /app/{key} or /up,
+// or the status to refuse it with.
+func (f *Front) route(head []byte) (*http.Request, int, error) {
 	r, err := parseRequest(head)
 	switch {
 	case errors.Is(err, errHTTPVersion):
@@ -384,7 +405,6 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 	if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); !ok || key == "" || strings.Contains(key, "/") {
 		return nil, http.StatusNotFound, errors.New("404 page not found: WebSockets are served on /app/{key}")
 	}
-	w.early = bytes.Clone(early)
 	return r, 0, nil
 }
 
@@ -716,6 +736,17 @@ func (c *earlyConn) Read(p []byte) (int, error) {
 // finish sends a response that is not an upgrade and closes the
 // connection so that the client gets to read it (lingerClose).
 func (w *upgradeWriter) finish() {
+	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := w.c.Write(w.response()); err != nil {
+		_ = w.c.Close()
+		return
+	}
+	lingerClose(w.c)
+}
+
+// response is the whole response collected in w, which ends the
+// connection.
+func (w *upgradeWriter) response() []byte {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -726,12 +757,7 @@ func (w *upgradeWriter) finish() {
 	_ = w.header.Write(&b)
 	b.WriteString("\r\n")
 	b.Write(w.body)
-	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
-	if _, err := w.c.Write(b.Bytes()); err != nil {
-		_ = w.c.Close()
-		return
-	}
-	lingerClose(w.c)
+	return b.Bytes()
 }
 
 // lingerTimeout bounds how long lingerClose drains a connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"time"
 
@@ -128,7 +129,7 @@ type App struct {
 	hooks *webhook.Producer
 	// closeSlots bounds close handshakes started by the node (closeAsync).
 	closeSlots chan struct{}
-	ws         *wsfront.Front
+	ws         port
 	admin      *lifecycle.Server // nil when --admin-addr is empty
 	hub        *hub
 	ready      lifecycle.Readiness
@@ -195,8 +196,14 @@ func New(opts Options) (_ *App, err error) {
 
 	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
-	if a.ws, err = wsfront.Listen(cfg.Addr, wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
-		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}); err != nil {
+	front := wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
+		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}
+	if cfg.Transport == config.TransportEventLoop {
+		a.ws, err = a.listenLoop(cfg.Addr, front)
+	} else {
+		a.ws, err = wsfront.Listen(cfg.Addr, front)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("wsnode: listen --addr %s: %w", cfg.Addr, err)
 	}
 	a.life.Defer(func() { closeUnserved(a.ws) })
@@ -233,10 +240,29 @@ func (a *App) socketCap() int {
 	return a.cfg.MaxSockets
 }
 
+// port is the WebSocket port: a wsfront.Front (the goroutine transport) or
+// a wsfront.LoopFront (the event loop), which also has Close.
+type port interface {
+	Addr() string
+	Open() int
+	MaxConns() int
+	// Serve accepts until Shutdown.
+	Serve() error
+	// Shutdown stops accepting and waits up to timeout for handshakes
+	// under way; upgraded sockets are the node's to close.
+	Shutdown(timeout time.Duration)
+}
+
 // closeUnserved releases the listener of a front that never served; after
 // Run's drain it is closed already (Shutdown is idempotent). With no
 // handshake under way, Shutdown returns at once rather than after timeout.
-func closeUnserved(f *wsfront.Front) { f.Shutdown(time.Second) }
+// A loop front's loops stop too (after the drain, no socket is left).
+func closeUnserved(f port) {
+	f.Shutdown(time.Second)
+	if c, ok := f.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
 
 // Addr is the WebSocket listener's address (host:port).
 func (a *App) Addr() string { return a.ws.Addr() }

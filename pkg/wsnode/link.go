@@ -26,6 +26,9 @@ type link interface {
 	shutWaits() bool
 	// cut ends the connection at once, dropping anything pending.
 	cut()
+	// release ends the connection once the socket's handler is done with
+	// it, unless a close handshake under way ends it.
+	release()
 }
 
 // closeInvalidPayload is RFC 6455's 1007: a text message that is not UTF-8.

@@ -168,6 +168,7 @@ func (a *App) refuse(s *socket, perr *protocol.Error) {
 	var buf [headroom + 256]byte
 	if err := a.write(s, framed(perr.AppendTo(buf[:headroom]))); err == nil {
 		s.link.shut(perr.Code, closeReasons[perr.Code])
+		return
 	}
 	s.link.cut()
 }
@@ -490,7 +491,7 @@ func (a *App) closed(s *socket, err error) {
 	s.mu.Unlock()
 	a.m.open.Dec()
 	a.hub.remove(s)
-	s.link.cut()
+	s.link.release()
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		a.m.errors[reasonFrameTooBig].Inc()
 	}

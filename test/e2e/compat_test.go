@@ -29,7 +29,26 @@ const userAuthTimeout = 2 * time.Second
 // the httpapi, all sharing one apps file. The suite drives real pusher-js 8
 // clients and signs with the real pusher Node SDK 5; its last file SIGKILLs
 // wsnode B (HC_KILL_PID_B).
+//
+// The wsnodes serve their sockets on the default transport, the event loop;
+// TestPusherJSCompatGoroutine runs the suite's core files on the fallback.
 func TestPusherJSCompat(t *testing.T) {
+	runCompat(t, "", nil)
+}
+
+// TestPusherJSCompatGoroutine runs the suite's core files (the channel
+// kinds, signin, client events and Laravel Echo) against wsnodes on
+// --transport goroutine, so the fallback an operator may switch to keeps
+// working with the real clients.
+func TestPusherJSCompatGoroutine(t *testing.T) {
+	runCompat(t, "goroutine", []string{"suite/01-public.test.js", "suite/02-private.test.js", "suite/03-presence.test.js",
+		"suite/04-encrypted.test.js", "suite/05-signin.test.js", "suite/06-client-events.test.js", "suite/15-laravel-echo.test.js"})
+}
+
+// runCompat runs the suite files (all of them if none; HC_COMPAT_FILES
+// overrides) against a cluster whose wsnodes have --transport transport
+// (their default if empty).
+func runCompat(t *testing.T, transport string, files []string) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
@@ -113,6 +132,9 @@ func TestPusherJSCompat(t *testing.T) {
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	wsArgs := append(slices.Clone(common), "--user-auth-timeout", userAuthTimeout.String())
+	if transport != "" {
+		wsArgs = append(wsArgs, "--transport", transport)
+	}
 	a, b := startWSNode(t, "ws-a", wsArgs...), startWSNode(t, "ws-b", wsArgs...)
 	cl1, cl2 := startCleaner(t, "cleaner-1", common...), startCleaner(t, "cleaner-2", common...)
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
@@ -124,7 +146,9 @@ func TestPusherJSCompat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
 	defer cancel()
 	// HC_COMPAT_FILES narrows the run to some suite files while working on them.
-	files := strings.Fields(os.Getenv("HC_COMPAT_FILES"))
+	if f := strings.Fields(os.Getenv("HC_COMPAT_FILES")); len(f) > 0 {
+		files = f
+	}
 	if len(files) == 0 {
 		files = []string{"suite/"}
 	}
