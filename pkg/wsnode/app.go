@@ -458,7 +458,7 @@ func (a *App) run(ctx context.Context) error {
 	}, func(error) { stopSweep() })
 
 	g.Add(func() error {
-		err := a.bus.Run(busCtx, a.deliver)
+		err := a.bus.Run(busCtx, a.route)
 		if busCtx.Err() == nil {
 			if err == nil {
 				err = errors.New("returned early")

@@ -239,24 +239,36 @@ func (a *App) allowClientEvent(s *socket) bool {
 	return true
 }
 
-// deliver is the bus's delivery callback: it encodes the message once and
-// queues the same bytes on every local subscriber of the channel, except
-// the sender's socket and the sockets of the excepted user. Queueing never
-// blocks: a subscriber that cannot keep up is disconnected instead.
-func (a *App) deliver(app string, m fanout.Message) {
+// route is the bus's callback: a message on a node-internal channel is a
+// control message for the node (control), any other an event for the
+// channel's subscribers (deliver).
+func (a *App) route(app string, m fanout.Message) {
 	a.m.busIn.Inc()
+	if strings.HasPrefix(m.Channel, protocol.InternalPrefix) {
+		a.control(app, m)
+		return
+	}
+	a.deliver(app, m)
+}
+
+// control acts on a control message: a terminate_connections order for a
+// user's sockets, a watched user's online edge, a capacity-limited
+// channel's waiting list that moved.
+func (a *App) control(app string, m fanout.Message) {
 	if strings.HasPrefix(m.Channel, protocol.TerminateUserPrefix) {
 		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { a.terminate(s) })
-		return
-	}
-	if user, ok := strings.CutPrefix(m.Channel, protocol.WatchUserPrefix); ok {
+	} else if user, ok := strings.CutPrefix(m.Channel, protocol.WatchUserPrefix); ok {
 		a.watchEdge(app, m.Channel, user, m.Event == protocol.WatchlistOnline)
-		return
-	}
-	if ch, ok := strings.CutPrefix(m.Channel, protocol.AdmissionPrefix); ok {
+	} else if ch, ok := strings.CutPrefix(m.Channel, protocol.AdmissionPrefix); ok {
 		a.listMoved(app, ch)
-		return
 	}
+}
+
+// deliver encodes an event once and queues the same bytes on every local
+// subscriber of the channel, except the sender's socket and the sockets of
+// the excepted user. Queueing never blocks: a subscriber that cannot keep
+// up is disconnected instead.
+func (a *App) deliver(app string, m fanout.Message) {
 	if m.Version > 0 && !a.index.newer(chanKey{app, m.Channel}, m.Version) {
 		a.m.superseded.Inc() // a count older than one delivered already
 		return

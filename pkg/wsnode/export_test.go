@@ -27,7 +27,7 @@ func (a *App) SetCoalesce(d time.Duration) {
 
 // Deliver hands m to the node as the event bus would: tests use it to flood
 // a channel without going through Redis.
-func (a *App) Deliver(app string, m fanout.Message) { a.deliver(app, m) }
+func (a *App) Deliver(app string, m fanout.Message) { a.route(app, m) }
 
 // Publish publishes m on the node's event bus, as the HTTP API would.
 func (a *App) Publish(ctx context.Context, app string, m fanout.Message) error {
