@@ -168,7 +168,7 @@ func TestPauseResume(t *testing.T) {
 	var paused atomic.Bool
 	var pauses atomic.Int32
 	resume := make(chan struct{}, 1)
-	rng := rand.New(rand.NewPCG(7, 7))
+	rng, pauseRng := rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(8, 8))
 	a.r.mu.Lock()
 	a.r.onData = func(c *Conn, _ []byte) {
 		if paused.Load() {
@@ -188,7 +188,7 @@ func TestPauseResume(t *testing.T) {
 		for {
 			select {
 			case <-resume:
-				time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond) // let the kernel's buffer fill
+				time.Sleep(time.Duration(pauseRng.IntN(500)) * time.Microsecond) // let the kernel's buffer fill
 				paused.Store(false)
 				a.c.ResumeRead()
 			case <-stop:
