@@ -244,7 +244,7 @@ func (s *Server) acceptLoop() error {
 		if acceptErr == nil {
 			continue
 		}
-		backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+		backoff = nextBackoff(backoff)
 		s.acceptErrors.Add(1)
 		if s.opts.OnAcceptError != nil {
 			s.opts.OnAcceptError(acceptErr, backoff)
@@ -367,4 +367,9 @@ func (t *table) release(c *Conn) {
 	if ch := t.chunks[int(c.fd)/chunkSize].Load(); ch != nil {
 		ch[int(c.fd)%chunkSize].c.CompareAndSwap(c, nil)
 	}
+}
+
+// nextBackoff doubles an accept backoff within its bounds.
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, minAcceptBackoff), maxAcceptBackoff)
 }
