@@ -17,7 +17,7 @@ var errEOF = io.EOF
 type Conn struct {
 	mu      sync.Mutex
 	fd      int32
-	gen     uint32 // the slot's generation when this connection took it
+	gen     int32 // the slot's generation when this connection took it
 	loop    *loop
 	handler Handler
 	// pending is output a write left: the callers' slices themselves
@@ -48,7 +48,7 @@ const maxIovecs = 1024
 // event is c's epoll registration: its mask, its descriptor and its
 // generation in the 64 bits of data the kernel hands back.
 func (c *Conn) event() *unix.EpollEvent {
-	return &unix.EpollEvent{Events: c.events, Fd: c.fd, Pad: int32(c.gen)}
+	return &unix.EpollEvent{Events: c.events, Fd: c.fd, Pad: c.gen}
 }
 
 // Fd is the connection's descriptor; once closed, it may be another's.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestConnSize(t *testing.T) {
@@ -98,8 +101,7 @@ func TestSlowReader(t *testing.T) {
 	a.c.mu.Lock()
 	for i, p := range a.c.pending {
 		f := frames[(written-len(a.c.pending)+i)%2]
-		end := uintptr(unsafe.Pointer(unsafe.SliceData(f))) + uintptr(len(f))
-		require.Equal(t, end, uintptr(unsafe.Pointer(unsafe.SliceData(p)))+uintptr(len(p)), "pending slice %d is not the frame's memory", i)
+		require.Same(t, &f[len(f)-len(p)], &p[0], "pending slice %d is not the frame's memory", i)
 	}
 	a.c.mu.Unlock()
 
@@ -286,4 +288,26 @@ func TestListenBad(t *testing.T) {
 	require.Error(t, err, "the port is taken")
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Serve(), ErrServerClosed)
+}
+
+// TestListenAnyAddress: an empty host takes IPv4 (and IPv6 where the
+// kernel has it), and accepted sockets have TCP_NODELAY as Go's net sets.
+func TestListenAnyAddress(t *testing.T) {
+	onAccept, acc := accepting()
+	s := startServer(t, Options{OnAccept: onAccept})
+	port := s.Addr().(*net.TCPAddr).Port
+	s.Close()
+	s2, err := Listen(":"+strconv.Itoa(port), Options{OnAccept: onAccept})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- s2.Serve() }()
+	defer func() { require.NoError(t, s2.Close()); require.ErrorIs(t, <-served, ErrServerClosed) }()
+	c, err := net.DialTimeout("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), wait)
+	require.NoError(t, err)
+	defer c.Close()
+	a := next(t, acc)
+	require.Equal(t, c.LocalAddr().String(), a.c.RemoteAddr().String())
+	nodelay, err := unix.GetsockoptInt(a.c.Fd(), unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	require.NoError(t, err)
+	require.Equal(t, 1, nodelay)
 }

@@ -35,12 +35,12 @@ func TestStaleEventSkipsReusedDescriptor(t *testing.T) {
 	})
 	var serverAddr *unix.SockaddrInet4
 
-	testHookDispatch = func(l *loop, events []unix.EpollEvent) {
+	testHookDispatch = func(_ *loop, events []unix.EpollEvent) {
 		if fired.Load() {
 			return
 		}
 		for _, ev := range events {
-			if int64(ev.Fd) != fdA.Load() || int64(uint32(ev.Pad)) != genA.Load() {
+			if int64(ev.Fd) != fdA.Load() || int64(ev.Pad) != genA.Load() {
 				continue
 			}
 			fired.Store(true)

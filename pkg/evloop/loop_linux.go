@@ -35,7 +35,7 @@ type closing struct {
 // and the events being dispatched.
 var testHookDispatch func(l *loop, events []unix.EpollEvent)
 
-func newLoop(s *Server, i int) (*loop, error) {
+func newLoop(s *Server) (*loop, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func newLoop(s *Server, i int) (*loop, error) {
 		return nil, err
 	}
 	l := &loop{srv: s, epfd: epfd, wake: wake}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil { //nolint:gosec // G115: descriptors fit in int32
 		l.closeFDs()
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (l *loop) run() {
 		if hook := testHookDispatch; hook != nil {
 			hook(l, events[:n])
 		}
-		l.events.Add(uint64(n))
+		l.events.Add(uint64(n)) //nolint:gosec // G115: n >= 0 without an error
 		woken := false
 		for _, ev := range events[:n] {
 			if int(ev.Fd) == l.wake {
@@ -102,7 +102,7 @@ func (l *loop) run() {
 // connection, from reaching the new one.
 func (l *loop) dispatch(ev unix.EpollEvent) {
 	c := l.srv.table.lookup(int(ev.Fd))
-	if c == nil || c.gen != uint32(ev.Pad) || c.loop != l {
+	if c == nil || c.gen != ev.Pad || c.loop != l {
 		l.stale.Add(1)
 		return
 	}

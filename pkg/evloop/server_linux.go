@@ -63,8 +63,8 @@ func Listen(addr string, opts Options) (*Server, error) {
 	// A non-blocking descriptor makes a pollable os.File: accept waits in
 	// the runtime's poller, not on a thread of its own.
 	s.lfile = os.NewFile(uintptr(fd), "evloop-listener")
-	for i := range opts.Loops {
-		l, err := newLoop(s, i)
+	for range opts.Loops {
+		l, err := newLoop(s)
 		if err != nil {
 			for _, l := range s.loops {
 				l.closeFDs()
@@ -78,26 +78,32 @@ func Listen(addr string, opts Options) (*Server, error) {
 }
 
 // listen makes the listening socket: SO_REUSEADDR, non-blocking,
-// close-on-exec, the kernel's somaxconn as backlog.
+// close-on-exec, the kernel's somaxconn as backlog. An empty host listens
+// on every address, IPv6 and IPv4 in one socket where the kernel has IPv6
+// (as Go's net does), else IPv4 only.
 func listen(addr string) (int, net.Addr, error) {
 	tcp, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
 		return -1, nil, err
 	}
-	var sa unix.Sockaddr
-	family := unix.AF_INET
 	if ip4 := tcp.IP.To4(); ip4 != nil {
-		sa4 := &unix.SockaddrInet4{Port: tcp.Port}
-		copy(sa4.Addr[:], ip4)
-		sa = sa4
-	} else if tcp.IP != nil {
-		family = unix.AF_INET6
-		sa6 := &unix.SockaddrInet6{Port: tcp.Port}
-		copy(sa6.Addr[:], tcp.IP.To16())
-		sa = sa6
-	} else {
-		sa = &unix.SockaddrInet4{Port: tcp.Port}
+		sa := &unix.SockaddrInet4{Port: tcp.Port}
+		copy(sa.Addr[:], ip4)
+		return listenOn(unix.AF_INET, sa, false)
 	}
+	sa := &unix.SockaddrInet6{Port: tcp.Port}
+	if tcp.IP != nil {
+		copy(sa.Addr[:], tcp.IP.To16())
+		return listenOn(unix.AF_INET6, sa, false)
+	}
+	fd, bound, err := listenOn(unix.AF_INET6, sa, true)
+	if errors.Is(err, unix.EAFNOSUPPORT) {
+		return listenOn(unix.AF_INET, &unix.SockaddrInet4{Port: tcp.Port}, false)
+	}
+	return fd, bound, err
+}
+
+func listenOn(family int, sa unix.Sockaddr, dualStack bool) (int, net.Addr, error) {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, nil, err
@@ -106,6 +112,9 @@ func listen(addr string) (int, net.Addr, error) {
 	// sets it on each: small frames leave at once.
 	if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err == nil {
 		err = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	if err == nil && dualStack {
+		err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
 	}
 	if err == nil {
 		err = unix.Bind(fd, sa)
@@ -140,7 +149,11 @@ func sockaddrToTCP(sa unix.Sockaddr) net.Addr {
 	case *unix.SockaddrInet4:
 		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
 	case *unix.SockaddrInet6:
-		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+		ip := append(net.IP(nil), sa.Addr[:]...)
+		if ip4 := ip.To4(); ip4 != nil {
+			ip = ip4 // an IPv4 peer of a dual-stack socket
+		}
+		return &net.TCPAddr{IP: ip, Port: sa.Port}
 	}
 	return nil
 }
@@ -269,7 +282,8 @@ func (s *Server) install(fd int) {
 	}
 	sl.gen++ // only the accept goroutine writes gen
 	l := s.loops[fd%len(s.loops)]
-	c := &Conn{fd: int32(fd), gen: sl.gen, loop: l, handler: nopHandler{}, events: readEvents}
+	c := &Conn{fd: int32(fd), //nolint:gosec // G115: fd < maxFD, checked by table.slot
+		gen: sl.gen, loop: l, handler: nopHandler{}, events: readEvents}
 	s.conns.Add(1)
 	if !s.opts.OnAccept(c) {
 		c.mu.Lock()
@@ -329,7 +343,7 @@ const (
 // with, and an event whose generation is not its connection's is stale.
 type slot struct {
 	c   atomic.Pointer[Conn]
-	gen uint32
+	gen int32 // wraps: only equality matters
 }
 
 // slot returns fd's slot, allocating its chunk; nil if fd is out of reach.
