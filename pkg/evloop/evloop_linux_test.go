@@ -311,3 +311,64 @@ func TestListenAnyAddress(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, nodelay)
 }
+
+// TestOnAccept: a refused connection is closed without OnClose; one written
+// to from OnAccept, before it is registered with its loop, gets all its
+// output even when most of it pends.
+func TestOnAccept(t *testing.T) {
+	frame := bytes.Repeat([]byte("hello "), 100_000)
+	var n atomic.Int32
+	rec := newRecorder()
+	frames := make(chan int, 1)
+	s := startServer(t, Options{OnAccept: func(c *Conn) bool {
+		if n.Add(1) == 1 {
+			return false
+		}
+		c.SetHandler(rec)
+		for i := 1; i <= 1000; i++ {
+			done, err := c.Write(frame)
+			if err != nil || !done {
+				if err != nil {
+					t.Error(err)
+				}
+				frames <- i
+				return true
+			}
+		}
+		t.Error("the socket never filled")
+		frames <- 0
+		return true
+	}})
+	refused := dial(t, s)
+	require.NoError(t, refused.SetReadDeadline(time.Now().Add(wait)))
+	_, err := refused.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+	require.Eventually(t, func() bool { return s.Stats().Conns == 0 }, wait, tick)
+	require.Zero(t, s.Stats().Accepted)
+
+	client := dial(t, s)
+	count := <-frames
+	got := readFull(t, client, count*len(frame))
+	require.Equal(t, bytes.Repeat(frame, count), got)
+	require.Eventually(t, func() bool { _, d, _ := rec.snapshot(); return d == 1 }, wait, tick)
+	_, _, closes := rec.snapshot()
+	require.Empty(t, closes)
+}
+
+// TestPeerResetWhilePending: the peer resets a connection whose output
+// pends; OnClose reports the reset and the pending bytes are released.
+func TestPeerResetWhilePending(t *testing.T) {
+	onAccept, acc := accepting()
+	s := startServer(t, Options{OnAccept: onAccept})
+	client := dial(t, s)
+	a := next(t, acc)
+	done, err := a.c.Write(make([]byte, 16<<20))
+	require.NoError(t, err)
+	require.False(t, done)
+	require.NoError(t, client.SetLinger(0))
+	require.NoError(t, client.Close())
+	require.ErrorIs(t, waitClosed(t, a.r), unix.ECONNRESET)
+	require.Zero(t, s.Stats().PendingBytes)
+	_, err = a.c.Write([]byte("x"))
+	require.ErrorIs(t, err, ErrClosed)
+}

@@ -135,3 +135,10 @@ func readFull(t *testing.T, c net.Conn, n int) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+func dialB(b *testing.B, s *Server) net.Conn {
+	b.Helper()
+	c, err := net.DialTimeout("tcp", s.Addr().String(), wait)
+	require.NoError(b, err)
+	return c
+}
