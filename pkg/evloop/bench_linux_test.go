@@ -18,7 +18,7 @@ func BenchmarkEcho(b *testing.B) {
 			require.NoError(b, err)
 			served := make(chan error, 1)
 			go func() { served <- s.Serve() }()
-			defer func() { require.NoError(b, s.Close()); <-served }()
+			defer func() { require.NoError(b, s.Close()); require.ErrorIs(b, <-served, ErrServerClosed) }()
 			const conns, chunk = 8, 256 << 10
 			payload := make([]byte, chunk)
 			b.SetBytes(conns * chunk)
