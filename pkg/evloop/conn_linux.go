@@ -93,26 +93,30 @@ func (c *Conn) RemoteAddr() net.Addr {
 // ErrClosed closes the connection (OnClose follows with it).
 func (c *Conn) Write(bufs ...[]byte) (done bool, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.flags&(flagClosed|flagCloseAfterFlush) != 0 {
+		c.mu.Unlock()
 		return false, ErrClosed
 	}
 	if len(c.pending) > 0 {
 		c.appendPending(bufs)
+		c.mu.Unlock()
 		return false, nil
 	}
 	c.appendPending(bufs)
 	if err := c.writePending(); err != nil {
 		c.closeLocked()
+		c.mu.Unlock()
+		// Unlocked: once the loop has stopped, OnClose runs right here.
 		c.loop.enqueueClose(c, err)
 		return false, err
 	}
-	if len(c.pending) == 0 {
-		return true, nil
+	done = len(c.pending) == 0
+	if !done {
+		c.loop.srv.eagain.Add(1)
+		c.setEventsLocked(c.events | unix.EPOLLOUT)
 	}
-	c.loop.srv.eagain.Add(1)
-	c.setEventsLocked(c.events | unix.EPOLLOUT)
-	return false, nil
+	c.mu.Unlock()
+	return done, nil
 }
 
 func (c *Conn) appendPending(bufs [][]byte) {

@@ -295,17 +295,19 @@ func (s *Server) install(fd int) {
 	}
 	s.accepted.Add(1)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.flags&flagClosed != 0 {
+		c.mu.Unlock()
 		return // OnAccept closed it; its OnClose is queued
 	}
 	sl.c.Store(c)
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, c.event()); err != nil {
 		c.closeLocked()
+		c.mu.Unlock()
 		l.enqueueClose(c, fmt.Errorf("evloop: epoll add: %w", err))
 		return
 	}
 	c.flags |= flagRegistered
+	c.mu.Unlock()
 }
 
 // Stats reads the server's counters.
