@@ -170,11 +170,10 @@ func (c *Conn) consume(n int) {
 		return
 	}
 	c.pending[i] = c.pending[i][n:]
-	if i > 0 {
-		rest := copy(c.pending, c.pending[i:])
-		clear(c.pending[rest:])
-		c.pending = c.pending[:rest]
-	}
+	// Re-slicing, not copying down: a long queue drained a little at a
+	// time costs nothing per flush, and append moves only the live part
+	// when it grows the array.
+	c.pending = c.pending[i:]
 }
 
 // Pending is the number of bytes waiting to be written.
