@@ -57,3 +57,26 @@ func BenchmarkEcho(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWrite is one small frame written to an idle connection whose
+// peer reads: the cost a delivery pays per socket.
+func BenchmarkWrite(b *testing.B) {
+	conns := make(chan *Conn, 1)
+	s, err := Listen("127.0.0.1:0", Options{OnAccept: func(c *Conn) bool { conns <- c; return true }})
+	require.NoError(b, err)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+	defer func() { require.NoError(b, s.Close()); require.ErrorIs(b, <-served, ErrServerClosed) }()
+	client := dialB(b, s)
+	defer client.Close()
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	c := <-conns
+	frame := make([]byte, 120)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		if _, err := c.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -372,3 +372,41 @@ func TestPeerResetWhilePending(t *testing.T) {
 	_, err = a.c.Write([]byte("x"))
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// TestCloseRacesServerClose: connections closed from other goroutines
+// while the server closes get exactly one OnClose each.
+func TestCloseRacesServerClose(t *testing.T) {
+	for round := range 5 {
+		onAccept, acc := accepting()
+		s, err := Listen("127.0.0.1:0", Options{Loops: 2, OnAccept: onAccept})
+		require.NoError(t, err)
+		served := make(chan error, 1)
+		go func() { served <- s.Serve() }()
+		var all []accepted
+		for range 20 {
+			dial(t, s)
+			all = append(all, next(t, acc))
+		}
+		var wg sync.WaitGroup
+		for i, a := range all {
+			wg.Go(func() {
+				if i%2 == 0 {
+					a.c.Close()
+				} else {
+					_, _ = a.c.Write(make([]byte, 1<<20))
+					a.c.CloseAfterFlush()
+				}
+			})
+		}
+		require.NoError(t, s.Close())
+		wg.Wait()
+		require.ErrorIs(t, <-served, ErrServerClosed)
+		for _, a := range all {
+			waitClosed(t, a.r)
+			_, _, closes := a.r.snapshot()
+			require.Len(t, closes, 1, "round %d", round)
+		}
+		require.Zero(t, s.Stats().Conns)
+		require.Zero(t, s.Stats().PendingBytes)
+	}
+}
