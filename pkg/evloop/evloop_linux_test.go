@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -402,7 +403,8 @@ func TestCloseRacesServerClose(t *testing.T) {
 		wg.Wait()
 		require.ErrorIs(t, <-served, ErrServerClosed)
 		for _, a := range all {
-			waitClosed(t, a.r)
+			err := waitClosed(t, a.r)
+			require.True(t, err == nil || errors.Is(err, ErrServerClosed), "%v", err)
 			_, _, closes := a.r.snapshot()
 			require.Len(t, closes, 1, "round %d", round)
 		}
