@@ -1,0 +1,279 @@
+package evloop
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// loop is one epoll set and the goroutine that waits on it. Its
+// connections' reads, flushes and callbacks all happen on that goroutine.
+type loop struct {
+	srv  *Server
+	epfd int
+	wake int    // an eventfd: other goroutines wake the loop through it
+	buf  []byte // the shared read buffer
+
+	mu       sync.Mutex
+	closes   []closing // connections closed off the loop, awaiting OnClose
+	stopping bool      // Serve asked the loop to stop
+	stopped  bool      // the loop has exited: closes are delivered by their caller
+	woken    atomic.Bool
+
+	events atomic.Uint64
+	stale  atomic.Uint64
+}
+
+type closing struct {
+	c   *Conn
+	err error
+}
+
+// testHookDispatch, if set, runs on the loop between epoll_wait returning
+// and the events being dispatched.
+var testHookDispatch func(l *loop, events []unix.EpollEvent)
+
+func newLoop(s *Server) (*loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	l := &loop{srv: s, epfd: epfd, wake: wake}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil { //nolint:gosec // G115: descriptors fit in int32
+		l.closeFDs()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *loop) closeFDs() {
+	_ = unix.Close(l.wake)
+	_ = unix.Close(l.epfd)
+}
+
+// run waits for events and dispatches them until stop.
+func (l *loop) run() {
+	// The buffer is allocated here, so that a server never served costs none.
+	l.buf = make([]byte, l.srv.opts.ReadBufferSize)
+	events := make([]unix.EpollEvent, 256)
+	for {
+		n, err := unix.EpollWait(l.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			// EBADF/EINVAL: only a bug gets here; close everything rather than spin.
+			l.shutdown()
+			return
+		}
+		if hook := testHookDispatch; hook != nil {
+			hook(l, events[:n])
+		}
+		l.events.Add(uint64(n)) //nolint:gosec // G115: n >= 0 without an error
+		woken := false
+		for _, ev := range events[:n] {
+			if int(ev.Fd) == l.wake {
+				woken = true
+				continue
+			}
+			l.dispatch(ev)
+		}
+		if woken {
+			var b [8]byte
+			_, _ = unix.Read(l.wake, b[:])
+			l.woken.Store(false) // before draining: a close queued from now on wakes again
+			if l.drain() {
+				l.shutdown()
+				return
+			}
+		}
+	}
+}
+
+// dispatch serves one event. The generation check is what keeps an event
+// queued for a descriptor that was closed, and then reused by a new
+// connection, from reaching the new one.
+func (l *loop) dispatch(ev unix.EpollEvent) {
+	c := l.srv.table.lookup(int(ev.Fd))
+	if c == nil || c.gen != ev.Pad || c.loop != l {
+		l.stale.Add(1)
+		return
+	}
+	if ev.Events&unix.EPOLLOUT != 0 {
+		l.flush(c)
+	}
+	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		l.read(c, ev.Events)
+	}
+}
+
+// read reads once from c (level-triggered: what is left is reported again)
+// and hands the bytes to OnData.
+func (l *loop) read(c *Conn, events uint32) {
+	c.mu.Lock()
+	if c.flags&flagClosed != 0 {
+		c.mu.Unlock()
+		l.stale.Add(1)
+		return
+	}
+	var err error
+	if c.flags&flagPaused == 0 {
+		var n int
+		n, err = unix.Read(int(c.fd), l.buf)
+		if n > 0 {
+			h := c.handler
+			c.mu.Unlock()
+			h.OnData(c, l.buf[:n])
+			return
+		}
+		if err == nil {
+			err = errEOF
+		}
+	}
+	if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		// Nothing to read (or paused). EPOLLHUP and EPOLLERR are reported
+		// whatever the mask, level-triggered: left alone they would spin.
+		if events&(unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+			c.mu.Unlock()
+			return
+		}
+		err = socketError(int(c.fd))
+	}
+	c.closeLocked()
+	h := c.handler
+	c.mu.Unlock()
+	l.srv.table.release(c)
+	h.OnClose(c, err)
+}
+
+// flush writes c's pending output; OnDrained when it is all out.
+func (l *loop) flush(c *Conn) {
+	c.mu.Lock()
+	if c.flags&flagClosed != 0 || len(c.pending) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if err := c.writePending(); err != nil {
+		c.closeLocked()
+		h := c.handler
+		c.mu.Unlock()
+		l.srv.table.release(c)
+		h.OnClose(c, err)
+		return
+	}
+	if len(c.pending) > 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.setEventsLocked(c.events &^ unix.EPOLLOUT)
+	h := c.handler
+	if c.flags&flagCloseAfterFlush != 0 {
+		c.closeLocked()
+		c.mu.Unlock()
+		l.srv.table.release(c)
+		h.OnClose(c, nil)
+		return
+	}
+	if c.flags&flagShutdownAfterFlush != 0 {
+		_ = unix.Shutdown(int(c.fd), unix.SHUT_WR)
+	}
+	c.mu.Unlock()
+	h.OnDrained(c)
+}
+
+// enqueueClose hands a connection closed off the loop to the loop, which
+// calls its OnClose. Once the loop has exited, the caller does.
+func (l *loop) enqueueClose(c *Conn, err error) {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		l.srv.table.release(c)
+		c.currentHandler().OnClose(c, err)
+		return
+	}
+	l.closes = append(l.closes, closing{c, err})
+	l.mu.Unlock()
+	l.poke()
+}
+
+// poke wakes the loop, once per wake-up however many ask.
+func (l *loop) poke() {
+	if l.woken.CompareAndSwap(false, true) {
+		one := [8]byte{1}
+		_, _ = unix.Write(l.wake, one[:])
+	}
+}
+
+func (l *loop) stop() {
+	l.mu.Lock()
+	l.stopping = true
+	l.mu.Unlock()
+	l.woken.Store(true)
+	one := [8]byte{1}
+	_, _ = unix.Write(l.wake, one[:])
+}
+
+// drain delivers queued closes; it reports whether the loop is to stop.
+func (l *loop) drain() bool {
+	l.mu.Lock()
+	closes, stopping := l.closes, l.stopping
+	l.closes = nil
+	l.mu.Unlock()
+	for _, cl := range closes {
+		l.srv.table.release(cl.c)
+		cl.c.currentHandler().OnClose(cl.c, cl.err)
+	}
+	return stopping
+}
+
+// shutdown closes every connection of this loop and marks it stopped.
+// Serve stops accepting before it stops the loops, so none is added after.
+func (l *loop) shutdown() {
+	l.mu.Lock()
+	l.stopped = true
+	closes := l.closes
+	l.closes = nil
+	l.mu.Unlock()
+	for _, cl := range closes {
+		l.srv.table.release(cl.c)
+		cl.c.currentHandler().OnClose(cl.c, cl.err)
+	}
+	t := &l.srv.table
+	for i := range t.chunks {
+		ch := t.chunks[i].Load()
+		if ch == nil {
+			continue
+		}
+		for j := range ch {
+			c := ch[j].c.Load()
+			if c == nil || c.loop != l {
+				continue
+			}
+			c.mu.Lock()
+			if c.flags&flagClosed != 0 {
+				c.mu.Unlock()
+				continue // closed off the loop: its closer delivers OnClose
+			}
+			c.closeLocked()
+			h := c.handler
+			c.mu.Unlock()
+			ch[j].c.CompareAndSwap(c, nil)
+			h.OnClose(c, ErrServerClosed)
+		}
+	}
+}
+
+// socketError is the socket's pending error (SO_ERROR), or EOF.
+func socketError(fd int) error {
+	if n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err == nil && n != 0 {
+		return unix.Errno(n)
+	}
+	return errEOF
+}
