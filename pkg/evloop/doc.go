@@ -60,6 +60,8 @@
 //     costs its Conn (80 bytes), a table slot (16) and no buffer.
 //   - The peer's end of stream (read returns 0) closes the connection, and
 //     drops output still pending.
+//   - StopAccepting closes the listener and makes Serve return; the loops
+//     go on serving the connections there are (a drain) until Close.
 //   - Server.Close stops accepting first, then each loop closes its
 //     connections (OnClose each), then the loops exit and the listener and
 //     epoll descriptors are closed; no goroutine is left.

@@ -412,3 +412,31 @@ func TestCloseRacesServerClose(t *testing.T) {
 		require.Zero(t, s.Stats().PendingBytes)
 	}
 }
+
+// TestStopAccepting: Serve returns, new connections are refused, and the
+// connections there are go on being served until Close (a node draining
+// its sockets keeps serving them).
+func TestStopAccepting(t *testing.T) {
+	s, err := Listen("127.0.0.1:0", Options{OnAccept: func(c *Conn) bool { c.SetHandler(echo{}); return true }})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+	c := dial(t, s)
+	_, err = c.Write([]byte("before"))
+	require.NoError(t, err)
+	require.Equal(t, "before", string(readFull(t, c, 6)))
+
+	s.StopAccepting()
+	require.NoError(t, <-served)
+	_, err = net.DialTimeout("tcp", s.Addr().String(), wait)
+	require.Error(t, err, "a connection after StopAccepting")
+	_, err = c.Write([]byte("after"))
+	require.NoError(t, err)
+	require.Equal(t, "after", string(readFull(t, c, 5)), "an open connection is still served")
+
+	require.NoError(t, s.Close())
+	require.Zero(t, s.Stats().Conns)
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, err = c.Read(make([]byte, 1))
+	require.Error(t, err, "Close ends the connections")
+}

@@ -16,6 +16,7 @@ func Listen(string, Options) (*Server, error) { return nil, ErrUnsupported }
 func (*Server) Addr() net.Addr { return nil }
 func (*Server) Serve() error   { return ErrUnsupported }
 func (*Server) Close() error   { return nil }
+func (*Server) StopAccepting() {}
 func (*Server) Stats() Stats   { return Stats{} }
 
 // Conn is a stub off Linux: no connection is ever made.

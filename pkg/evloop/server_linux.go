@@ -32,6 +32,13 @@ type Server struct {
 	done    chan struct{} // closed by Close: ends an accept backoff
 	served  chan struct{} // closed when Serve has stopped every loop
 
+	// stopAccepting is closed by StopAccepting (and Close): it ends an
+	// accept backoff; accepted is closed when the accept loop returned.
+	stopAccepting chan struct{}
+	acceptDone    chan struct{}
+	stopOnce      sync.Once
+	loopsDone     sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -59,7 +66,8 @@ func Listen(addr string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evloop: listen %s: %w", addr, err)
 	}
-	s := &Server{opts: opts, addr: bound, done: make(chan struct{}), served: make(chan struct{})}
+	s := &Server{opts: opts, addr: bound, done: make(chan struct{}), served: make(chan struct{}),
+		stopAccepting: make(chan struct{}), acceptDone: make(chan struct{})}
 	// A non-blocking descriptor makes a pollable os.File: accept waits in
 	// the runtime's poller, not on a thread of its own.
 	s.lfile = os.NewFile(uintptr(fd), "evloop-listener")
@@ -175,25 +183,27 @@ func (s *Server) Serve() error {
 	}
 	s.serving = true
 	s.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, l := range s.loops {
-		wg.Go(l.run)
+		s.loopsDone.Go(l.run)
 	}
 	err := s.acceptLoop()
-	// Accepting stopped (Close, or a listener error): no new connection
-	// can reach a loop now, so each loop closes what it has and exits.
-	for _, l := range s.loops {
-		l.stop()
-	}
-	wg.Wait()
-	for _, l := range s.loops {
-		l.closeFDs()
-	}
-	close(s.served)
+	close(s.acceptDone)
 	if s.isClosing() {
+		<-s.served
 		return ErrServerClosed
 	}
+	// StopAccepting, or a listener error: the loops go on serving the
+	// connections there are until Close.
 	return err
+}
+
+// StopAccepting closes the listener: Serve returns, and the loops go on
+// serving the connections there are until Close. It is idempotent.
+func (s *Server) StopAccepting() {
+	s.stopOnce.Do(func() {
+		close(s.stopAccepting)
+		s.closeErr = s.lfile.Close()
+	})
 }
 
 func (s *Server) isClosing() bool {
@@ -212,9 +222,19 @@ func (s *Server) Close() error {
 		serving := s.serving
 		s.mu.Unlock()
 		close(s.done)
-		s.closeErr = s.lfile.Close()
+		s.StopAccepting()
 		if serving {
-			<-s.served
+			// No new connection can reach a loop now, so each loop
+			// closes what it has and exits.
+			<-s.acceptDone
+			for _, l := range s.loops {
+				l.stop()
+			}
+			s.loopsDone.Wait()
+			for _, l := range s.loops {
+				l.closeFDs()
+			}
+			close(s.served)
 			return
 		}
 		for _, l := range s.loops {
@@ -265,7 +285,7 @@ func (s *Server) acceptLoop() error {
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
-		case <-s.done:
+		case <-s.stopAccepting:
 			t.Stop()
 			return nil
 		}
