@@ -68,8 +68,9 @@ shq() {
 	if [[ $1 =~ ^[A-Za-z0-9_./:=,+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
 }
 # Each run: package, benchmark regexp, benchtime (space-separated). The process-level
-# benchmarks run once (1x): they size themselves (20,000 idle sockets,
-# 10,000 subscribers).
+# benchmarks run once (1x): they size themselves (100,000 idle sockets,
+# or what the open-file limit lets this process raise itself to; 10,000
+# subscribers).
 runs=(
 	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
 	"./pkg/counts/ LargeApp 1x"

@@ -37,9 +37,11 @@ import (
 // the node's share (kernel-KiB/conn), which kernelShare measures by
 // killing the node at the end and seeing what went with it. The wsnode
 // runs with --transport HC_TRANSPORT when that is set, else its default.
-// It raises the open-file limit of this process, which the wsnode
-// inherits (it logs the wsnode's). Run it alone, as root for the kernel's
-// share (about 3 minutes at 100,000 on two cores):
+// GiB/1Mconns is process and kernel for a million such sockets, the slope
+// docs/SCALING.md sizes by. It raises the open-file limit of this
+// process, which the wsnode inherits (it logs the wsnode's); where the
+// hard limit cannot be raised (no CAP_SYS_RESOURCE) it measures what fits
+// under it and says so. Run it alone, as root for the kernel's share:
 //
 //	go test -run '^$' -bench IdleMemory -benchtime 1x -timeout 20m ./test/e2e/
 func BenchmarkIdleMemory(b *testing.B) {
@@ -118,6 +120,9 @@ func BenchmarkIdleMemory(b *testing.B) {
 	if kernel, both, ok := kernelShare(b, slabBase, settledSlabs(slabBase.total()), n, conns, func() { node.kill(b) }); ok {
 		b.ReportMetric(kernel/1024, "kernel-KiB/conn")
 		b.ReportMetric(both/1024, "kernel-both-KiB/conn")
+		// What a million such sockets take on the node's machine, process
+		// and kernel (docs/SCALING.md sizes from it).
+		b.ReportMetric((float64(rss-base)+kernel*float64(n))/float64(n)*1e6/(1<<30), "GiB/1Mconns")
 	}
 }
 
