@@ -28,8 +28,10 @@ import (
 // nothing but the sockets themselves (no epoll item: the client's half
 // of the kernel's cost is a TCP socket, its inode, file and dentry).
 type idleConns struct {
-	mu  sync.Mutex
-	fds []int
+	mu     sync.Mutex
+	fds    []int
+	active []time.Time // when each socket last sent a frame
+	stop   func()      // stops keepAlive
 }
 
 func (c *idleConns) len() int {
@@ -38,7 +40,66 @@ func (c *idleConns) len() int {
 	return len(c.fds)
 }
 
+// keepAlive pings, as pusher-js does, each socket that has been silent
+// for 90 s and reads its pong, until close or kernelShare stops it. The
+// wsnode closes a socket silent for 180 s (activity_timeout and a
+// minute), and a slow machine may take longer than that to open and
+// measure 100,000 sockets. Answering a ping leaves a socket as idle as
+// answering its subscribe did, with nothing left to read.
+func (c *idleConns) keepAlive(b testing.TB) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.stop = func() {
+		once.Do(func() { close(done) })
+		<-stopped
+	}
+	go func() {
+		defer close(stopped)
+		ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
+		buf := make([]byte, 512)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			c.mu.Lock()
+			var due []int
+			for i, at := range c.active {
+				if time.Since(at) > 90*time.Second {
+					due = append(due, i)
+				}
+			}
+			fds := c.fds
+			c.mu.Unlock()
+			for _, i := range due {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := writeAll(fds[i], ping); err != nil {
+					b.Errorf("keepalive ping on socket %d: %v", i, err)
+					return
+				}
+				if _, err := readUntil(fds[i], buf, 0, "pusher:pong"); err != nil {
+					b.Errorf("keepalive pong on socket %d: %v", i, err)
+					return
+				}
+				c.mu.Lock()
+				c.active[i] = time.Now()
+				c.mu.Unlock()
+			}
+		}
+	}()
+}
+
 func (c *idleConns) close() {
+	if c.stop != nil {
+		c.stop()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, fd := range c.fds {
@@ -100,6 +161,7 @@ func openIdle(b testing.TB, addr string, count int, conns *idleConns) {
 				}
 				conns.mu.Lock()
 				conns.fds = append(conns.fds, fd)
+				conns.active = append(conns.active, time.Now())
 				conns.mu.Unlock()
 			}
 		})
@@ -338,6 +400,9 @@ func kernelShare(b testing.TB, before, open slabs, sockets int, conns *idleConns
 	}
 	both = float64(open.total()-before.total()) / float64(sockets)
 	b.Logf("kernel, both ends, per socket: %s", open.grownBy(before, sockets, int64(sockets)*8))
+	if conns.stop != nil {
+		conns.stop()
+	}
 	kill()
 	conns.drain()
 	after := settledSlabs(before.total())

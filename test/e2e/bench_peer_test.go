@@ -90,6 +90,7 @@ func BenchmarkPeer(b *testing.B) {
 		c := startCluster(b, kind, 1)
 		conns := &idleConns{}
 		defer conns.close()
+		conns.keepAlive(b)
 		openIdle(b, c.ws[0], 100, conns) // warm the pools and the Redis connections
 		waitAPICount(b, c.api, "idle-", 100, int64(conns.len()))
 		pid := c.nodes[0].cmd.Process.Pid

@@ -70,6 +70,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 
 	conns := &idleConns{}
 	defer conns.close()
+	conns.keepAlive(b)
 	openIdle(b, addr, 100, conns) // warm the pools and the Redis connections
 	waitSubscribed(b, store, conns.len())
 	pid := node.cmd.Process.Pid
