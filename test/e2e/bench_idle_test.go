@@ -24,9 +24,9 @@ import (
 // idleConns are sockets the idle-memory benchmarks hold open: bare file
 // descriptors in blocking mode, opened and read with plain syscalls. No
 // goroutine, no buffer and no netpoller registration per socket on this
-// side, so 100,000 of them cost this process 8 bytes each and the kernel
-// nothing but the sockets themselves (no epoll item: the client's half
-// of the kernel's cost is a TCP socket, its inode, file and dentry).
+// side, so 100,000 of them cost this process 32 bytes each and the
+// kernel nothing but the sockets themselves (no epoll item of this
+// process: the client's half is a TCP socket, its inode, file and dentry).
 type idleConns struct {
 	mu     sync.Mutex
 	fds    []int
