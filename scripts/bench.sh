@@ -11,7 +11,8 @@
 # It also installs the peer server (soketi, pinned in test/peer; make test
 # never installs it) and runs BenchmarkPeer, which measures headcount and
 # soketi side by side; their section of BENCHMARKS.md is a table of both
-# servers' medians and the ratio soketi/headcount, between the markers
+# servers' medians (headcount's idle memory on both of its transports)
+# and the ratio soketi/headcount, between the markers
 # <!-- peer-begin --> and <!-- peer-end -->.
 #
 # Environment: BENCHTIME (2s), BENCH (regexp, default .), BENCH_PKG
@@ -67,8 +68,9 @@ shq() {
 	if [[ $1 =~ ^[A-Za-z0-9_./:=,+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
 }
 # Each run: package, benchmark regexp, benchtime (space-separated). The process-level
-# benchmarks run once (1x): they size themselves (20,000 idle sockets,
-# 10,000 subscribers).
+# benchmarks run once (1x): they size themselves (100,000 idle sockets,
+# or what the open-file limit lets this process raise itself to; 10,000
+# subscribers).
 runs=(
 	"${BENCH_PKG:-./pkg/counts/} $BENCH $BENCHTIME"
 	"./pkg/counts/ LargeApp 1x"
@@ -144,7 +146,9 @@ peer_section() {
 	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores,"
 	echo "except in delivery-split-cpus, where every server-side process (redis-server too) runs on one half of the CPUs and"
 	echo "the load tool on the other, as in a deployment whose clients are elsewhere."
-	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go."
+	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go. headcount runs its default"
+	echo "transport (\`--transport\`); idle-memory also runs it with \`--transport goroutine\` (a goroutine per socket)."
+	echo "kernel-KiB/socket is the node's half of the kernel's slab memory per socket (as root; BenchmarkPeer's comment)."
 	echo
 	echo "How the two differ where the ratios are far from 1 (the designs, not this run's numbers):"
 	echo
@@ -159,10 +163,10 @@ peer_section() {
 	echo "- soketi with this uWebSockets.js prints three warnings (\"writes must be made from within a corked"
 	echo "  callback\") to its log for each signed HTTP API answer; that is part of its HTTP API latency here."
 	echo
-	echo "| measure | unit | headcount | soketi | soketi / headcount |"
-	echo "|---|---|---:|---:|---:|"
+	echo "| measure | unit | headcount | headcount, goroutine transport | soketi | soketi / headcount |"
+	echo "|---|---|---:|---:|---:|---:|"
 	awk '
-		/^BenchmarkPeer\/[^\/[:space:]]+\/(headcount|soketi)-[0-9]+[[:space:]]/ {
+		/^BenchmarkPeer\/[^\/[:space:]]+\/(headcount|headcount-goroutine|soketi)-[0-9]+[[:space:]]/ {
 			split($1, part, "/")
 			measure = part[2]
 			server = part[3]; sub(/-[0-9]+$/, "", server)
@@ -181,8 +185,9 @@ peer_section() {
 				for (u = 1; u <= nu[measure]; u++) {
 					unit = units[measure, u]
 					h = val[measure, unit, "headcount"]; s = val[measure, unit, "soketi"]
+					g = val[measure, unit, "headcount-goroutine"]
 					ratio = (h != "" && s != "" && h + 0 != 0) ? sprintf("%.3g", s / h) : ""
-					printf "| %s | %s | %s | %s | %s |\n", measure, unit, h, s, ratio
+					printf "| %s | %s | %s | %s | %s | %s |\n", measure, unit, h, g, s, ratio
 				}
 			}
 		}' "$raw_peer"

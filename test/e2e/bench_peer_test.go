@@ -20,7 +20,7 @@ import (
 
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/load"
 )
 
@@ -30,18 +30,25 @@ import (
 const (
 	headcountServer = "headcount"
 	peerServer      = "soketi"
+	// headcountGoroutine is headcount with --transport goroutine: the
+	// transport that serves each socket on a goroutine of its own.
+	headcountGoroutine = "headcount-goroutine"
 )
 
 // BenchmarkPeer runs the same measures against headcount and soketi in
-// the same run, rounds alternating the order (headcount first in odd
-// rounds, soketi first in even ones) on fresh processes and a fresh
+// the same run, rounds rotating the order (headcount first in odd
+// rounds, soketi first in even ones; idle-memory's three servers take
+// turns going first) on fresh processes and a fresh
 // redis-server each time, and reports each server's median over the rounds
 // as Peer/<measure>/<server>; scripts/bench.sh tabulates those lines with
 // the ratio soketi/headcount. Both servers run with their default timings,
 // logging at warn (headcount) or without debug (soketi), on loopback.
 //   - idle-memory: HC_PEER_SOCKETS (default 10,000) idle sockets on one
 //     node, each subscribed to one of 100 channels: the node's RSS growth
-//     per socket once the HTTP API counts them all.
+//     per socket once the HTTP API counts them all, and the kernel's slab
+//     memory per socket that went with the node when it was then killed
+//     (kernelShare; as root). headcount runs on its default transport and
+//     as headcount-goroutine (--transport goroutine).
 //   - connect: the load tool's storm (as BenchmarkLoad's) of as many
 //     sockets into one node, 512 dials in flight from 30 source addresses:
 //     the node's CPU per 1,000 sockets connected and subscribed, read from
@@ -76,23 +83,28 @@ func BenchmarkPeer(b *testing.B) {
 	subscribers := envInt("HC_PEER_SUBSCRIBERS", 10000)
 	proctest.RaiseFileLimit(b, max(sockets, subscribers))
 
+	// idle-memory runs headcount on both transports: its default and the
+	// goroutine-per-socket one, so the ratio to soketi of each is from
+	// the same run.
 	sideBySide(b, "idle-memory", func(b *testing.B, kind string) []peerMetric {
 		c := startCluster(b, kind, 1)
-		var conns []*wstest.Conn
-		defer func() {
-			for _, s := range conns {
-				s.Close()
-			}
-		}()
-		openIdle(b, c.ws[0], 100, &conns) // warm the pools and the Redis connections
-		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
+		conns := &idleConns{}
+		defer conns.close()
+		conns.keepAlive(b)
+		openIdle(b, c.ws[0], 100, conns) // warm the pools and the Redis connections
+		waitAPICount(b, c.api, "idle-", 100, int64(conns.len()))
 		pid := c.nodes[0].cmd.Process.Pid
 		base := proctest.SettledRSS(b, pid)
-		openIdle(b, c.ws[0], sockets, &conns)
-		waitAPICount(b, c.api, "idle-", 100, int64(len(conns)))
+		slabBase := readSlabs()
+		openIdle(b, c.ws[0], sockets, conns)
+		waitAPICount(b, c.api, "idle-", 100, int64(conns.len()))
 		grown := proctest.SettledRSS(b, pid) - base
-		return []peerMetric{{"KiB/socket", float64(grown) / 1024 / float64(sockets)}, {"sockets", float64(sockets)}}
-	})
+		m := []peerMetric{{"KiB/socket", float64(grown) / 1024 / float64(sockets)}}
+		if kernel, _, ok := kernelShare(b, slabBase, settledSlabs(slabBase.total()), sockets, conns, func() { c.nodes[0].kill(b) }); ok {
+			m = append(m, peerMetric{"kernel-KiB/socket", kernel / 1024})
+		}
+		return append(m, peerMetric{"sockets", float64(sockets)})
+	}, headcountServer, headcountGoroutine, peerServer)
 
 	sideBySide(b, "connect", func(b *testing.B, kind string) []peerMetric {
 		c := startCluster(b, kind, 1)
@@ -197,17 +209,18 @@ type peerMetric struct {
 // peerRounds is how many rounds sideBySide runs (HC_PEER_ROUNDS, default 3).
 func peerRounds() int { return envInt("HC_PEER_ROUNDS", 3) }
 
-// sideBySide runs measure on each server for peerRounds rounds, as
-// <measure>/round=N/<server>, alternating which server goes first, then
-// reports each server's median per unit as <measure>/<server>.
-func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string) []peerMetric) {
+// sideBySide runs measure on each server (kinds; headcount and soketi
+// unless given) for peerRounds rounds, as <measure>/round=N/<server>,
+// rotating which server goes first, then reports each server's median per
+// unit as <measure>/<server>.
+func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string) []peerMetric, kinds ...string) {
+	if len(kinds) == 0 {
+		kinds = []string{headcountServer, peerServer}
+	}
 	b.Run(measure, func(b *testing.B) {
 		results := map[string][][]peerMetric{}
 		for r := range peerRounds() {
-			order := []string{headcountServer, peerServer}
-			if r%2 == 1 {
-				slices.Reverse(order)
-			}
+			order := append(slices.Clone(kinds[r%len(kinds):]), kinds[:r%len(kinds)]...)
 			for _, kind := range order {
 				b.Run("round="+strconv.Itoa(r+1)+"/"+kind, func(b *testing.B) {
 					b.StopTimer()
@@ -219,7 +232,7 @@ func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string
 				})
 			}
 		}
-		for _, kind := range []string{headcountServer, peerServer} {
+		for _, kind := range kinds {
 			rs := results[kind]
 			if len(rs) != peerRounds() {
 				continue // a round failed; it said why
@@ -263,7 +276,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 	srv := redistest.New(b)
 	c := cluster{rdb: srv.Client(b), all: []int{srv.PID()}}
 	switch kind {
-	case headcountServer:
+	case headcountServer, headcountGoroutine:
 		quiet := []string{"--redis", srv.URL(), "--log-level", "warn"}
 		for i := range 2 {
 			cl := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", quiet...)
@@ -271,7 +284,11 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 			c.all = append(c.all, cl.p.cmd.Process.Pid)
 		}
 		for i := range nodes {
-			n := startDefault(b, "ws-"+strconv.Itoa(i), "wsnode", append(slices.Clone(quiet), "--node-id", "n"+strconv.Itoa(i))...)
+			args := append(slices.Clone(quiet), "--node-id", "n"+strconv.Itoa(i))
+			if kind == headcountGoroutine {
+				args = append(args, "--transport", config.TransportGoroutine)
+			}
+			n := startDefault(b, "ws-"+strconv.Itoa(i), "wsnode", args...)
 			waitReady(b, n.p, n.admin)
 			c.ws, c.nodes = append(c.ws, n.addr), append(c.nodes, n.p)
 		}

@@ -27,39 +27,57 @@ import (
 )
 
 // BenchmarkIdleMemory measures what one idle, subscribed socket costs a
-// wsnode process: it opens HC_BENCH_SOCKETS (default 20,000) raw sockets
-// from this process, each subscribed to one of 100 public channels, waits
-// until Redis counts all of them, and reports the wsnode's RSS growth and
-// goroutines per socket. Run it alone:
+// wsnode: it opens HC_BENCH_SOCKETS (default 100,000) sockets from this
+// process (bare blocking descriptors: see idleConns), each subscribed to
+// one of 100 public channels, spread over one loopback source address per
+// 20,000, waits until Redis counts all of them, and reports per socket the
+// wsnode's RSS growth (KiB/conn), the Go heap in use, goroutine stacks and
+// the runtime's own memory in it (its /metrics), its goroutines, and the
+// kernel's slab memory: both ends of every connection (kernel-both) and
+// the node's share (kernel-KiB/conn), which kernelShare measures by
+// killing the node at the end and seeing what went with it. The wsnode
+// runs with --transport HC_TRANSPORT when that is set, else its default.
+// GiB/1Mconns is process and kernel for a million such sockets, the slope
+// docs/SCALING.md sizes by. It raises the open-file limit of this
+// process, which the wsnode inherits (it logs the wsnode's); where the
+// hard limit cannot be raised (no CAP_SYS_RESOURCE) it measures what fits
+// under it and says so. Run it alone, as root for the kernel's share:
 //
-//	go test -run '^$' -bench IdleMemory -benchtime 1x ./test/e2e/
+//	go test -run '^$' -bench IdleMemory -benchtime 1x -timeout 20m ./test/e2e/
 func BenchmarkIdleMemory(b *testing.B) {
-	n := 20000
-	if v, err := strconv.Atoi(os.Getenv("HC_BENCH_SOCKETS")); err == nil && v > 0 {
-		n = v
-	}
+	n := envInt("HC_BENCH_SOCKETS", 100000)
 	n = proctest.RaiseFileLimit(b, n)
 	srv := redistest.New(b)
 	addr, admin := freeAddr(b), freeAddr(b)
 	// --max-sockets: where the limit could not be raised, n (and the 100
 	// warm-up sockets) is what fits this process, above the default cap the
 	// wsnode derives from the same limit.
-	node := start(b, "ws-bench", "wsnode", "--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", "bench",
-		"--max-sockets", strconv.Itoa(n+100))
+	args := []string{"--redis", srv.URL(), "--addr", addr, "--admin-addr", admin, "--node-id", "bench",
+		"--max-sockets", strconv.Itoa(n + 100), "--log-level", "warn"}
+	if t := os.Getenv("HC_TRANSPORT"); t != "" {
+		args = append(args, "--transport", t)
+	}
+	node := start(b, "ws-bench", "wsnode", args...)
 	waitReady(b, node, admin)
+	if limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", node.cmd.Process.Pid)); err == nil {
+		for line := range strings.SplitSeq(string(limits), "\n") {
+			if strings.HasPrefix(line, "Max open files") {
+				b.Logf("wsnode: %s", strings.Join(strings.Fields(line), " "))
+			}
+		}
+	}
 	store := counts.NewStore(srv.Client(b), keyspace.Space{})
 
-	open := func(count int, conns *[]*wstest.Conn) { openIdle(b, addr, count, conns) }
-	var conns []*wstest.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	open(100, &conns) // warm the pools and the Redis connections
-	waitSubscribed(b, store, len(conns))
-	base := proctest.SettledRSS(b, node.cmd.Process.Pid)
+	conns := &idleConns{}
+	defer conns.close()
+	conns.keepAlive(b)
+	openIdle(b, addr, 100, conns) // warm the pools and the Redis connections
+	waitSubscribed(b, store, conns.len())
+	pid := node.cmd.Process.Pid
+	base := proctest.SettledRSS(b, pid)
 	goroutines := metric(admin, "go_goroutines")
+	memBase := readGoMemory(admin)
+	slabBase := readSlabs()
 
 	b.ResetTimer()
 	start := time.Now()
@@ -68,20 +86,29 @@ func BenchmarkIdleMemory(b *testing.B) {
 	var steps series
 	var paused time.Duration
 	for step := 1; step <= 8; step++ {
-		open(n*step/8-(len(conns)-100), &conns)
+		openIdle(b, addr, n*step/8-(conns.len()-100), conns)
 		if step < 8 && plotDir() != "" {
-			waitSubscribed(b, store, len(conns))
+			waitSubscribed(b, store, conns.len())
 			t := time.Now()
-			steps.xs = append(steps.xs, float64(len(conns)-100))
-			steps.ys = append(steps.ys, float64(proctest.SettledRSS(b, node.cmd.Process.Pid)-base)/(1<<20))
+			steps.xs = append(steps.xs, float64(conns.len()-100))
+			steps.ys = append(steps.ys, float64(proctest.SettledRSS(b, pid)-base)/(1<<20))
 			paused += time.Since(t)
 		}
 	}
-	waitSubscribed(b, store, len(conns))
+	waitSubscribed(b, store, conns.len())
 	opened := time.Since(start) - paused
 	b.StopTimer()
 
-	rss := proctest.SettledRSS(b, node.cmd.Process.Pid)
+	rss := proctest.SettledRSS(b, pid)
+	mem := readGoMemory(admin)
+	perConn := func(d float64) float64 { return d / 1024 / float64(n) }
+	b.ReportMetric(perConn(float64(rss-base)), "KiB/conn")
+	b.ReportMetric(perConn(mem.heap-memBase.heap), "heap-KiB/conn")
+	b.ReportMetric(perConn(mem.stack-memBase.stack), "stack-KiB/conn")
+	b.ReportMetric(perConn(mem.runtime-memBase.runtime), "runtime-KiB/conn")
+	b.ReportMetric((metric(admin, "go_goroutines")-goroutines)/float64(n), "goroutines/conn")
+	b.ReportMetric(float64(n)/opened.Seconds(), "conns/s")
+	b.ReportMetric(float64(n), "conns")
 	if dir := plotDir(); dir != "" {
 		steps.xs, steps.ys = append(steps.xs, float64(n)), append(steps.ys, float64(rss-base)/(1<<20))
 		steps.name = "wsnode RSS growth"
@@ -90,30 +117,13 @@ func BenchmarkIdleMemory(b *testing.B) {
 			b.Error(err)
 		}
 	}
-	b.ReportMetric(float64(rss-base)/1024/float64(n), "KiB/conn")
-	b.ReportMetric((metric(admin, "go_goroutines")-goroutines)/float64(n), "goroutines/conn")
-	b.ReportMetric(float64(n)/opened.Seconds(), "conns/s")
-	b.ReportMetric(float64(n), "conns")
-}
-
-// openIdle opens count sockets to addr one after another, each subscribed
-// to one of the public channels idle-0..idle-99, and appends them to conns.
-func openIdle(b testing.TB, addr string, count int, conns *[]*wstest.Conn) {
-	for i := range count {
-		c, err := wstest.Dial(addr, "/app/app-key?protocol=7")
-		if err != nil {
-			b.Fatalf("socket %d: %v", len(*conns), err)
-		}
-		*conns = append(*conns, c)
-		if _, err := c.Read(10 * time.Second); err != nil {
-			b.Fatalf("socket %d handshake: %v", len(*conns), err)
-		}
-		if err := c.Send(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"idle-%d"}}`, i%100)); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Read(10 * time.Second); err != nil {
-			b.Fatalf("socket %d subscribe: %v", len(*conns), err)
-		}
+	// Last: it kills the node.
+	if kernel, both, ok := kernelShare(b, slabBase, settledSlabs(slabBase.total()), n, conns, func() { node.kill(b) }); ok {
+		b.ReportMetric(kernel/1024, "kernel-KiB/conn")
+		b.ReportMetric(both/1024, "kernel-both-KiB/conn")
+		// What a million such sockets take on the node's machine, process
+		// and kernel (docs/SCALING.md sizes from it).
+		b.ReportMetric((float64(rss-base)+kernel*float64(n))/float64(n)*1e6/(1<<30), "GiB/1Mconns")
 	}
 }
 
