@@ -1,0 +1,146 @@
+package wsframe
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+)
+
+// frame builds a client frame. b0 is the first byte (FIN, RSV, opcode);
+// lenForm forces the 7-bit (0), 16-bit (126) or 64-bit (127) length form,
+// or picks the shortest (-1). masked frames use key.
+type frame struct {
+	b0      byte
+	masked  bool
+	key     [4]byte
+	lenForm int
+	payload []byte
+	// rawLen, when not zero, replaces the length the header claims.
+	rawLen uint64
+}
+
+func (f frame) bytes() []byte {
+	n := uint64(len(f.payload))
+	if f.rawLen != 0 {
+		n = f.rawLen
+	}
+	form := f.lenForm
+	if form < 0 || form == 0 && n > 125 {
+		switch {
+		case n > 0xffff:
+			form = 127
+		case n > 125:
+			form = 126
+		default:
+			form = 0
+		}
+	}
+	b := []byte{f.b0, 0}
+	if f.masked {
+		b[1] = 0x80
+	}
+	switch form {
+	case 126:
+		b[1] |= 126
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	case 127:
+		b[1] |= 127
+		b = binary.BigEndian.AppendUint64(b, n)
+	default:
+		b[1] |= byte(n)
+	}
+	if f.masked {
+		b = append(b, f.key[:]...)
+	}
+	p := append([]byte(nil), f.payload...)
+	if f.masked {
+		for i := range p {
+			p[i] ^= f.key[i%4]
+		}
+	}
+	return append(b, p...)
+}
+
+var testKey = [4]byte{0x37, 0xfa, 0x21, 0x3d}
+
+// cf is a masked client frame with the shortest length form.
+func cf(b0 byte, payload string) []byte {
+	return frame{b0: b0, masked: true, key: testKey, lenForm: -1, payload: []byte(payload)}.bytes()
+}
+
+func closePayload(code uint16, reason string) string {
+	return string(binary.BigEndian.AppendUint16(nil, code)) + reason
+}
+
+func cat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+const (
+	finText   = 0x81
+	finBinary = 0x82
+	text      = 0x01
+	binary_   = 0x02
+	cont      = 0x00
+	finCont   = 0x80
+	finClose  = 0x88
+	finPing   = 0x89
+	finPong   = 0x8a
+)
+
+// serve runs the stream through a Decoder as wsnode's loop would, read by
+// read in the given chunk sizes (the rest in one read), copying each read
+// into a fresh buffer as the loop's read buffer, and returns what the
+// server sends back: each message echoed, pongs, the final close frame.
+// It also returns the events' kinds and whether the decoder ended idle.
+func serve(stream []byte, chunks []int, limit int64) (out []byte, kinds []Kind, idle bool) {
+	var d Decoder
+	for len(stream) > 0 {
+		c := len(stream)
+		if len(chunks) > 0 {
+			c = min(chunks[0], c)
+			chunks = chunks[1:]
+		}
+		in := append([]byte(nil), stream[:c]...)
+		stream = stream[c:]
+		for {
+			ev, n := d.Next(in, limit)
+			in = in[n:]
+			if ev.Kind == None {
+				break
+			}
+			kinds = append(kinds, ev.Kind)
+			switch ev.Kind {
+			case Message:
+				out = AppendFrame(out, ev.Op, ev.Payload)
+			case Close, Fail:
+				return ev.Reply(out), kinds, d.Idle()
+			default:
+				out = ev.Reply(out)
+			}
+		}
+	}
+	return out, kinds, d.Idle()
+}
+
+// chunkings are the ways a test splits a stream into reads.
+func chunkings(r *rand.Rand, n int) [][]int {
+	ones := make([]int, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	all := [][]int{nil, ones}
+	for range 4 {
+		var c []int
+		for left := n; left > 0; {
+			k := 1 + r.IntN(min(left, 40))
+			c = append(c, k)
+			left -= k
+		}
+		all = append(all, c)
+	}
+	return all
+}
