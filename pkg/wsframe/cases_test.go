@@ -93,7 +93,23 @@ func streamCases() []streamCase {
 		{name: "close reason of 123 bytes", stream: cf(finClose, closePayload(4000, long(123))), want: closeF(4000, long(123))},
 		{name: "EOF in a header", stream: cat(cf(finText, "a"), cf(finText, "b")[:3]), want: echo(OpText, "a")},
 		{name: "EOF in a payload", stream: cat(cf(finText, "a"), cf(finText, "bcd")[:8]), want: echo(OpText, "a")},
-		{name: "EOF in a fragmented message", stream: cat(cf(text, "a"), cf(finPing, "x"), cf(cont, "b")), want: echo(OpPong, "x")},
+		// coder takes the end of the stream at a read boundary inside a
+		// message for the message's end.
+		{name: "EOF between fragments", stream: cat(cf(text, "a"), cf(finPing, "x"), cf(cont, "b")),
+			want: cat(echo(OpPong, "x"), echo(OpText, "ab"))},
+		{name: "EOF after a header", stream: cf(finText, "abc")[:6], want: echo(OpText, "")},
+		{name: "EOF after a fragment's header", stream: cat(cf(binary_, "a"), cf(finCont, "bc")[:6]), want: echo(OpBinary, "a")},
+		{name: "EOF after a header's first byte", stream: cat(cf(text, "a"), cf(finCont, "bc")[:1]), want: echo(OpText, "a")},
+		{name: "EOF after a header's second byte", stream: cat(cf(text, "a"), cf(finCont, "bc")[:2]), want: echo(OpText, "a")},
+		{name: "EOF after a 16-bit length", stream: cat(cf(text, "a"), cf(finCont, long(200))[:4]), limit: 1000, want: echo(OpText, "a")},
+		{name: "EOF inside a 16-bit length", stream: cat(cf(text, "a"), cf(finCont, long(200))[:3]), limit: 1000},
+		{name: "EOF after a 64-bit length", stream: cat(cf(text, "a"), cf(finCont, long(70000))[:10]), limit: 1 << 20, want: echo(OpText, "a")},
+		{name: "EOF inside a masking key", stream: cat(cf(text, "a"), cf(finCont, "bc")[:4])},
+		{name: "EOF inside a fragment", stream: cat(cf(text, "a"), cf(finCont, "bcd")[:7])},
+		{name: "EOF before a ping's payload in a message", stream: cat(cf(text, "a"), cf(finPing, "xy")[:6]), want: echo(OpText, "a")},
+		{name: "EOF inside a ping's payload in a message", stream: cat(cf(text, "a"), cf(finPing, "xy")[:7])},
+		{name: "EOF before a ping's payload", stream: cf(finPing, "xy")[:6]},
+		{name: "EOF after an empty fragment", stream: cat(cf(text, ""), cf(cont, "")), want: echo(OpText, "")},
 		{name: "EOF in a ping", stream: cf(finPing, "abc")[:7]},
 	}
 	for _, c := range []uint16{1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4200, 4999} {

@@ -65,6 +65,7 @@ const (
 	fDropCtl             // the last event's payload is buf's pend bytes
 	fDropMsg             // the last event's payload is buf
 	fDone                // a Close or Fail ended the connection
+	fRead                // a payload byte of the current data frame was read
 )
 
 // Idle reports whether d is between messages with no partial frame: it
@@ -81,18 +82,7 @@ func (d *Decoder) Reset() { *d = Decoder{} }
 // message in bytes (negative: none), as coder/websocket's SetReadLimit.
 // After a Close or a Fail, Next returns None and consumes nothing.
 func (d *Decoder) Next(in []byte, limit int64) (Event, int) {
-	if d.flags&(fDropCtl|fDropMsg) != 0 {
-		if d.flags&fDropMsg != 0 {
-			d.buf = nil
-		} else {
-			d.buf = d.buf[:len(d.buf)-int(d.pend)]
-			d.pend = 0
-			if len(d.buf) == 0 {
-				d.buf = nil
-			}
-		}
-		d.flags &^= fDropCtl | fDropMsg
-	}
+	d.drop()
 	n := 0
 	for d.flags&fDone == 0 {
 		if d.flags&fFrame == 0 {
@@ -109,6 +99,65 @@ func (d *Decoder) Next(in []byte, limit int64) (Event, int) {
 		}
 	}
 	return Event{}, n
+}
+
+// drop lets go of the last event's payload.
+func (d *Decoder) drop() {
+	if d.flags&(fDropCtl|fDropMsg) != 0 {
+		if d.flags&fDropMsg != 0 {
+			d.buf = nil
+		} else {
+			d.buf = d.buf[:len(d.buf)-int(d.pend)]
+			d.pend = 0
+			if len(d.buf) == 0 {
+				d.buf = nil
+			}
+		}
+		d.flags &^= fDropCtl | fDropMsg
+	}
+}
+
+// EOF returns what coder/websocket's reader returns when the client's
+// stream ends where d stands, and ends d. That is None but in one case: a
+// message was started and the stream ends where coder's next read of the
+// connection reads nothing (between frames; after a header's first or
+// second byte, its extended length; before the first payload byte of a
+// data frame, or of a control frame between fragments). coder then takes
+// the end of the stream for the end of the message (read.go, msgReader.Read
+// turns io.EOF into the message's end) and returns the part received as a
+// whole Message. Where the stream ends inside a data frame's payload after
+// some of it, coder does the same only when its reader's buffer happened
+// to end there; EOF returns None then.
+func (d *Decoder) EOF() Event {
+	d.drop()
+	defer d.end()
+	if d.flags&fDone != 0 {
+		return Event{}
+	}
+	started, atRead := d.flags&fMsg != 0, false
+	switch {
+	case d.flags&fFrame == 0:
+		p := d.buf[len(d.buf)-int(d.pend):]
+		switch len(p) {
+		case 0, 1, 2:
+			atRead = true
+		case 4:
+			atRead = p[1]&0x7f == 126
+		case 10:
+			atRead = p[1]&0x7f == 127
+		}
+	case d.op >= OpClose:
+		atRead = d.pend == 0 && d.rem > 0
+	default:
+		started, atRead = true, d.flags&fRead == 0
+	}
+	if !started || !atRead {
+		return Event{}
+	}
+	if d.pend > 0 && d.flags&fFrame == 0 {
+		d.buf = d.buf[:len(d.buf)-int(d.pend)]
+	}
+	return Event{Kind: Message, Op: d.msgOp(), Payload: d.buf}
 }
 
 // headerLen is how many bytes the header h starts holds, or 0 when h is
@@ -223,7 +272,7 @@ func (d *Decoder) parseHeader(h []byte) Event {
 	d.op, d.rem = op, length
 	d.key = binary.LittleEndian.Uint32(h[len(h)-4:])
 	d.flags |= fFrame
-	d.flags &^= fFin
+	d.flags &^= fFin | fRead
 	if fin {
 		d.flags |= fFin
 	}
@@ -277,6 +326,12 @@ func (d *Decoder) payload(in []byte, limit int64) (Event, int) {
 		mask(p, d.key)
 		d.flags &^= fFrame
 		return Event{Kind: Message, Op: d.msgOp(), Payload: p}, int(k)
+	}
+	if k == 0 && d.rem > 0 {
+		return Event{}, 0
+	}
+	if k > 0 {
+		d.flags |= fRead
 	}
 	if d.buf == nil {
 		c := k

@@ -15,7 +15,7 @@ func TestDecoderCases(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, ch := range chunkings(r, len(c.stream)) {
 				out, _, idle := serve(c.stream, ch, c.limit)
-				require.Equal(t, c.want, out, "chunks %v", ch)
+				require.Equal(t, string(c.want), string(out), "chunks %v", ch)
 				_ = idle
 			}
 		})
@@ -148,4 +148,6 @@ func BenchmarkMask(b *testing.B) {
 	}
 }
 
-func itoa(n int) string { return string(rune('0'+n/1000%10)) + string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+func itoa(n int) string {
+	return string(rune('0'+n/1000%10)) + string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}

@@ -123,6 +123,10 @@ func serve(stream []byte, chunks []int, limit int64) (out []byte, kinds []Kind, 
 			}
 		}
 	}
+	if ev := d.EOF(); ev.Kind == Message {
+		kinds = append(kinds, Message)
+		out = AppendFrame(out, ev.Op, ev.Payload)
+	}
 	return out, kinds, d.Idle()
 }
 
