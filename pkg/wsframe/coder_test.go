@@ -70,6 +70,7 @@ func askCoder(t testing.TB, stream []byte, limit int64) []byte {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	_ = resp.Body.Close() // a 101 has no body; the stream follows in br
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	// Write and read at once: the server may close before reading it all.
 	go func() {

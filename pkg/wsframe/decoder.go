@@ -197,7 +197,7 @@ func (d *Decoder) header(in []byte) (Event, int, bool) {
 				return Event{}, 0, false
 			}
 			d.buf = append(d.buf, in...)
-			d.pend = uint8(len(in))
+			d.pend = uint8(len(in)) //nolint:gosec // G115: in is shorter than a header, at most 14 bytes
 			return Event{}, len(in), false
 		}
 		h, used = in[:need], need
@@ -238,7 +238,7 @@ func (d *Decoder) parseHeader(h []byte) Event {
 	case 126:
 		length = int64(binary.BigEndian.Uint16(h[2:]))
 	case 127:
-		length = int64(binary.BigEndian.Uint64(h[2:]))
+		length = int64(binary.BigEndian.Uint64(h[2:])) //nolint:gosec // G115: a length over int64 turns negative and is refused below, as coder does
 		if length < 0 {
 			return d.fail(StatusAbnormalClosure, fmt.Errorf("received negative payload length: %v", length))
 		}
@@ -276,9 +276,10 @@ func (d *Decoder) parseHeader(h []byte) Event {
 	if fin {
 		d.flags |= fFin
 	}
-	if op == OpBinary {
+	switch op {
+	case OpBinary:
 		d.flags |= fBinary
-	} else if op == OpText {
+	case OpText:
 		d.flags &^= fBinary
 	}
 	return Event{}
@@ -377,7 +378,7 @@ func (d *Decoder) control(in []byte) (Event, int) {
 		start := len(d.buf)
 		d.buf = append(d.buf, in[:k]...)
 		d.key = mask(d.buf[start:], d.key)
-		d.pend += uint8(k)
+		d.pend += uint8(k) //nolint:gosec // G115: k <= rem <= 125
 		d.rem -= k
 		used = int(k)
 		if d.rem > 0 {

@@ -97,7 +97,7 @@ func appendHeader(dst []byte, op Opcode, n int) []byte {
 		dst = append(dst, b0, 126)
 		return binary.BigEndian.AppendUint16(dst, uint16(n))
 	}
-	return append(dst, b0, byte(n))
+	return append(dst, b0, byte(n)) //nolint:gosec // G115: n <= 125 here
 }
 
 // AppendClose appends the close frame coder/websocket writes for
@@ -116,7 +116,7 @@ func appendClose[S string | []byte](dst []byte, code StatusCode, reason S) []byt
 		return binary.BigEndian.AppendUint16(dst, uint16(StatusInternalError))
 	}
 	dst = appendHeader(dst, OpClose, 2+len(reason))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(code)) //nolint:gosec // G115: a valid wire code is under 5000
 	return append(dst, reason...)
 }
 
@@ -160,7 +160,7 @@ func mask(b []byte, key uint32) uint32 {
 		}
 	}
 	for i := range b {
-		b[i] ^= byte(key >> (8 * (i & 3)))
+		b[i] ^= byte(key >> (8 * (i & 3))) //nolint:gosec // G115: the key's byte i%4, truncation meant
 	}
 	return bits.RotateLeft32(key, -8*(len(b)&3))
 }

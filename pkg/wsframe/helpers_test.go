@@ -83,7 +83,7 @@ const (
 	finText   = 0x81
 	finBinary = 0x82
 	text      = 0x01
-	binary_   = 0x02
+	binFrag   = 0x02
 	cont      = 0x00
 	finCont   = 0x80
 	finClose  = 0x88
