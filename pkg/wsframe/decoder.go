@@ -39,6 +39,8 @@ type Event struct {
 	Code StatusCode
 	// Err says why a Fail; its text is the reason of the close frame.
 	Err error
+	// quiet: the server sent its close frame already, so Reply is empty.
+	quiet bool
 }
 
 // Decoder decodes the frames a client sends on one connection. Its zero
@@ -54,7 +56,7 @@ type Decoder struct {
 	key   uint32
 	pend  uint8
 	op    Opcode // the current frame's opcode
-	flags uint8
+	flags uint16
 }
 
 const (
@@ -66,6 +68,7 @@ const (
 	fDropMsg             // the last event's payload is buf
 	fDone                // a Close or Fail ended the connection
 	fRead                // a payload byte of the current data frame was read
+	fSent                // the server sent its close frame (SentClose)
 )
 
 // Idle reports whether d is between messages with no partial frame: it
@@ -75,6 +78,28 @@ func (d *Decoder) Idle() bool { return d.buf == nil && d.flags&(fFrame|fMsg|fDro
 // Reset drops d's buffers and state, as for a new connection.
 func (d *Decoder) Reset() { *d = Decoder{} }
 
+// SentClose tells d that the server sent its close frame, as
+// coder/websocket's Conn.Close does before it waits for the client's:
+// from then on, as coder's waitCloseHandshake, data frames are skipped
+// (no Message, no read limit, no check of their order), the message in
+// progress is dropped, and no event gets a Reply. A ping ends the
+// connection (a Fail with code 1006): coder cannot send its pong. A
+// client close frame or a Fail ends it too.
+func (d *Decoder) SentClose() {
+	d.drop()
+	if d.flags&fDone != 0 {
+		return
+	}
+	d.flags |= fSent
+	d.flags &^= fMsg
+	pend := d.buf[len(d.buf)-int(d.pend):]
+	if len(pend) == 0 {
+		d.buf = nil
+	} else {
+		d.buf = append(d.buf[:0], pend...)
+	}
+}
+
 // Next decodes the next event from in, whose bytes it may unmask in place,
 // and returns it with how many bytes of in it consumed. Call it again with
 // in[n:] until it returns an event of kind None: it then consumed all of
@@ -82,6 +107,15 @@ func (d *Decoder) Reset() { *d = Decoder{} }
 // message in bytes (negative: none), as coder/websocket's SetReadLimit.
 // After a Close or a Fail, Next returns None and consumes nothing.
 func (d *Decoder) Next(in []byte, limit int64) (Event, int) {
+	sent := d.flags&fSent != 0
+	ev, n := d.next(in, limit)
+	if sent && ev.Kind != None {
+		ev = d.quiet(ev)
+	}
+	return ev, n
+}
+
+func (d *Decoder) next(in []byte, limit int64) (Event, int) {
 	d.drop()
 	n := 0
 	for d.flags&fDone == 0 {
@@ -99,6 +133,16 @@ func (d *Decoder) Next(in []byte, limit int64) (Event, int) {
 		}
 	}
 	return Event{}, n
+}
+
+// quiet turns ev, decoded after SentClose, into what coder does then.
+func (d *Decoder) quiet(ev Event) Event {
+	ev.quiet = true
+	if ev.Kind == Ping {
+		d.end()
+		return Event{Kind: Fail, Code: StatusAbnormalClosure, Err: errPingAfterClose, quiet: true}
+	}
+	return ev
 }
 
 // drop lets go of the last event's payload.
@@ -136,6 +180,7 @@ func (d *Decoder) EOF() Event {
 	}
 	started, atRead := d.flags&fMsg != 0, false
 	switch {
+	case d.flags&fSent != 0:
 	case d.flags&fFrame == 0:
 		p := d.buf[len(d.buf)-int(d.pend):]
 		switch len(p) {
@@ -259,7 +304,7 @@ func (d *Decoder) parseHeader(h []byte) Event {
 			return d.fail(StatusProtocolError, errFragmentedControl)
 		}
 	case OpContinuation:
-		if d.flags&fMsg == 0 {
+		if d.flags&(fMsg|fSent) == 0 {
 			return d.fail(StatusProtocolError, errContinuation)
 		}
 	case OpText, OpBinary:
@@ -291,6 +336,7 @@ var (
 	errFragmentedControl = errors.New("received fragmented control frame")
 	errContinuation      = errors.New("received continuation frame without text or binary frame")
 	errUnfinished        = errors.New("received new data message without finishing the previous message")
+	errPingAfterClose    = errors.New("received a ping after the close frame was sent: no pong can follow it")
 )
 
 func (d *Decoder) fail(code StatusCode, err error) Event {
@@ -313,6 +359,14 @@ func (d *Decoder) payload(in []byte, limit int64) (Event, int) {
 	k := int64(len(in))
 	if k > d.rem {
 		k = d.rem
+	}
+	if d.flags&fSent != 0 {
+		// coder skips the payload, byte by byte.
+		d.rem -= k
+		if d.rem == 0 {
+			d.flags &^= fFrame
+		}
+		return Event{}, int(k)
 	}
 	if limit >= 0 && msgLen+k > limit {
 		// coder/websocket reads one byte past the limit, then fails.

@@ -125,8 +125,11 @@ func appendClose[S string | []byte](dst []byte, code StatusCode, reason S) []byt
 // echoing a ping's payload; a close frame echoing the client's code and
 // reason (none for 1005); for a Fail, a close frame with ev.Code and the
 // reason ev.Err's text, or nothing when ev.Code is 1006. Message and Pong
-// get no answer.
+// get no answer, and nothing does after Decoder.SentClose.
 func (ev *Event) Reply(dst []byte) []byte {
+	if ev.quiet {
+		return dst
+	}
 	switch ev.Kind {
 	case Ping:
 		return AppendFrame(dst, OpPong, ev.Payload)

@@ -33,13 +33,9 @@ func checkedServe(t *testing.T, stream []byte, chunks []int, limit int64) ([]byt
 				break
 			}
 			kinds = append(kinds, ev.Kind)
-			switch ev.Kind {
-			case Message:
-				out = AppendFrame(out, ev.Op, ev.Payload)
-			case Close, Fail:
-				return ev.Reply(out), kinds
-			default:
-				out = ev.Reply(out)
+			var done bool
+			if out, done = react(&d, ev, out); done {
+				return out, kinds
 			}
 		}
 		between := d.flags&(fFrame|fMsg) == 0 && d.pend == 0
@@ -70,6 +66,10 @@ func fuzzSeeds(f *testing.F) {
 		cf(finText, pusherPing), cf(finText, clientEv),
 		cf(finText, `{"event":"pusher:unsubscribe","data":{"channel":"x"}}`),
 		cf(finClose, closePayload(1000, ""))), uint8(200), uint64(7))
+	// The server closes first (wsnode refusing a client), then the
+	// client's frames are skipped until its close frame.
+	f.Add(cat(cf(finText, "close:x"), cf(finText, "a"), cf(text, "b"), cf(finPing, "p")), uint8(64), uint64(8))
+	f.Add(cat(cf(finText, "close:x"), cf(finCont, "a"), cf(finClose, closePayload(1000, ""))), uint8(64), uint64(9))
 }
 
 // FuzzDecoder: any bytes in any chunking: no panic, the same events and

@@ -1,6 +1,7 @@
 package wsframe
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 )
@@ -113,13 +114,9 @@ func serve(stream []byte, chunks []int, limit int64) (out []byte, kinds []Kind, 
 				break
 			}
 			kinds = append(kinds, ev.Kind)
-			switch ev.Kind {
-			case Message:
-				out = AppendFrame(out, ev.Op, ev.Payload)
-			case Close, Fail:
-				return ev.Reply(out), kinds, d.Idle()
-			default:
-				out = ev.Reply(out)
+			var done bool
+			if out, done = react(&d, ev, out); done {
+				return out, kinds, d.Idle()
 			}
 		}
 	}
@@ -147,4 +144,20 @@ func chunkings(r *rand.Rand, n int) [][]int {
 		all = append(all, c)
 	}
 	return all
+}
+
+// react appends to out what the reference server sends for ev and
+// reports whether the connection ends: it echoes a message, but answers
+// one starting with closeTrigger with Conn.Close(4000, "bye").
+func react(d *Decoder, ev Event, out []byte) ([]byte, bool) {
+	switch {
+	case ev.Kind == Message && bytes.HasPrefix(ev.Payload, closeTrigger):
+		d.SentClose()
+		return AppendClose(out, 4000, "bye"), false
+	case ev.Kind == Message:
+		return AppendFrame(out, ev.Op, ev.Payload), false
+	case ev.Kind == Close || ev.Kind == Fail:
+		return ev.Reply(out), true
+	}
+	return ev.Reply(out), false
 }
