@@ -3,6 +3,7 @@ package wsframe
 import (
 	"bytes"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -143,11 +144,7 @@ func maskBytes(b []byte, key uint32) uint32 {
 
 func BenchmarkMask(b *testing.B) {
 	for _, n := range []int{60, 1024} {
-		b.Run("word/"+itoa(n), func(b *testing.B) { benchMask(b, mask, n) })
-		b.Run("byte/"+itoa(n), func(b *testing.B) { benchMask(b, maskBytes, n) })
+		b.Run("word/"+strconv.Itoa(n), func(b *testing.B) { benchMask(b, mask, n) })
+		b.Run("byte/"+strconv.Itoa(n), func(b *testing.B) { benchMask(b, maskBytes, n) })
 	}
-}
-
-func itoa(n int) string {
-	return string(rune('0'+n/1000%10)) + string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
 }

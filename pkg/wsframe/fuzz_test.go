@@ -60,6 +60,8 @@ func fuzzSeeds(f *testing.F) {
 	for _, c := range streamCases() {
 		f.Add(c.stream, uint8(c.limit), uint64(0))
 	}
+	f.Add([]byte("\x00\x05abcdhello\x02\x03abcdxyz\x05\x02abcdpq\x03\x04abcdlast"), uint8(64), uint64(1))
+	f.Add([]byte("\x07\x02abcdzz\x06\x01abcdp\x01"), uint8(10), uint64(1))
 	// What pusher-js and Laravel Echo send, in one stream.
 	f.Add(cat(cf(finText, subscribe),
 		cf(finText, `{"event":"pusher:subscribe","data":{"auth":"k:sig","channel_data":"{\"user_id\":\"1\"}","channel":"presence-room"}}`),
@@ -82,6 +84,9 @@ func FuzzDecoder(f *testing.F) {
 		if limit == 255 {
 			lim = -1
 		}
+		if seed&1 == 1 {
+			stream = framesFrom(stream)
+		}
 		want, wantKinds := checkedServe(t, stream, nil, lim)
 		r := rand.New(rand.NewPCG(seed, seed>>1))
 		for _, ch := range chunkings(r, len(stream)) {
@@ -100,7 +105,10 @@ func FuzzDecoder(f *testing.F) {
 // reader happens to be called (see Decoder.EOF).
 func FuzzAgainstCoder(f *testing.F) {
 	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, stream []byte, limit uint8, _ uint64) {
+	f.Fuzz(func(t *testing.T, stream []byte, limit uint8, seed uint64) {
+		if seed&1 == 1 {
+			stream = framesFrom(stream)
+		}
 		if len(stream) > 4096 {
 			return
 		}
@@ -110,4 +118,38 @@ func FuzzAgainstCoder(f *testing.F) {
 			t.Fatalf("coder/websocket sent %q, the Decoder's events %q", got, out)
 		}
 	})
+}
+
+// frameOps are the first bytes framesFrom picks from: mostly frames a
+// client may send, some it may not.
+var frameOps = [16]byte{finText, text, cont, finCont, finBinary, finPing, finPong, finClose,
+	finText, cont, finCont, finPing, 0x09, 0x83, 0xc1, 0x8b}
+
+// framesFrom reads data as a list of frames, so that the fuzzer explores
+// streams of well-formed headers: per frame a byte choosing the opcode and
+// the length form, a length byte (its top bit clear: unmasked), then the
+// masking key and payload from data. A last byte cut short ends the stream
+// mid-frame.
+func framesFrom(data []byte) []byte {
+	var out []byte
+	for len(data) >= 2 {
+		d0, d1 := data[0], data[1]
+		data = data[2:]
+		fr := frame{b0: frameOps[d0&15], masked: d1&0x80 == 0 || d0&0x30 != 0x30, lenForm: []int{-1, -1, 126, 127}[d0>>6]}
+		copy(fr.key[:], data)
+		data = data[min(4, len(data)):]
+		n := min(int(d1&0x7f), len(data))
+		if d0&0x30 == 0x20 {
+			n = min(n*3, len(data)) // longer payloads, past the limits
+		}
+		fr.payload, data = data[:n], data[n:]
+		if fr.b0 == finClose && n == 2 {
+			fr.payload = []byte(closePayload(uint16(d1)*20, "")) // codes 0-5100 in steps
+		}
+		out = append(out, fr.bytes()...)
+	}
+	if len(data) == 1 && len(out) > 0 {
+		out = out[:len(out)-int(data[0])%min(len(out), 8)]
+	}
+	return out
 }
