@@ -144,8 +144,14 @@ const (
 	TransportGoroutine = "goroutine"
 )
 
-// DefaultTransport is --transport's default.
-func DefaultTransport() string { return TransportGoroutine }
+// DefaultTransport is --transport's default: the event loop where it
+// exists (Linux), else the goroutine per socket.
+func DefaultTransport() string {
+	if runtime.GOOS == "linux" {
+		return TransportEventLoop
+	}
+	return TransportGoroutine
+}
 
 // Cleaner is the configuration of cmd/cleaner.
 type Cleaner struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"runtime"
 	"testing"
 	"time"
 
@@ -363,4 +364,21 @@ func TestVersionAndHelp(t *testing.T) {
 	require.NotContains(t, out.String(), "Commands:")
 	require.NotContains(t, out.String(), "hunter2", "the usage shows defaults, never a password")
 	require.Contains(t, out.String(), "  --redis URL\n")
+}
+
+// --transport defaults to the event loop on Linux, is read from the
+// environment and flags, and refuses anything but the two transports.
+func TestTransport(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	want := TransportGoroutine
+	if runtime.GOOS == "linux" {
+		want = TransportEventLoop
+	}
+	require.Equal(t, want, c.Transport)
+	c, err = ParseWSNode(nil, env(map[string]string{"HEADCOUNT_TRANSPORT": "goroutine"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, TransportGoroutine, c.Transport)
+	_, err = ParseWSNode([]string{"--transport", "epoll"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, `--transport: "epoll" is not "eventloop" or "goroutine"`)
 }

@@ -198,6 +198,9 @@ func New(opts Options) (_ *App, err error) {
 	a.m.maxSockets.Set(float64(maxSockets))
 	front := wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
 		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}
+	if cfg.Transport == "" {
+		cfg.Transport = config.DefaultTransport()
+	}
 	if cfg.Transport == config.TransportEventLoop {
 		a.ws, err = a.listenLoop(cfg.Addr, front)
 	} else {

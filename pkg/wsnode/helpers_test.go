@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,7 @@ func startNodeOn(t *testing.T, srv *redistest.Server, suffix string, mutate ...f
 			LogLevel: "debug", LogFormat: "text", Apps: testApps(t),
 		},
 		Addr:      "127.0.0.1:0",
+		Transport: os.Getenv("HC_TEST_TRANSPORT"), // empty: the default
 		NodeID:    "node-" + strings.ReplaceAll(t.Name(), "/", "-") + suffix,
 		Heartbeat: 100 * time.Millisecond,
 		Drain:     200 * time.Millisecond,

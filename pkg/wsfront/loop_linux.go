@@ -1,0 +1,281 @@
+package wsfront
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headcount/headcount/pkg/evloop"
+)
+
+// LoopFront is the Front of the event-loop transport: the same port rules
+// (the request head's parsing and 10 s limit, the socket cap and its 503,
+// /up, the refusals and their linger) on an evloop.Server, with no
+// goroutine per connection. A connection costs a goroutine only while its
+// upgrade is handled (Upgrade may wait on Redis); its request head is read
+// on the loop.
+type LoopFront struct {
+	*Front // the rules and settings; its listener is unused (nil)
+	srv    *evloop.Server
+	// upgrade serves an upgrade's request (UpgradeFunc).
+	upgrade UpgradeFunc
+	// lingering counts refused connections draining (lingerClose's loop
+	// form), bounded as Front's refusing is.
+	lingering atomic.Int32
+	// heads are the connections still sending their request head -> start
+	// (unix ms), for the sweep.
+	headsMu sync.Mutex
+	heads   map[*headConn]int64
+	// upgrades counts upgrades being handled (Shutdown waits for them).
+	upgrades sync.WaitGroup
+}
+
+// UpgradeFunc serves a request for /app/{key} on a goroutine of its own.
+// It answers through w as an http.Handler does (the front then sends that
+// response and closes the connection), or takes the connection and
+// reports true: it has set c's handler (evloop.Conn.SetHandler) and owns c
+// from then on. Reading c is paused until it is taken: early holds what the
+// client sent behind its head, which the new owner handles before it calls
+// c.ResumeRead.
+type UpgradeFunc func(c *evloop.Conn, w http.ResponseWriter, r *http.Request, early []byte) bool
+
+// ListenLoop binds addr (TCP) for a LoopFront; Serve serves it. opts is as
+// for Listen, without Handler and Hijack (upgrade takes their place).
+func ListenLoop(addr string, opts Options, upgrade UpgradeFunc) (*LoopFront, error) {
+	if upgrade == nil {
+		return nil, errors.New("wsfront: no upgrade handler")
+	}
+	opts.Handler = func(http.ResponseWriter, *http.Request) {}
+	f := &LoopFront{Front: newFront(nil, opts), upgrade: upgrade, heads: map[*headConn]int64{}}
+	srv, err := evloop.Listen(addr, evloop.Options{
+		OnAccept: f.accept,
+		OnAcceptError: func(err error, retryIn time.Duration) {
+			f.onRefuse(AcceptFailed)
+			if n, ok := f.acceptLog.Allow(time.Now()); ok {
+				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", retryIn, "failures", n)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.srv = srv
+	return f, nil
+}
+
+// Addr is the bound address.
+func (f *LoopFront) Addr() string { return f.srv.Addr().String() }
+
+// Open is the number of connections open on the port, handshaking or
+// upgraded.
+func (f *LoopFront) Open() int { return int(f.srv.Stats().Conns) }
+
+// Serve runs the loops and accepts until Shutdown, then returns nil; the
+// loops go on serving upgraded sockets until Close.
+func (f *LoopFront) Serve() error {
+	go f.sweepHeads()
+	if err := f.srv.Serve(); !errors.Is(err, evloop.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting, closes the connections still sending their
+// head, and waits up to timeout for upgrades being handled. Upgraded
+// sockets are not touched: Close ends them.
+func (f *LoopFront) Shutdown(timeout time.Duration) {
+	f.stopAccepting()
+	waited := make(chan struct{})
+	go func() { f.upgrades.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(timeout):
+		f.log.Warn("handshakes still in progress at shutdown", "waited", timeout)
+	}
+}
+
+// stopAccepting is Shutdown without the wait.
+func (f *LoopFront) stopAccepting() {
+	f.mu.Lock()
+	first := !f.closed
+	if first {
+		f.closed = true
+		close(f.done)
+	}
+	f.mu.Unlock()
+	if first {
+		f.srv.StopAccepting()
+	}
+	f.headsMu.Lock()
+	for h := range f.heads {
+		h.c.Close()
+	}
+	f.headsMu.Unlock()
+}
+
+// Close ends every connection and stops the loops (after the owner of the
+// sockets drained them).
+func (f *LoopFront) Close() error {
+	f.stopAccepting()
+	return f.srv.Close()
+}
+
+// accept takes a new connection: past the cap it gets the 503, else its
+// request head is read (headConn).
+func (f *LoopFront) accept(c *evloop.Conn) bool {
+	if f.isClosed() {
+		return false
+	}
+	// Open counts c already.
+	if f.maxConns > 0 && f.srv.Stats().Conns > f.maxConns {
+		f.onRefuse(AtCap)
+		if n, ok := f.capLog.Allow(time.Now()); ok {
+			f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
+				"max_sockets", f.maxConns, "refused", n)
+		}
+		f.respond(c, &headConn{f: f, c: c}, capResponse)
+		return true
+	}
+	h := &headConn{f: f, c: c}
+	f.headsMu.Lock()
+	f.heads[h] = time.Now().UnixMilli()
+	f.headsMu.Unlock()
+	c.SetHandler(h)
+	return true
+}
+
+// respond sends b, a whole response that ends the connection, and closes
+// c so that the client reads it: half-closed, what the client still sends
+// discarded for up to lingerTimeout (lingerClose), at most refusingAtOnce
+// at a time; past that, closed once b is out.
+func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
+	h.linger = true
+	c.SetHandler(h)
+	if _, err := c.Write(b); err != nil {
+		c.Close()
+		return
+	}
+	if f.lingering.Add(1) > refusingAtOnce {
+		f.lingering.Add(-1)
+		c.CloseAfterFlush()
+		return
+	}
+	h.counted = true
+	_ = c.CloseWrite() // once b is out
+	time.AfterFunc(lingerTimeout, c.Close)
+}
+
+// sweepHeads closes connections that did not send their request head in time.
+func (f *LoopFront) sweepHeads() {
+	t := time.NewTicker(f.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			return
+		case now := <-t.C:
+			limit := now.Add(-f.headTimeout).UnixMilli()
+			f.headsMu.Lock()
+			for h, start := range f.heads {
+				if start < limit {
+					h.c.Close()
+					delete(f.heads, h)
+				}
+			}
+			f.headsMu.Unlock()
+		}
+	}
+}
+
+func (f *LoopFront) doneHead(h *headConn) bool {
+	f.headsMu.Lock()
+	defer f.headsMu.Unlock()
+	_, ok := f.heads[h]
+	delete(f.heads, h)
+	return ok
+}
+
+// headConn is a connection's handler until its upgrade: it gathers the
+// request head (the only buffer it holds, dropped at the upgrade), and
+// then, for a refused one, discards what the client still sends.
+type headConn struct {
+	f       *LoopFront
+	c       *evloop.Conn
+	head    []byte
+	linger  bool // a response was sent: discard input until the end
+	counted bool // holds a place in f.lingering
+}
+
+func (h *headConn) OnData(c *evloop.Conn, b []byte) {
+	if h.linger {
+		return
+	}
+	from := max(0, len(h.head)-3)
+	if h.head == nil {
+		h.head = make([]byte, 0, headBufferSize)
+	}
+	h.head = append(h.head, b...)
+	i := headEnd(h.head[from:])
+	if i < 0 {
+		if len(h.head) > maxHead {
+			h.f.doneHead(h)
+			h.refuse(http.StatusRequestHeaderFieldsTooLarge, errHeadTooLarge.Error()+": over 16384 bytes")
+		}
+		return
+	}
+	if !h.f.doneHead(h) {
+		return // swept as it came in
+	}
+	head, early := h.head[:from+i], bytes.Clone(h.head[from+i:])
+	h.head = nil
+	if len(head) > maxHead {
+		h.refuse(http.StatusRequestHeaderFieldsTooLarge, "request head over 16384 bytes")
+		return
+	}
+	r, status, err := h.f.route(head)
+	switch {
+	case r == nil:
+		h.refuse(status, err.Error())
+	case r.URL.Path == upPath:
+		w := &upgradeWriter{}
+		h.f.serveUp(w, r)
+		h.f.reportRefusal(w, true, c.RemoteAddr())
+		h.f.respond(c, h, w.response())
+	default:
+		c.PauseRead()
+		h.f.upgrades.Add(1)
+		go h.serve(r, early)
+	}
+}
+
+// refuse answers the request head with status.
+func (h *headConn) refuse(status int, msg string) {
+	w := &upgradeWriter{}
+	http.Error(w, msg, status)
+	h.f.reportRefusal(w, false, h.c.RemoteAddr())
+	h.f.respond(h.c, h, w.response())
+}
+
+// serve runs the upgrade handler; a response it leaves is sent here.
+func (h *headConn) serve(r *http.Request, early []byte) {
+	defer h.f.upgrades.Done()
+	w := &upgradeWriter{}
+	if h.f.upgrade(h.c, w, r, early) {
+		return
+	}
+	h.f.reportRefusal(w, false, h.c.RemoteAddr())
+	h.f.respond(h.c, h, w.response())
+	h.c.ResumeRead()
+}
+
+func (h *headConn) OnDrained(*evloop.Conn) {}
+
+func (h *headConn) OnClose(*evloop.Conn, error) {
+	h.f.doneHead(h)
+	if h.counted {
+		h.f.lingering.Add(-1)
+	}
+}

@@ -1,0 +1,399 @@
+package wsnode
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/coder/websocket"
+
+	"github.com/headcount/headcount/pkg/evloop"
+	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/wsframe"
+	"github.com/headcount/headcount/pkg/wsfront"
+)
+
+// The event-loop transport (--transport eventloop): a loop per core reads
+// every socket (pkg/evloop), the front reads request heads on it
+// (wsfront.LoopFront), and the node decodes frames (pkg/wsframe) as they
+// arrive. An idle socket has no goroutine and holds no buffer: a socket
+// and its loopLink. A whole message is handled on a goroutine, as on the
+// other transport (handlers wait on Redis and must never stall a loop),
+// one message of a socket at a time and in order; writes never wait
+// (evloop keeps what the socket's buffer does not take).
+
+// loopLink is a socket's link on the event loop, and its connection's
+// evloop.Handler.
+type loopLink struct {
+	a   *App
+	s   *socket
+	c   *evloop.Conn
+	dec wsframe.Decoder
+
+	mu sync.Mutex
+	// inbox holds what the loop decoded and the socket's handler has not
+	// handled yet, in order; nearly always empty.
+	inbox      []inMessage
+	inboxBytes int
+	// busy is set while a goroutine handles the inbox (run); at most one
+	// does, so a socket's frames are handled one at a time.
+	busy bool
+	// paused is set while reading is paused because the inbox is full.
+	paused bool
+	// ended is set once the connection ended or the handler gave up on
+	// it; endErr says why. closed runs once, after the last handler.
+	ended  bool
+	endErr error
+	// readDone is set once the client's close (or a failure) was read:
+	// what follows is ignored. quiet is set once the decoder knows that a
+	// close frame was sent. Both are the read path's alone.
+	readDone, quiet bool
+	// closeSent is set once a close frame was queued: nothing follows it.
+	closeSent bool
+	// head is the 101 response, sent with the first frame.
+	head []byte
+	// flushDone finishes a flush the socket's buffer did not take whole
+	// (link.flush), with flushSent frames.
+	flushDone func(int, error)
+	flushSent int
+}
+
+// inMessage is one client message for the socket's handler.
+type inMessage struct {
+	sc   *scratch // nil for a ping
+	text bool
+	pong []byte // a ping's answer
+}
+
+// Loop transport limits.
+const (
+	// inboxLimit pauses reading a socket whose handler is this many bytes
+	// behind; pusher-js's whole reconnect burst fits well below it.
+	inboxLimit = 256 << 10
+	// closeTimeout is how long a close handshake waits for the client's
+	// close frame, as coder/websocket waits.
+	closeTimeout = 5 * time.Second
+)
+
+// serveLoop is the LoopFront's UpgradeFunc: the event loop's serveWS.
+func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, early []byte) bool {
+	if !a.hub.enter() {
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return false
+	}
+	if !a.originAllowed(w, r) {
+		a.hub.leave()
+		return false
+	}
+	if wsframe.Refuse(w, r) {
+		a.hub.leave()
+		return false // answered with an HTTP error, as websocket.Accept does
+	}
+	s := &socket{id: protocol.NewSocketID()}
+	l := &loopLink{a: a, s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
+	s.link = l
+	c.SetHandler(l)
+	if !a.hub.add(s) {
+		l.ended = true // never opened: nothing to release
+		l.shut(protocol.CodeReconnect, "server shutting down")
+		a.hub.leave()
+		return true
+	}
+	if !a.open(s, r) {
+		l.mu.Lock()
+		l.ended = true // refused (open answered): nothing to release
+		l.mu.Unlock()
+		a.hub.leave()
+		return true
+	}
+	var buf [headroom + 128]byte
+	if a.write(s, connectionEstablished(buf[:], s.id)) == nil {
+		a.m.sent.Inc()
+	}
+	if len(early) > 0 {
+		l.OnData(c, early)
+	}
+	c.ResumeRead()
+	l.run()
+	return true
+}
+
+// OnData decodes what the loop read (or what came behind the request
+// head): messages and pings go to the handler's inbox, a close is
+// answered. It runs on the loop, or on the upgrade's goroutine before
+// reading resumes, never both.
+func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
+	if l.readDone {
+		return
+	}
+	if !l.quiet && l.closeSentRead() {
+		// Data frames are skipped while the client's close is awaited.
+		l.quiet = true
+		l.dec.SentClose()
+	}
+	start := false
+	for {
+		ev, n := l.dec.Next(b, l.a.tun.readLimit)
+		b = b[n:]
+		switch ev.Kind {
+		case wsframe.None:
+			if start {
+				go l.run()
+			}
+			return
+		case wsframe.Message:
+			sc := scratchPool.Get().(*scratch)
+			sc.in.Reset()
+			sc.in.Write(ev.Payload)
+			start = l.push(inMessage{sc: sc, text: ev.Op == wsframe.OpText}, len(ev.Payload)) || start
+		case wsframe.Ping:
+			// Answered in order, behind the replies to earlier messages.
+			l.s.lastSeen.Store(l.a.hub.now.Load())
+			start = l.push(inMessage{pong: ev.Reply(nil)}, len(ev.Payload)) || start
+		case wsframe.Pong:
+		case wsframe.Close, wsframe.Fail:
+			l.readDone = true
+			l.dec.Reset()
+			l.closeRead(ev)
+			if start {
+				go l.run()
+			}
+			return
+		}
+	}
+}
+
+// push adds m to the inbox and reports whether a handler must be started.
+func (l *loopLink) push(m inMessage, size int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		if m.sc != nil {
+			putScratch(m.sc)
+		}
+		return false
+	}
+	l.inbox = append(l.inbox, m)
+	l.inboxBytes += size
+	if l.inboxBytes > inboxLimit && !l.paused {
+		l.paused = true
+		l.c.PauseRead()
+	}
+	start := !l.busy
+	l.busy = true
+	return start
+}
+
+// closeRead answers the client's close frame, or a frame that fails the
+// connection, as coder/websocket does, and ends the socket.
+func (l *loopLink) closeRead(ev wsframe.Event) {
+	var err error
+	if ev.Kind == wsframe.Close {
+		err = websocket.CloseError{Code: websocket.StatusCode(ev.Code), Reason: string(ev.Payload)}
+	} else {
+		err = ev.Err
+		if ev.Code == wsframe.StatusMessageTooBig {
+			err = fmt.Errorf("%w: %w", websocket.ErrMessageTooBig, ev.Err)
+		}
+	}
+	l.mu.Lock()
+	answered := l.closeSent
+	l.closeSent = true
+	if !answered {
+		if reply := ev.Reply(nil); len(reply) > 0 {
+			_, _ = l.send(reply)
+		}
+	}
+	l.mu.Unlock()
+	if answered {
+		l.c.Close() // the client answered our close
+	} else {
+		l.c.CloseAfterFlush()
+	}
+	l.end(err)
+}
+
+// run handles the inbox until it is empty, then returns; once the
+// connection ended it releases the socket (closed) instead.
+func (l *loopLink) run() {
+	for {
+		l.mu.Lock()
+		if l.ended {
+			for _, m := range l.inbox {
+				if m.sc != nil {
+					putScratch(m.sc)
+				}
+			}
+			l.inbox = nil
+			err := l.endErr
+			l.mu.Unlock()
+			l.a.closed(l.s, err)
+			l.a.hub.leave()
+			return
+		}
+		if len(l.inbox) == 0 {
+			l.inbox = nil
+			l.busy = false
+			l.mu.Unlock()
+			return
+		}
+		m := l.inbox[0]
+		l.inbox[0] = inMessage{}
+		l.inbox = l.inbox[1:]
+		if m.sc != nil {
+			l.inboxBytes -= m.sc.in.Len()
+		} else {
+			l.inboxBytes -= len(m.pong)
+		}
+		resume := l.paused && l.inboxBytes <= inboxLimit/2
+		if resume {
+			l.paused = false
+		}
+		l.mu.Unlock()
+		if resume {
+			l.c.ResumeRead()
+		}
+		var err error
+		if m.sc == nil {
+			err = l.a.queueReply(l.s, m.pong)
+		} else {
+			err = l.a.serveMessage(l.s, m.sc, m.text)
+			putScratch(m.sc)
+		}
+		if err != nil {
+			l.end(err)
+		}
+	}
+}
+
+// end marks the socket's connection ended (err says why, the first
+// reason wins) and starts its release if no handler is running.
+func (l *loopLink) end(err error) {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	l.ended, l.endErr = true, err
+	start := !l.busy
+	l.busy = true
+	l.mu.Unlock()
+	if start {
+		go l.run()
+	}
+}
+
+func (l *loopLink) OnDrained(*evloop.Conn) {
+	l.s.writeSince.Store(0)
+	l.mu.Lock()
+	done, sent := l.flushDone, l.flushSent
+	l.flushDone = nil
+	l.mu.Unlock()
+	if done != nil {
+		done(sent, nil)
+	}
+}
+
+func (l *loopLink) OnClose(_ *evloop.Conn, err error) {
+	if err == nil {
+		err = io.EOF
+	}
+	l.mu.Lock()
+	done := l.flushDone
+	l.flushDone = nil
+	l.mu.Unlock()
+	if done != nil {
+		done(0, net.ErrClosed)
+	}
+	l.end(err)
+}
+
+// closeSentRead reports, to the read path, whether a close frame was sent.
+func (l *loopLink) closeSentRead() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closeSent
+}
+
+// send writes b behind whatever is pending, the 101 first (l.mu held or
+// not: evloop keeps writes in order).
+func (l *loopLink) send(bufs ...[]byte) (bool, error) {
+	if l.head != nil {
+		bufs = append([][]byte{l.head}, bufs...)
+		l.head = nil
+	}
+	done, err := l.c.Write(bufs...)
+	if !done && err == nil && l.s.writeSince.Load() == 0 {
+		l.s.writeSince.Store(l.a.hub.now.Load())
+	}
+	return done, err
+}
+
+func (l *loopLink) write(f frame) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closeSent {
+		return net.ErrClosed
+	}
+	_, err := l.send(f)
+	return err
+}
+
+func (l *loopLink) flush(batch []frame, done func(int, error)) (int, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closeSent {
+		return 0, false, net.ErrClosed
+	}
+	// A frame is a []byte: the batch is handed over as is, not copied.
+	out, err := l.send(*(*[][]byte)(unsafe.Pointer(&batch))...)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case !out:
+		l.flushDone, l.flushSent = done, len(batch)
+		return 0, true, nil
+	}
+	return len(batch), false, nil
+}
+
+func (l *loopLink) shut(code protocol.Code, reason string) {
+	l.mu.Lock()
+	if l.closeSent {
+		l.mu.Unlock()
+		return
+	}
+	l.closeSent = true
+	_, err := l.send(wsframe.AppendClose(nil, wsframe.StatusCode(code), reason))
+	l.mu.Unlock()
+	if err != nil {
+		l.c.Close()
+		return
+	}
+	// The client's close frame ends it (closeRead), or the timeout does.
+	time.AfterFunc(closeTimeout, l.c.Close)
+}
+
+func (l *loopLink) shutWaits() bool { return false }
+
+func (l *loopLink) cut() { l.c.Close() }
+
+// release leaves a connection whose close frame is out to its handshake
+// (the client's close or closeTimeout ends it).
+func (l *loopLink) release() {
+	l.mu.Lock()
+	handshaking := l.closeSent
+	l.mu.Unlock()
+	if !handshaking {
+		l.c.Close()
+	}
+}
+
+// listenLoop binds the event loop's front.
+func (a *App) listenLoop(addr string, opts wsfront.Options) (port, error) {
+	return wsfront.ListenLoop(addr, opts, a.serveLoop)
+}
