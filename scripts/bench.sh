@@ -147,7 +147,8 @@ peer_section() {
 	echo "except in delivery-split-cpus, where every server-side process (redis-server too) runs on one half of the CPUs and"
 	echo "the load tool on the other, as in a deployment whose clients are elsewhere."
 	echo "What each row measures: BenchmarkPeer's comment in test/e2e/bench_peer_test.go. headcount runs its default"
-	echo "transport (\`--transport\`); idle-memory also runs it with \`--transport goroutine\` (a goroutine per socket)."
+	echo "transport (\`--transport\`, the event loop); idle-memory, connect and delivery also run it with \`--transport goroutine\`"
+	echo "(a goroutine per socket, the transport the event loop replaced)."
 	echo "kernel-KiB/socket is the node's half of the kernel's slab memory per socket (as root; BenchmarkPeer's comment)."
 	echo
 	echo "How the two differ where the ratios are far from 1 (the designs, not this run's numbers):"

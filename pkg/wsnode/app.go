@@ -55,6 +55,9 @@ type tunables struct {
 	writeTimeout time.Duration
 	// sweepEvery is the sweeper's period, and so the resolution of both timeouts.
 	sweepEvery time.Duration
+	// closeTimeout is how long the event loop's close handshake waits for
+	// the client's close frame (coder/websocket waits 5 s, not settable).
+	closeTimeout time.Duration
 	// drainConcurrency bounds close handshakes in flight while draining.
 	drainConcurrency int
 	// drainGrace is how long after the drain window sockets get to finish
@@ -79,6 +82,7 @@ func defaultTunables() tunables {
 		idleTimeout:      protocol.ActivityTimeout*time.Second + 60*time.Second,
 		writeTimeout:     10 * time.Second,
 		sweepEvery:       time.Second,
+		closeTimeout:     5 * time.Second,
 		drainConcurrency: 256,
 		drainGrace:       5 * time.Second,
 		removeTimeout:    5 * time.Second,

@@ -40,6 +40,10 @@ func (a *App) SetWriteTimeout(write, sweep time.Duration) {
 	a.tun.writeTimeout, a.tun.sweepEvery = write, sweep
 }
 
+// SetCloseTimeout shortens how long the event loop's close handshake
+// waits for the client's close frame; call it before Run.
+func (a *App) SetCloseTimeout(d time.Duration) { a.tun.closeTimeout = d }
+
 // LiftFrameBudget lets every socket send any number of frames; call it
 // before Run.
 func (a *App) LiftFrameBudget() {

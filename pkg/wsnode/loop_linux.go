@@ -74,9 +74,6 @@ const (
 	// inboxLimit pauses reading a socket whose handler is this many bytes
 	// behind; pusher-js's whole reconnect burst fits well below it.
 	inboxLimit = 256 << 10
-	// closeTimeout is how long a close handshake waits for the client's
-	// close frame, as coder/websocket waits.
-	closeTimeout = 5 * time.Second
 )
 
 // serveLoop is the LoopFront's UpgradeFunc: the event loop's serveWS.
@@ -375,7 +372,7 @@ func (l *loopLink) shut(code protocol.Code, reason string) {
 		return
 	}
 	// The client's close frame ends it (closeRead), or the timeout does.
-	time.AfterFunc(closeTimeout, l.c.Close)
+	time.AfterFunc(l.a.tun.closeTimeout, l.c.Close)
 }
 
 func (l *loopLink) shutWaits() bool { return false }

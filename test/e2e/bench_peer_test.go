@@ -47,8 +47,7 @@ const (
 //     node, each subscribed to one of 100 channels: the node's RSS growth
 //     per socket once the HTTP API counts them all, and the kernel's slab
 //     memory per socket that went with the node when it was then killed
-//     (kernelShare; as root). headcount runs on its default transport and
-//     as headcount-goroutine (--transport goroutine).
+//     (kernelShare; as root).
 //   - connect: the load tool's storm (as BenchmarkLoad's) of as many
 //     sockets into one node, 512 dials in flight from 30 source addresses:
 //     the node's CPU per 1,000 sockets connected and subscribed, read from
@@ -72,6 +71,10 @@ const (
 //     is SIGKILLed; the survivor's HTTP API (headcount's httpapi, soketi's
 //     live node) is read every 100 ms until every channel's count equals
 //     the live node's sockets. headcount also runs its two cleaners.
+//
+// idle-memory, connect and both delivery measures also run headcount as
+// headcount-goroutine (--transport goroutine), so that the event loop,
+// the default, is compared with the transport it replaced in the same run.
 //
 // It skips when soketi is not installed. Run it with make bench, or:
 //
@@ -118,7 +121,7 @@ func BenchmarkPeer(b *testing.B) {
 			{"accepted/s", sum.AcceptedPerSecond},
 			{"s-to-all-counted", sum.CountedAllSeconds},
 		}
-	})
+	}, headcountServer, headcountGoroutine, peerServer)
 
 	sideBySide(b, "count-read", func(b *testing.B, kind string) []peerMetric {
 		c := startCluster(b, kind, 2)
@@ -155,7 +158,7 @@ func BenchmarkPeer(b *testing.B) {
 	}
 	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
 		return deliver(b, startCluster(b, kind, 2))
-	})
+	}, headcountServer, headcountGoroutine, peerServer)
 
 	// delivery-split-cpus: the same, with every server-side process
 	// (redis-server included) on half the CPUs and this process, the load
@@ -171,7 +174,7 @@ func BenchmarkPeer(b *testing.B) {
 			proctest.Pin(b, os.Getpid(), loadCPUs)
 			defer proctest.Pin(b, os.Getpid(), append(slices.Clone(serverCPUs), loadCPUs...))
 			return deliver(b, c)
-		})
+		}, headcountServer, headcountGoroutine, peerServer)
 	}
 
 	sideBySide(b, "recovery", func(b *testing.B, kind string) []peerMetric {

@@ -1,0 +1,99 @@
+package wsnode_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/wstest"
+)
+
+// These tests hold whichever transport serves the sockets
+// (HC_TEST_TRANSPORT; the default is the event loop): what a socket's
+// handler waits on holds up nothing but that socket, and a close
+// handshake ends without the client.
+
+// pauseRedis makes the node's Redis answer nothing for d: every handler
+// that reads or writes Redis waits meanwhile.
+func pauseRedis(t *testing.T, n *testNode, d time.Duration) {
+	t.Helper()
+	require.NoError(t, n.redis.Client(t).Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
+}
+
+// TestAWaitingHandlerHoldsUpNoOtherSocket: a socket whose handler waits on
+// Redis (a cache channel's subscribe reads the cached event) gets its next
+// frames answered only after it, in order, while another socket's ping is
+// answered meanwhile: no socket waits for another's handler.
+func TestAWaitingHandlerHoldsUpNoOtherSocket(t *testing.T) {
+	n := startNode(t).run(t)
+	a := dialRaw(t, n.Addr(), "/app/"+cacheKey+pusherJSQuery)
+	b := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, a.read(t), "pusher:connection_established")
+	require.Contains(t, b.read(t), "pusher:connection_established")
+
+	const pause = 2 * time.Second
+	paused := time.Now()
+	pauseRedis(t, n, pause)
+	a.send(t, `{"event":"pusher:subscribe","data":{"channel":"cache-waits"}}`)
+	a.send(t, `{"event":"pusher:ping","data":{}}`)
+	b.send(t, `{"event":"pusher:ping","data":{}}`)
+	require.Contains(t, b.read(t), "pusher:pong")
+	require.Less(t, time.Since(paused), pause, "another socket's ping waited for the paused handler")
+
+	require.Contains(t, a.read(t), "pusher_internal:subscription_succeeded")
+	require.Contains(t, a.read(t), "pusher:cache_miss")
+	require.Contains(t, a.read(t), "pusher:pong", "the ping is answered after the subscribe it followed")
+}
+
+// TestAFloodBehindAWaitingHandlerIsReadInOrder: a client that sends far
+// more than a socket's handler keeps up with (here while it waits on
+// Redis) has every frame answered, in order: the node stops reading the
+// socket rather than buffering without bound, and goes on once the
+// handler caught up.
+func TestAFloodBehindAWaitingHandlerIsReadInOrder(t *testing.T) {
+	n := startNode(t)
+	n.LiftFrameBudget()
+	n.run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+cacheKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+
+	const pings = 12000 // 12,000 x 35 bytes: more than a loop holds for one socket (inboxLimit)
+	flood := wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"cache-flood"}}`)
+	for range pings {
+		flood = append(flood, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	}
+	pauseRedis(t, n, time.Second)
+	written := make(chan error, 1)
+	go func() { _, err := c.Write(flood); written <- err }()
+	require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded")
+	require.Contains(t, c.read(t), "pusher:cache_miss")
+	for i := range pings {
+		require.Contains(t, c.read(t), "pusher:pong", "reply %d", i)
+	}
+	require.NoError(t, <-written)
+}
+
+// TestCloseHandshakeEndsWithoutTheClient: a socket the node closes (here
+// idle) whose client reads the close frame and never answers it is ended
+// by the node after the close timeout, not held open.
+func TestCloseHandshakeEndsWithoutTheClient(t *testing.T) {
+	n := startNode(t)
+	n.SetIdleTimeout(200*time.Millisecond, 50*time.Millisecond)
+	n.SetCloseTimeout(300 * time.Millisecond)
+	n.run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	closeFrame := c.read(t)
+	require.GreaterOrEqual(t, len(closeFrame), 2)
+	require.EqualValues(t, 4201, binary.BigEndian.Uint16([]byte(closeFrame)), "close code")
+	require.True(t, strings.Contains(closeFrame, "activity timeout"), closeFrame)
+	// No answer: the node ends the connection itself (coder/websocket
+	// after its own 5 s, the event loop after the close timeout).
+	_, err := c.Read(wait)
+	require.ErrorIs(t, err, io.EOF)
+}
