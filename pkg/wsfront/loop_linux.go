@@ -69,6 +69,9 @@ func ListenLoop(addr string, opts Options, upgrade UpgradeFunc) (*LoopFront, err
 // Addr is the bound address.
 func (f *LoopFront) Addr() string { return f.srv.Addr().String() }
 
+// Stats are the loops' counters.
+func (f *LoopFront) Stats() evloop.Stats { return f.srv.Stats() }
+
 // Open is the number of connections open on the port, handshaking or
 // upgraded.
 func (f *LoopFront) Open() int { return int(f.srv.Stats().Conns) }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headcount/headcount/pkg/evloop"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -391,6 +392,19 @@ func (l *loopLink) release() {
 }
 
 // listenLoop binds the event loop's front.
+// listenLoop binds the event loop's front and registers its gauges.
 func (a *App) listenLoop(addr string, opts wsfront.Options) (port, error) {
-	return wsfront.ListenLoop(addr, opts, a.serveLoop)
+	f, err := wsfront.ListenLoop(addr, opts, a.serveLoop)
+	if err != nil {
+		return nil, err
+	}
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_wsnode_event_loops",
+		Help: "Event loops serving the WebSocket port (--transport eventloop): one per core.",
+	}, func() float64 { return float64(f.Stats().Loops) }))
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_wsnode_pending_write_bytes",
+		Help: "Bytes written to sockets that their send buffers have not taken yet (clients reading slowly); each socket's share is bounded by its send queue.",
+	}, func() float64 { return float64(f.Stats().PendingBytes) }))
+	return f, nil
 }
