@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -77,9 +78,11 @@ func startTransport(tb testing.TB, srv *redistest.Server, transport string, log 
 			Redis: srv.URL(), RedisPrefix: "diff-" + transport + "-" + strconv.Itoa(rand.IntN(1e9)), AdminAddr: "127.0.0.1:0",
 			LogLevel: "debug", LogFormat: "text", Apps: diffApps(tb),
 		},
-		Addr:      "127.0.0.1:0",
-		NodeID:    "node-diff-" + transport,
-		Heartbeat: 100 * time.Millisecond,
+		Addr:   "127.0.0.1:0",
+		NodeID: "node-diff-" + transport,
+		// A slow heartbeat keeps the node's own activity, which the fuzzer
+		// would take for coverage of its inputs, rare.
+		Heartbeat: time.Second,
 		Drain:     200 * time.Millisecond,
 		Transport: transport,
 	}
@@ -1112,6 +1115,15 @@ func FuzzTransports(f *testing.F) {
 			}
 		}
 		f.Add(data, uint16(len(c.name)))
+	}
+	// The fuzzer minimizes every input that adds coverage, for up to 60 s
+	// (-fuzzminimizetime); at two exchanges with the nodes per try (about
+	// 15 ms) a 10 s `make fuzz` would do nothing else. So minimizing is off
+	// unless the command line asks for it.
+	set := false
+	flag.Visit(func(fl *flag.Flag) { set = set || fl.Name == "test.fuzzminimizetime" })
+	if !set {
+		require.NoError(f, flag.Set("test.fuzzminimizetime", "0"))
 	}
 	oracle, subject := diffTargets(f, func(testing.TB) hclog.Logger { return hclog.NewNullLogger() })
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
