@@ -65,9 +65,8 @@ type loopLink struct {
 
 // inMessage is one client message for the socket's handler.
 type inMessage struct {
-	sc   *scratch // nil for a ping
+	sc   *scratch
 	text bool
-	pong []byte // a ping's answer
 }
 
 // Loop transport limits.
@@ -99,6 +98,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		l.ended = true // never opened: nothing to release
 		l.shut(protocol.CodeReconnect, "server shutting down")
 		a.hub.leave()
+		c.ResumeRead() // for the client's close frame
 		return true
 	}
 	if !a.open(s, r) {
@@ -106,6 +106,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		l.ended = true // refused (open answered): nothing to release
 		l.mu.Unlock()
 		a.hub.leave()
+		c.ResumeRead() // for the client's close frame
 		return true
 	}
 	var buf [headroom + 128]byte
@@ -149,9 +150,14 @@ func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
 			sc.in.Write(ev.Payload)
 			start = l.push(inMessage{sc: sc, text: ev.Op == wsframe.OpText}, len(ev.Payload)) || start
 		case wsframe.Ping:
-			// Answered in order, behind the replies to earlier messages.
+			// Answered at once, as coder/websocket does: ahead of replies
+			// its handler has not queued yet.
 			l.s.lastSeen.Store(l.a.hub.now.Load())
-			start = l.push(inMessage{pong: ev.Reply(nil)}, len(ev.Payload)) || start
+			l.mu.Lock()
+			if !l.closeSent {
+				_, _ = l.send(ev.Reply(nil))
+			}
+			l.mu.Unlock()
 		case wsframe.Pong:
 		case wsframe.Close, wsframe.Fail:
 			l.readDone = true
@@ -170,9 +176,7 @@ func (l *loopLink) push(m inMessage, size int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
-		if m.sc != nil {
-			putScratch(m.sc)
-		}
+		putScratch(m.sc)
 		return false
 	}
 	l.inbox = append(l.inbox, m)
@@ -222,9 +226,7 @@ func (l *loopLink) run() {
 		l.mu.Lock()
 		if l.ended {
 			for _, m := range l.inbox {
-				if m.sc != nil {
-					putScratch(m.sc)
-				}
+				putScratch(m.sc)
 			}
 			l.inbox = nil
 			err := l.endErr
@@ -242,11 +244,7 @@ func (l *loopLink) run() {
 		m := l.inbox[0]
 		l.inbox[0] = inMessage{}
 		l.inbox = l.inbox[1:]
-		if m.sc != nil {
-			l.inboxBytes -= m.sc.in.Len()
-		} else {
-			l.inboxBytes -= len(m.pong)
-		}
+		l.inboxBytes -= m.sc.in.Len()
 		resume := l.paused && l.inboxBytes <= inboxLimit/2
 		if resume {
 			l.paused = false
@@ -255,13 +253,8 @@ func (l *loopLink) run() {
 		if resume {
 			l.c.ResumeRead()
 		}
-		var err error
-		if m.sc == nil {
-			err = l.a.queueReply(l.s, m.pong)
-		} else {
-			err = l.a.serveMessage(l.s, m.sc, m.text)
-			putScratch(m.sc)
-		}
+		err := l.a.serveMessage(l.s, m.sc, m.text)
+		putScratch(m.sc)
 		if err != nil {
 			l.end(err)
 		}
