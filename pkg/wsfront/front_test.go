@@ -326,3 +326,37 @@ func TestFrontUp(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
 	})
 }
+
+// Connections refused at the cap hold no place under it while they linger:
+// with two refused clients still connected (reading their 503 and waiting
+// for the end), a place given back goes to the next client.
+func TestFrontSocketCapRefusalsHoldNoPlace(t *testing.T) {
+	forEachFront(t, func(t *testing.T, kind string) {
+		f := startFront(t, kind, wsfront.Options{MaxConns: 2})
+		a := dialRaw(t, f)
+		require.Equal(t, hello, a.read(t))
+		silent, err := net.Dial("tcp", f.Addr())
+		require.NoError(t, err)
+		defer silent.Close()
+		require.Eventually(t, func() bool { return f.Open() == 2 }, wait, tick)
+
+		head := "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n"
+		for range 2 {
+			c, err := net.Dial("tcp", f.Addr())
+			require.NoError(t, err)
+			defer c.Close() // after the test: the front lingers meanwhile
+			require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+			_, err = io.WriteString(c, head)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		}
+		require.Equal(t, 2, f.Open(), "refused connections are not counted")
+
+		require.NoError(t, silent.Close())
+		require.Eventually(t, func() bool { return f.Open() == 1 }, wait, tick)
+		require.Equal(t, hello, dialRaw(t, f).read(t), "the place given back is free")
+		require.Equal(t, 2, f.refusals(wsfront.AtCap))
+	})
+}
