@@ -360,3 +360,70 @@ func TestFrontSocketCapRefusalsHoldNoPlace(t *testing.T) {
 		require.Equal(t, 2, f.refusals(wsfront.AtCap))
 	})
 }
+
+// A head that arrives a byte at a time, its blank line split across
+// reads, is read whole; a head of exactly 16 KiB is upgraded, one byte
+// more is refused with 431; a client that half-closes after its head is
+// answered before the connection ends.
+func TestFrontHeadEdges(t *testing.T) {
+	forEachFront(t, func(t *testing.T, kind string) {
+		f := startFront(t, kind, wsfront.Options{})
+		t.Run("byte by byte", func(t *testing.T) {
+			c, err := net.Dial("tcp", f.Addr())
+			require.NoError(t, err)
+			defer c.Close()
+			for i := range len(upgradeHead) {
+				_, err = io.WriteString(c, upgradeHead[i:i+1])
+				require.NoError(t, err)
+			}
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+			require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))
+		})
+		pad := func(size int) string {
+			head := "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-Pad: "
+			return head + strings.Repeat("a", size-len(head)-len("\r\n\r\n")) + "\r\n\r\n"
+		}
+		for _, tc := range []struct {
+			size   int
+			status int
+		}{{16 << 10, http.StatusSwitchingProtocols}, {16<<10 + 1, http.StatusRequestHeaderFieldsTooLarge}} {
+			c, err := net.Dial("tcp", f.Addr())
+			require.NoError(t, err)
+			defer c.Close()
+			head := pad(tc.size)
+			require.Len(t, head, tc.size)
+			_, err = io.WriteString(c, head)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			require.Equal(t, tc.status, resp.StatusCode, "a head of %d bytes", tc.size)
+		}
+		for _, tc := range []struct {
+			head   string
+			status int
+		}{{upgradeHead, http.StatusSwitchingProtocols}, {"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusNotFound}} {
+			c, err := net.Dial("tcp", f.Addr())
+			require.NoError(t, err)
+			defer c.Close()
+			require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+			_, err = io.WriteString(c, tc.head)
+			require.NoError(t, err)
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			require.Equal(t, tc.status, resp.StatusCode)
+			if tc.status == http.StatusSwitchingProtocols {
+				require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))
+			} else {
+				_, _ = io.Copy(io.Discard, resp.Body)
+			}
+			_, err = io.Copy(io.Discard, br)
+			require.NoError(t, err, "then the end of the stream, not a reset")
+		}
+		require.Eventually(t, func() bool { return f.Open() <= 1 }, wait, tick) // the 16 KiB upgrade's, until cleanup
+	})
+}

@@ -166,3 +166,6 @@ func (r *rawConn) read(t *testing.T) string {
 }
 
 const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+
+// upgradeHead is a whole upgrade request for path.
+const upgradeHead = "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n"

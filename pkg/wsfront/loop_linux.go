@@ -76,9 +76,9 @@ func (f *LoopFront) Addr() string { return f.srv.Addr().String() }
 // upgraded: what MaxConns caps.
 func (f *LoopFront) Open() int { return int(f.open()) }
 
-// open is Open. A connection refused at the cap leaves the loop's count as
-// it is closed and atCap a moment later, on its OnClose: open can be one
-// lower meanwhile, never higher.
+// open is Open. A connection refused at the cap leaves atCap just before
+// the front closes it, or just after the loop closed it on the client's
+// end of stream (on its OnClose, a few instructions later, on the loop).
 func (f *LoopFront) open() int64 { return f.srv.Stats().Conns - f.atCap.Load() }
 
 // Serve runs the loops and accepts until Shutdown, then returns nil; the
@@ -145,8 +145,10 @@ func (f *LoopFront) accept(c *evloop.Conn) bool {
 			f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 				"max_sockets", f.maxConns, "refused", n)
 		}
+		h := &headConn{f: f, c: c}
 		f.atCap.Add(1)
-		f.respond(c, &headConn{f: f, c: c, atCap: true}, capResponse)
+		h.capped.Store(true)
+		f.respond(c, h, capResponse)
 		return true
 	}
 	h := &headConn{f: f, c: c}
@@ -165,28 +167,31 @@ func (f *LoopFront) accept(c *evloop.Conn) bool {
 // respond sends b, a whole response that ends the connection, and closes
 // c so that the client reads it: half-closed, what the client still sends
 // discarded for up to lingerTimeout (lingerClose). Connections refused at
-// the cap (h.atCap) do so at most refusingAtOnce at a time, as Front's
+// the cap (h.capped) do so at most refusingAtOnce at a time, as Front's
 // do; past that, they are closed once b is out. Others hold a place under
 // the cap meanwhile, which bounds them.
 func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 	h.linger = true
 	c.SetHandler(h)
 	if _, err := c.Write(b); err != nil {
+		h.uncap()
 		c.Close()
 		return
 	}
-	if h.atCap {
+	if h.capped.Load() {
 		// respond runs in accept for these, before c's first event: its
 		// OnClose cannot come before counted is set.
 		if f.lingering.Add(1) > refusingAtOnce {
 			f.lingering.Add(-1)
+			// A fresh socket takes the 503 whole: it closes at once.
+			h.uncap()
 			c.CloseAfterFlush()
 			return
 		}
 		h.counted = true
 	}
 	_ = c.CloseWrite() // once b is out
-	time.AfterFunc(lingerTimeout, c.Close)
+	time.AfterFunc(lingerTimeout, func() { h.uncap(); c.Close() })
 }
 
 // sweepHeads closes connections that did not send their request head in time.
@@ -233,8 +238,17 @@ type headConn struct {
 	c       *evloop.Conn
 	head    []byte
 	linger  bool // a response was sent: discard input until the end
-	atCap   bool // refused at the cap: counted in f.atCap until closed
 	counted bool // holds a place in f.lingering
+	// capped: refused at the cap, counted in f.atCap until uncap, which
+	// runs before the front closes it (the loop's count drops at the
+	// close: the place must not look free before) or at OnClose.
+	capped atomic.Bool
+}
+
+func (h *headConn) uncap() {
+	if h.capped.Swap(false) {
+		h.f.atCap.Add(-1)
+	}
 }
 
 func (h *headConn) OnData(c *evloop.Conn, b []byte) {
@@ -303,9 +317,7 @@ func (h *headConn) OnDrained(*evloop.Conn) {}
 
 func (h *headConn) OnClose(*evloop.Conn, error) {
 	h.f.takeHead(h, false)
-	if h.atCap {
-		h.f.atCap.Add(-1)
-	}
+	h.uncap()
 	if h.counted {
 		h.f.lingering.Add(-1)
 	}
