@@ -350,6 +350,7 @@ func TestFrontSocketCapRefusalsHoldNoPlace(t *testing.T) {
 			require.NoError(t, err)
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			require.NoError(t, err)
+			defer resp.Body.Close()
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		}
 		require.Equal(t, 2, f.Open(), "refused connections are not counted")
@@ -379,6 +380,7 @@ func TestFrontHeadEdges(t *testing.T) {
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err)
+			defer resp.Body.Close()
 			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 			require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))
 		})
@@ -399,6 +401,7 @@ func TestFrontHeadEdges(t *testing.T) {
 			require.NoError(t, err)
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			require.NoError(t, err)
+			defer resp.Body.Close()
 			require.Equal(t, tc.status, resp.StatusCode, "a head of %d bytes", tc.size)
 		}
 		for _, tc := range []struct {
@@ -415,6 +418,7 @@ func TestFrontHeadEdges(t *testing.T) {
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err)
+			defer resp.Body.Close()
 			require.Equal(t, tc.status, resp.StatusCode)
 			if tc.status == http.StatusSwitchingProtocols {
 				require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))

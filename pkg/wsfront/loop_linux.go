@@ -42,7 +42,10 @@ type LoopFront struct {
 // reports true: it has set c's handler (evloop.Conn.SetHandler) and owns c
 // from then on. Reading c is paused until it is taken: early holds what the
 // client sent behind its head, which the new owner handles before it calls
-// c.ResumeRead.
+// c.ResumeRead. A client that resets the connection while upgrade runs
+// has it closed at once; if that happened before c's handler was set, the
+// OnClose went to the front and never reaches the new one: a Write then
+// fails with evloop.ErrClosed, which the owner must take as the end.
 type UpgradeFunc func(c *evloop.Conn, w http.ResponseWriter, r *http.Request, early []byte) bool
 
 // ListenLoop binds addr (TCP) for a LoopFront; Serve serves it. opts is as

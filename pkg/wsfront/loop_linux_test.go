@@ -35,6 +35,7 @@ func TestLoopFrontCapLingering(t *testing.T) {
 		require.NoError(t, err)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		require.NoError(t, err, "client %d", i)
+		defer resp.Body.Close()
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	}
 	require.Equal(t, 1, f.Open())
@@ -115,6 +116,7 @@ func TestLoopFrontEarlyBytesInOrder(t *testing.T) {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	defer resp.Body.Close()
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	require.Equal(t, int64(len(first)-len(upgradeHead)), early.Load(), "the bytes behind the head came as early")
 	_, err = c.Write(append(two[4:], wstest.TextFrame("three")...))
