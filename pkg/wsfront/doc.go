@@ -44,4 +44,29 @@
 // its own, which goes on to run the handler; Serve runs the accept loop;
 // Addr, Open, MaxConns and Shutdown are safe for concurrent use, and
 // Shutdown may be called more than once.
+//
+// LoopFront (Linux) is the same front on pkg/evloop's loops, for the
+// event-loop transport, and keeps every guarantee above, with these
+// differences:
+//
+//   - No goroutine per connection: the request head is gathered on the
+//     loop (a buffer per connection only while its head is incomplete) and
+//     parsed by the same code (route, parseRequest), so FuzzFrontHead holds
+//     both fronts. An upgrade runs UpgradeFunc on a goroutine of its own
+//     with reading paused; what the client sent behind its head is passed
+//     as early, to be handled before anything read later.
+//   - The cap's count is the loop's count of connections less the ones
+//     refused at the cap that are still draining; the 503 is written in
+//     the accept callback. The refusals' linger is bounded the same way (16
+//     at cap at once, the rest closed once the answer is out); it runs on
+//     the loop (half-close, discard, a timer per connection) instead of a
+//     goroutine.
+//   - Shutdown stops accepting, closes the connections still sending their
+//     head and waits for UpgradeFuncs in progress; Serve then returns nil.
+//     The loops go on serving upgraded sockets until Close, which ends them
+//     and leaves no goroutine.
+//   - A client that resets its connection while its UpgradeFunc runs is
+//     closed and uncounted at once; its OnClose goes to whichever handler
+//     the connection has then, so an UpgradeFunc that takes it afterwards
+//     learns of the end from Write's evloop.ErrClosed.
 package wsfront

@@ -352,13 +352,19 @@ func (f *Front) handshake(c net.Conn) {
 }
 
 // reportRefusal counts and logs the answer in w if it refuses the request
-// (a load balancer's check answered 503 does not).
+// (a load balancer's check answered 503 does not). remote may be nil: an
+// evloop.Conn has no address once closed (the client went away while its
+// upgrade was handled).
 func (f *Front) reportRefusal(w *upgradeWriter, probe bool, remote net.Addr) {
 	if w.status >= 400 && (!probe || w.status != http.StatusServiceUnavailable) {
 		if !w.counted {
 			f.onRefuse(Refused)
 		}
-		f.log.Debug("refused a request", "status", w.status, "remote_addr", remote.String(),
+		addr := "gone"
+		if remote != nil {
+			addr = remote.String()
+		}
+		f.log.Debug("refused a request", "status", w.status, "remote_addr", addr,
 			"error", strings.TrimSpace(string(w.body)))
 	}
 }

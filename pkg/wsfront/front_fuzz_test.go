@@ -35,7 +35,10 @@ var realHeads = map[string]string{
 // head it accepts must be accepted by net/http's server too (neither 400,
 // 431 nor 505), which must see the same method, target, path, query, Host
 // and upgrade headers. Heads the front refuses are not compared: it is
-// stricter on purpose (no folded lines, no body, no empty Host).
+// stricter on purpose (no folded lines, no body, no empty Host). LoopFront
+// parses with the same route and parseRequest, and finds a head's end with
+// the same headEnd, so this holds it too; TestFrontHeadEdges checks how
+// each front gathers a head across reads.
 func FuzzFrontHead(f *testing.F) {
 	for _, h := range realHeads {
 		f.Add([]byte(h))

@@ -31,23 +31,59 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testFront is a Front serving on 127.0.0.1:0 whose handler upgrades as a
-// Pusher node does (websocket.Accept, any origin, no compression), sends
-// hello and holds the socket until the test ends. It counts what the front
-// refuses. It echoes what the client sends.
+// front is what the tests use of a Front or a LoopFront.
+type front interface {
+	Addr() string
+	Open() int
+	MaxConns() int
+	Shutdown(timeout time.Duration)
+}
+
+// The kinds of front every test runs against: the goroutine Front and,
+// on Linux, the event loop's LoopFront (startLoopFront).
+const (
+	goroutineFront = "goroutine"
+	loopFront      = "eventloop"
+)
+
+// kinds are the fronts this platform has.
+var kinds = []string{goroutineFront}
+
+// forEachFront runs test as a subtest per kind of front.
+func forEachFront(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
+}
+
+// testFront is a front serving on 127.0.0.1:0 whose handler upgrades as a
+// Pusher node does (websocket.Accept, any origin, no compression, or its
+// pkg/wsframe equivalent on the event loop), sends hello and echoes what
+// the client sends until the test ends. It counts what the front refuses.
 type testFront struct {
-	*wsfront.Front
+	front
+	kind    string
 	mu      sync.Mutex
 	refused map[wsfront.Reason]int
 }
 
-// startFront serves a testFront until the test ends; configure runs before
-// Serve.
-func startFront(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.Front)) *testFront {
+// startFront serves a testFront of kind until the test ends; configure
+// runs before Serve, on the Front (a LoopFront's embedded one).
+func startFront(t *testing.T, kind string, opts wsfront.Options, configure ...func(*wsfront.Front)) *testFront {
 	t.Helper()
+	tf := &testFront{kind: kind, refused: map[wsfront.Reason]int{}}
+	opts.Logger = logging.TestLogger(t)
+	opts.OnRefuse = func(r wsfront.Reason) {
+		tf.mu.Lock()
+		defer tf.mu.Unlock()
+		tf.refused[r]++
+	}
+	if kind == loopFront {
+		tf.front = startLoopFront(t, opts, configure...)
+		return tf
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var sockets sync.WaitGroup
-	tf := &testFront{refused: map[wsfront.Reason]int{}}
 	opts.Handler = func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 			InsecureSkipVerify: true,
@@ -73,15 +109,9 @@ func startFront(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.F
 			}
 		}
 	}
-	opts.Logger = logging.TestLogger(t)
-	opts.OnRefuse = func(r wsfront.Reason) {
-		tf.mu.Lock()
-		defer tf.mu.Unlock()
-		tf.refused[r]++
-	}
 	f, err := wsfront.Listen("127.0.0.1:0", opts)
 	require.NoError(t, err)
-	tf.Front = f
+	tf.front = f
 	for _, c := range configure {
 		c(f)
 	}
@@ -95,6 +125,9 @@ func startFront(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.F
 	})
 	return tf
 }
+
+// startLoopFront serves a LoopFront until the test ends (Linux only).
+var startLoopFront func(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.Front)) front
 
 // refusals is how many times the front counted reason r.
 func (tf *testFront) refusals(r wsfront.Reason) int {
@@ -133,3 +166,6 @@ func (r *rawConn) read(t *testing.T) string {
 }
 
 const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+
+// upgradeHead is a whole upgrade request for path.
+const upgradeHead = "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n"

@@ -22,9 +22,12 @@ type LoopFront struct {
 	srv    *evloop.Server
 	// upgrade serves an upgrade's request (UpgradeFunc).
 	upgrade UpgradeFunc
-	// lingering counts refused connections draining (lingerClose's loop
-	// form), bounded as Front's refusing is.
+	// lingering counts the connections refused at the cap that drain
+	// (lingerClose's loop form), bounded as Front's refusing is; atCap
+	// counts those still open, which the loop's count of connections
+	// includes and Open and the cap do not.
 	lingering atomic.Int32
+	atCap     atomic.Int64
 	// heads are the connections still sending their request head -> start
 	// (unix ms), for the sweep.
 	headsMu sync.Mutex
@@ -39,7 +42,10 @@ type LoopFront struct {
 // reports true: it has set c's handler (evloop.Conn.SetHandler) and owns c
 // from then on. Reading c is paused until it is taken: early holds what the
 // client sent behind its head, which the new owner handles before it calls
-// c.ResumeRead.
+// c.ResumeRead. A client that resets the connection while upgrade runs
+// has it closed at once; if that happened before c's handler was set, the
+// OnClose went to the front and never reaches the new one: a Write then
+// fails with evloop.ErrClosed, which the owner must take as the end.
 type UpgradeFunc func(c *evloop.Conn, w http.ResponseWriter, r *http.Request, early []byte) bool
 
 // ListenLoop binds addr (TCP) for a LoopFront; Serve serves it. opts is as
@@ -73,8 +79,13 @@ func (f *LoopFront) Addr() string { return f.srv.Addr().String() }
 func (f *LoopFront) Stats() evloop.Stats { return f.srv.Stats() }
 
 // Open is the number of connections open on the port, handshaking or
-// upgraded.
-func (f *LoopFront) Open() int { return int(f.srv.Stats().Conns) }
+// upgraded: what MaxConns caps.
+func (f *LoopFront) Open() int { return int(f.open()) }
+
+// open is Open. A connection refused at the cap leaves atCap just before
+// the front closes it, or just after the loop closed it on the client's
+// end of stream (on its OnClose, a few instructions later, on the loop).
+func (f *LoopFront) open() int64 { return f.srv.Stats().Conns - f.atCap.Load() }
 
 // Serve runs the loops and accepts until Shutdown, then returns nil; the
 // loops go on serving upgraded sockets until Close.
@@ -116,6 +127,7 @@ func (f *LoopFront) stopAccepting() {
 	for h := range f.heads {
 		h.c.Close()
 	}
+	clear(f.heads) // a head that completes now finds itself gone (takeHead)
 	f.headsMu.Unlock()
 }
 
@@ -129,46 +141,63 @@ func (f *LoopFront) Close() error {
 // accept takes a new connection: past the cap it gets the 503, else its
 // request head is read (headConn).
 func (f *LoopFront) accept(c *evloop.Conn) bool {
-	if f.isClosed() {
-		return false
-	}
-	// Open counts c already.
-	if f.maxConns > 0 && f.srv.Stats().Conns > f.maxConns {
+	// open counts c already.
+	if f.maxConns > 0 && f.open() > f.maxConns {
+		if f.isClosed() {
+			return false
+		}
 		f.onRefuse(AtCap)
 		if n, ok := f.capLog.Allow(time.Now()); ok {
 			f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 				"max_sockets", f.maxConns, "refused", n)
 		}
-		f.respond(c, &headConn{f: f, c: c}, capResponse)
+		h := &headConn{f: f, c: c}
+		f.atCap.Add(1)
+		h.capped.Store(true)
+		f.respond(c, h, capResponse)
 		return true
 	}
 	h := &headConn{f: f, c: c}
+	// Under headsMu, so that Shutdown, which marks the front closed before
+	// it closes the heads, closes this one or it is refused here.
 	f.headsMu.Lock()
+	defer f.headsMu.Unlock()
+	if f.isClosed() {
+		return false
+	}
 	f.heads[h] = time.Now().UnixMilli()
-	f.headsMu.Unlock()
 	c.SetHandler(h)
 	return true
 }
 
 // respond sends b, a whole response that ends the connection, and closes
 // c so that the client reads it: half-closed, what the client still sends
-// discarded for up to lingerTimeout (lingerClose), at most refusingAtOnce
-// at a time; past that, closed once b is out.
+// discarded for up to lingerTimeout (lingerClose). Connections refused at
+// the cap (h.capped) do so at most refusingAtOnce at a time, as Front's
+// do; past that, they are closed once b is out. Others hold a place under
+// the cap meanwhile, which bounds them.
 func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 	h.linger = true
 	c.SetHandler(h)
 	if _, err := c.Write(b); err != nil {
+		h.uncap()
 		c.Close()
 		return
 	}
-	if f.lingering.Add(1) > refusingAtOnce {
-		f.lingering.Add(-1)
-		c.CloseAfterFlush()
-		return
+	if h.capped.Load() {
+		// respond runs in accept for these, before c's first event: its
+		// OnClose cannot come before counted is set.
+		if f.lingering.Add(1) > refusingAtOnce {
+			f.lingering.Add(-1)
+			// A fresh socket takes the 503 whole: it closes at once.
+			h.uncap()
+			c.CloseAfterFlush()
+			return
+		}
+		h.counted = true
 	}
-	h.counted = true
 	_ = c.CloseWrite() // once b is out
-	time.AfterFunc(lingerTimeout, c.Close)
+	time.AfterFunc(lingerTimeout, func() { h.uncap(); c.Close() })
 }
 
 // sweepHeads closes connections that did not send their request head in time.
@@ -193,11 +222,17 @@ func (f *LoopFront) sweepHeads() {
 	}
 }
 
-func (f *LoopFront) doneHead(h *headConn) bool {
+// takeHead ends h's head phase; false if the sweep or Shutdown closed it.
+// An upgrade is counted for Shutdown under the same lock: either it is
+// counted before Shutdown waits, or Shutdown has closed h already.
+func (f *LoopFront) takeHead(h *headConn, upgrade bool) bool {
 	f.headsMu.Lock()
 	defer f.headsMu.Unlock()
 	_, ok := f.heads[h]
 	delete(f.heads, h)
+	if ok && upgrade {
+		f.upgrades.Add(1)
+	}
 	return ok
 }
 
@@ -210,6 +245,16 @@ type headConn struct {
 	head    []byte
 	linger  bool // a response was sent: discard input until the end
 	counted bool // holds a place in f.lingering
+	// capped: refused at the cap, counted in f.atCap until uncap, which
+	// runs before the front closes it (the loop's count drops at the
+	// close: the place must not look free before) or at OnClose.
+	capped atomic.Bool
+}
+
+func (h *headConn) uncap() {
+	if h.capped.Swap(false) {
+		h.f.atCap.Add(-1)
+	}
 }
 
 func (h *headConn) OnData(c *evloop.Conn, b []byte) {
@@ -224,32 +269,32 @@ func (h *headConn) OnData(c *evloop.Conn, b []byte) {
 	i := headEnd(h.head[from:])
 	if i < 0 {
 		if len(h.head) > maxHead {
-			h.f.doneHead(h)
+			h.f.takeHead(h, false)
 			h.refuse(http.StatusRequestHeaderFieldsTooLarge, errHeadTooLarge.Error()+": over 16384 bytes")
 		}
 		return
 	}
-	if !h.f.doneHead(h) {
-		return // swept as it came in
-	}
 	head, early := h.head[:from+i], bytes.Clone(h.head[from+i:])
 	h.head = nil
-	if len(head) > maxHead {
-		h.refuse(http.StatusRequestHeaderFieldsTooLarge, "request head over 16384 bytes")
-		return
+	var r *http.Request
+	status, err := http.StatusRequestHeaderFieldsTooLarge, errors.New("request head over 16384 bytes")
+	if len(head) <= maxHead {
+		r, status, err = h.f.route(head)
 	}
-	r, status, err := h.f.route(head)
+	upgrade := r != nil && r.URL.Path != upPath
+	if !h.f.takeHead(h, upgrade) {
+		return // swept, or shut down, as it came in
+	}
 	switch {
 	case r == nil:
 		h.refuse(status, err.Error())
-	case r.URL.Path == upPath:
+	case !upgrade:
 		w := &upgradeWriter{}
 		h.f.serveUp(w, r)
 		h.f.reportRefusal(w, true, c.RemoteAddr())
 		h.f.respond(c, h, w.response())
 	default:
 		c.PauseRead()
-		h.f.upgrades.Add(1)
 		go h.serve(r, early)
 	}
 }
@@ -277,7 +322,8 @@ func (h *headConn) serve(r *http.Request, early []byte) {
 func (h *headConn) OnDrained(*evloop.Conn) {}
 
 func (h *headConn) OnClose(*evloop.Conn, error) {
-	h.f.doneHead(h)
+	h.f.takeHead(h, false)
+	h.uncap()
 	if h.counted {
 		h.f.lingering.Add(-1)
 	}
