@@ -206,8 +206,10 @@ func (d *Decoder) EOF() Event {
 }
 
 // headerLen is how many bytes the header h starts holds, or 0 when h is
-// too short to tell. A length with its top bit set stops the header
-// there, as coder/websocket refuses it before reading the masking key.
+// too short to tell. The whole header is awaited, its masking key
+// included, before it is checked: a length with its top bit set too, as
+// wsnode's goroutine transport reads whole headers before coder/websocket
+// sees them (coder alone refuses that length before the key).
 func headerLen(h []byte) int {
 	if len(h) < 2 {
 		return 0
@@ -217,9 +219,6 @@ func headerLen(h []byte) int {
 	case 126:
 		n += 2
 	case 127:
-		if len(h) >= 3 && h[2]&0x80 != 0 {
-			return 10
-		}
 		n += 8
 	}
 	if h[1]&0x80 != 0 {

@@ -110,7 +110,11 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		return true
 	}
 	var buf [headroom + 128]byte
-	if a.write(s, connectionEstablished(buf[:], s.id)) == nil {
+	if err := a.write(s, connectionEstablished(buf[:], s.id)); err != nil {
+		// The client went away during its upgrade, before the socket
+		// had its handler: the loop told the front, so end it here.
+		l.end(err)
+	} else {
 		a.m.sent.Inc()
 	}
 	if len(early) > 0 {

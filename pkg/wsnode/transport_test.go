@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/wstest"
@@ -96,4 +98,33 @@ func TestCloseHandshakeEndsWithoutTheClient(t *testing.T) {
 	// after its own 5 s, the event loop after the close timeout).
 	_, err := c.Read(wait)
 	require.ErrorIs(t, err, io.EOF)
+}
+
+// TestClientGoneDuringItsUpgrade: a client that resets its connection while
+// the node is still admitting it (here reading the app's connection count
+// while Redis is paused) leaves nothing behind: the socket the node opened
+// for it is closed and uncounted once the admission is done.
+func TestClientGoneDuringItsUpgrade(t *testing.T) {
+	n := startNode(t).run(t)
+	pauseRedis(t, n, time.Second)
+	c, err := net.Dial("tcp", n.Addr())
+	require.NoError(t, err)
+	_, err = io.WriteString(c, "GET /app/"+limitKey+pusherJSQuery+" HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_port_connections", ""))
+	}, wait, tick)
+	require.NoError(t, c.(*net.TCPConn).SetLinger(0))
+	require.NoError(t, c.Close()) // a reset, while the node waits on Redis
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_connections_total", ""), "admitted once Redis answers")
+		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_port_connections", ""))
+	}, wait, tick)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := n.store.Connections(context.Background(), limitAppID)
+		assert.NoError(c, err)
+		assert.Zero(c, got, "the app's connections in Redis")
+	}, wait, tick)
 }
