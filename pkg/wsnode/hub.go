@@ -15,7 +15,9 @@ import (
 // fields above mu; writers and deliveries use mu and the atomics, other
 // goroutines the conn's own methods.
 type socket struct {
-	id string
+	// node is the node that serves the socket.
+	node *App
+	id   string
 	// app is nil until the handshake accepted the app; a reload of the
 	// apps replaces it (applyApps).
 	app   atomic.Pointer[apps.App]
@@ -57,13 +59,15 @@ type socket struct {
 	// queue holds frames waiting for a writer; queued is their total size.
 	queue  []frame
 	queued int
-	// replies and replyBytes are the part of the queue that answers the
-	// socket's own frames (sender.go: they have a budget of their own).
-	replies    int
-	replyBytes int
 	// room, made by a handler waiting for its replies to fit, is closed
 	// when a writer takes the queue or the socket dies.
 	room chan struct{}
+	// replyBytes and replies are the part of the queue that answers the
+	// socket's own frames (sender.go: they have a budget of their own).
+	// replies is at most maxQueueFrames: an int32, it shares a word with
+	// scheduled and dead, which keeps the socket in its size class (240).
+	replyBytes int
+	replies    int32
 	// scheduled is true while the socket is on the sender's ready list or
 	// a writer is flushing it.
 	scheduled bool

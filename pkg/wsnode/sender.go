@@ -125,7 +125,7 @@ func (a *App) enqueueLive(s *socket, f frame, cacheChannel string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue)-s.replies >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
+	if len(s.queue)-int(s.replies) >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
 		s.kill()
 		s.mu.Unlock()
 		a.slowConsumer(s)
