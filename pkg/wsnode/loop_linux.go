@@ -103,7 +103,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		a.hub.leave()
 		return true
 	}
-	if !a.open(s, r) {
+	if !s.open(r) {
 		l.mu.Lock()
 		l.ended = true // refused (open answered): nothing to release
 		l.mu.Unlock()
@@ -111,7 +111,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		return true
 	}
 	var buf [headroom + 128]byte
-	if a.write(s, connectionEstablished(buf[:], s.id)) == nil {
+	if s.write(connectionEstablished(buf[:], s.id)) == nil {
 		a.m.sent.Inc()
 	}
 	if len(early) > 0 {
@@ -231,7 +231,7 @@ func (l *loopLink) run() {
 			l.inbox = nil
 			err := l.endErr
 			l.mu.Unlock()
-			l.a.closed(l.s, err)
+			l.s.closed(err)
 			l.a.hub.leave()
 			return
 		}
@@ -259,9 +259,9 @@ func (l *loopLink) run() {
 		}
 		var err error
 		if m.sc == nil {
-			err = l.a.queueReply(l.s, m.pong)
+			err = l.s.queueReply(m.pong)
 		} else {
-			err = l.a.serveMessage(l.s, m.sc, m.text)
+			err = l.s.serveMessage(m.sc, m.text)
 			putScratch(m.sc)
 		}
 		if err != nil {
