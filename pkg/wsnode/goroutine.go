@@ -18,7 +18,6 @@ import (
 
 // goLink is a socket's link on the goroutine transport.
 type goLink struct {
-	a    *App
 	s    *socket
 	conn *websocket.Conn
 	// wire is conn's connection, which the writers send frames on and
@@ -56,7 +55,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered with an HTTP error, which front logs
 	}
 	wire, _ := wsfront.Upgraded(w).(*socketConn)
-	l := &goLink{a: a, s: s, conn: c, wire: wire}
+	l := &goLink{s: s, conn: c, wire: wire}
 	s.link = l
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
@@ -133,7 +132,7 @@ func (l *goLink) serveFrame() error {
 // concurrent frames whole). The sweeper watches writeSince, so a client
 // that stops reading is cut after writeTimeout without a timer per write.
 func (l *goLink) write(f frame) error {
-	l.s.writeSince.Store(l.a.hub.now.Load())
+	l.s.writeSince.Store(l.s.node.hub.now.Load())
 	err := l.wire.writeFrame(f)
 	l.s.writeSince.Store(0)
 	return err
@@ -150,7 +149,7 @@ func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) 
 			return i, false, err
 		}
 		if n < len(f) {
-			l.a.send.wg.Go(func() { l.finish(f[n:], batch[i+1:], done) })
+			l.s.node.send.wg.Go(func() { l.finish(f[n:], batch[i+1:], done) })
 			return i, true, nil
 		}
 		batch[i] = nil
@@ -161,7 +160,7 @@ func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) 
 // finish writes rest (the tail of a frame flush began) and the frames
 // after it, waiting for room; the sweeper's write timeout bounds the wait.
 func (l *goLink) finish(rest []byte, batch []frame, done func(int, error)) {
-	l.s.writeSince.Store(l.a.hub.now.Load())
+	l.s.writeSince.Store(l.s.node.hub.now.Load())
 	err := l.wire.finish(rest)
 	l.s.writeSince.Store(0)
 	sent := 0

@@ -29,7 +29,6 @@ import (
 // loopLink is a socket's link on the event loop, and its connection's
 // evloop.Handler.
 type loopLink struct {
-	a   *App
 	s   *socket
 	c   *evloop.Conn
 	dec wsframe.Decoder
@@ -94,7 +93,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		return false // answered with an HTTP error, as websocket.Accept does
 	}
 	s := &socket{node: a, id: protocol.NewSocketID()}
-	l := &loopLink{a: a, s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
+	l := &loopLink{s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
 	s.link = l
 	c.SetHandler(l)
 	if !a.hub.add(s) {
@@ -137,7 +136,7 @@ func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
 	}
 	start := false
 	for {
-		ev, n := l.dec.Next(b, l.a.tun.readLimit)
+		ev, n := l.dec.Next(b, l.s.node.tun.readLimit)
 		b = b[n:]
 		switch ev.Kind {
 		case wsframe.None:
@@ -152,7 +151,7 @@ func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
 			start = l.push(inMessage{sc: sc, text: ev.Op == wsframe.OpText}, len(ev.Payload)) || start
 		case wsframe.Ping:
 			// Answered in order, behind the replies to earlier messages.
-			l.s.lastSeen.Store(l.a.hub.now.Load())
+			l.s.lastSeen.Store(l.s.node.hub.now.Load())
 			start = l.push(inMessage{pong: ev.Reply(nil)}, len(ev.Payload)) || start
 		case wsframe.Pong:
 		case wsframe.Close, wsframe.Fail:
@@ -232,7 +231,7 @@ func (l *loopLink) run() {
 			err := l.endErr
 			l.mu.Unlock()
 			l.s.closed(err)
-			l.a.hub.leave()
+			l.s.node.hub.leave()
 			return
 		}
 		if len(l.inbox) == 0 {
@@ -328,7 +327,7 @@ func (l *loopLink) send(bufs ...[]byte) (bool, error) {
 	}
 	done, err := l.c.Write(bufs...)
 	if !done && err == nil && l.s.writeSince.Load() == 0 {
-		l.s.writeSince.Store(l.a.hub.now.Load())
+		l.s.writeSince.Store(l.s.node.hub.now.Load())
 	}
 	return done, err
 }
