@@ -125,7 +125,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 // head): messages and pings go to the handler's inbox, a close is
 // answered. It runs on the loop, or on the upgrade's goroutine before
 // reading resumes, never both.
-func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
+func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
 	if l.readDone {
 		return
 	}
@@ -349,7 +349,7 @@ func (l *loopLink) flush(batch []frame, done func(int, error)) (int, bool, error
 		return 0, false, net.ErrClosed
 	}
 	// A frame is a []byte: the batch is handed over as is, not copied.
-	out, err := l.send(*(*[][]byte)(unsafe.Pointer(&batch))...)
+	out, err := l.send(*(*[][]byte)(unsafe.Pointer(&batch))...) //nolint:gosec // G103: []frame and [][]byte have one layout
 	switch {
 	case err != nil:
 		return 0, false, err

@@ -304,22 +304,22 @@ func (s *socket) closeAsync(code protocol.Code, reason string) {
 	s.whenSlot(func() { s.link.shut(code, reason) })
 }
 
-// whenSlot runs close, which closes s with a handshake, without waiting for
-// it: at once where the link's close handshake does not wait (the event
+// whenSlot runs handshake, which closes s with a handshake, without
+// waiting for it: at once where the link's close handshake does not wait (the event
 // loop), else on a short-lived goroutine, bounded by closeSlots, because
 // the handshake may wait seconds for a peer that does not read; beyond
 // the bound, s is cut without one.
-func (s *socket) whenSlot(close func()) {
+func (s *socket) whenSlot(handshake func()) {
 	a := s.node
 	if !s.link.shutWaits() {
-		close()
+		handshake()
 		return
 	}
 	select {
 	case a.closeSlots <- struct{}{}:
 		go func() {
 			defer func() { <-a.closeSlots }()
-			close()
+			handshake()
 		}()
 	default:
 		s.link.cut()
