@@ -45,14 +45,16 @@ type loopLink struct {
 	paused bool
 	// ended is set once the connection ended or the handler gave up on
 	// it; endErr says why. closed runs once, after the last handler.
-	ended  bool
-	endErr error
+	ended bool
 	// readDone is set once the client's close (or a failure) was read:
 	// what follows is ignored. quiet is set once the decoder knows that a
 	// close frame was sent. Both are the read path's alone.
 	readDone, quiet bool
 	// closeSent is set once a close frame was queued: nothing follows it.
 	closeSent bool
+	// endErr follows the flags so that they share a word, which keeps the
+	// link in the 160-byte size class.
+	endErr error
 	// head is the 101 response, sent with the first frame.
 	head []byte
 	// flushDone finishes a flush the socket's buffer did not take whole
