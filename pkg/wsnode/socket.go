@@ -2,14 +2,13 @@ package wsnode
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -17,8 +16,91 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/wsfront"
 )
+
+// socket is one client connection, and what the node does for one
+// connection is its methods: this file follows its life (open,
+// serveMessage and the handlers of its frames, closed); sender.go holds
+// its send queue, and each topic file its steps of the topic (channels.go:
+// presence, signin, client events, terminate; admission.go, cache.go,
+// watchlist.go, appchannels.go, apps.go). What acts on the node or on many
+// sockets is App's. link is the socket's transport.
+//
+// Only the socket's handler, one message at a time, touches the fields
+// above mu; writers and deliveries use mu and the atomics, other
+// goroutines the link's own methods.
+type socket struct {
+	// node is the node that serves the socket.
+	node *App
+	id   string
+	// app is nil until the handshake accepted the app; a reload of the
+	// apps replaces it (refreshApp).
+	app   atomic.Pointer[apps.App]
+	link  link
+	shard uint32
+	// closing is set once the node started closing the socket.
+	closing atomic.Bool
+	// subs is small (pusher-js apps subscribe to a handful); a slice costs
+	// less per socket than a map.
+	subs []sub
+	// user is the signed-in user (pusher:signin), or nil.
+	user *protocol.Member
+	// watch is the signed-in user's watchlist (watchlist.go), or nil.
+	watch *watchlist
+	// waiting lists the capacity-limited channels this socket waits for
+	// (admission.go); nearly always nil.
+	waiting []string
+	// tokens (in thousandths of a client event) and tokensAt (hub clock)
+	// are the client-event rate limiter's bucket.
+	tokens   int64
+	tokensAt int64
+	// frames and framesAt (hub clock, unix seconds) are the frame rate
+	// limiter's bucket (allowFrame): 8 bytes that were padding, so a socket
+	// costs what it did.
+	frames   int32
+	framesAt uint32
+
+	// lastSeen is the hub clock (unix ms) at the last frame received.
+	lastSeen atomic.Int64
+	// writeSince is the hub clock when the write in progress started, or 0.
+	writeSince atomic.Int64
+	// authBy is the hub clock by which a socket of an app that requires
+	// user authentication must be authorized (signed in, or subscribed to
+	// a private or presence channel), or 0 once it is or need not be.
+	authBy atomic.Int64
+
+	// mu guards the send queue.
+	mu sync.Mutex
+	// queue holds frames waiting for a writer; queued is their total size.
+	queue  []frame
+	queued int
+	// room, made by a handler waiting for its replies to fit, is closed
+	// when a writer takes the queue or the socket dies.
+	room chan struct{}
+	// replyBytes and replies are the part of the queue that answers the
+	// socket's own frames (sender.go: they have a budget of their own).
+	// replies is at most maxQueueFrames: an int32, it shares a word with
+	// scheduled and dead, which keeps the socket in its size class (240).
+	replyBytes int
+	replies    int32
+	// scheduled is true while the socket is on the sender's ready list or
+	// a writer is flushing it.
+	scheduled bool
+	// dead is set when the socket is closed or being closed: nothing more
+	// is queued.
+	dead bool
+	// cacheWait is the cache channel this socket is subscribing to, from
+	// its join until its cached event or cache_miss is queued, or nil
+	// (cache.go).
+	cacheWait *cacheWait
+}
+
+// sub is one subscription: the channel and, on presence channels, the
+// member the socket joined as.
+type sub struct {
+	channel string
+	member  presence
+}
 
 // scratch holds one frame's input and output. Sockets borrow one per frame
 // from a pool, so an idle socket holds no buffer.
@@ -72,84 +154,6 @@ func (s *socket) open(r *http.Request) bool {
 func connectionEstablished(buf []byte, id string) frame {
 	return framed(protocol.AppendConnectionEstablished(buf[:headroom], id, protocol.ActivityTimeout))
 }
-
-// originAllowed refuses, with 403 before the upgrade, an upgrade whose
-// Origin the app's allowedOrigins do not allow (apps.App.AllowsOrigin), so
-// a browser page gets an HTTP error rather than a socket. An unknown or
-// disabled app is left to admit, which answers it the Pusher way.
-func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
-	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
-	origin := r.Header.Get("Origin")
-	if app == nil || app.AllowsOrigin(origin) {
-		return true
-	}
-	a.m.errors[reasonOrigin].Inc()
-	wsfront.Counted(w)
-	http.Error(w, "Origin "+clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
-	return false
-}
-
-// admit checks the app key and protocol version; on refusal it returns the
-// error to send (its code is also the close code) and the metric reason.
-func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
-	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
-	app := a.cfg.Apps.ByKey(key)
-	switch {
-	case app == nil:
-		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, reasonAppNotFound
-	case !app.Enabled:
-		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, reasonAppDisabled
-	}
-	v := queryValue(r.URL.RawQuery, "protocol")
-	if v == "" {
-		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, reasonBadProtocol
-	}
-	if n, err := strconv.Atoi(v); err != nil || n < minProtocol || n > maxProtocol {
-		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
-	}
-	return app, nil, 0 // no refusal: the reason is not read
-}
-
-// queryValue is url.Values.Get for one name without building the map.
-func queryValue(rawQuery, name string) string {
-	for rawQuery != "" {
-		var kv string
-		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
-		if k, v, _ := strings.Cut(kv, "="); k == name {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-			return v
-		}
-	}
-	return ""
-}
-
-// checkConnectionLimit refuses a socket when the app's open sockets
-// cluster-wide (from the counts) reached its MaxConnections. The count
-// lags by a flush, so a burst of connects may overshoot by what the
-// nodes have not flushed yet. If Redis cannot be read the socket is let in:
-// refusing every client during a Redis blip would be worse.
-func (a *App) checkConnectionLimit(app *apps.App) *protocol.Error {
-	if app.MaxConnections <= 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
-	defer cancel()
-	n, err := a.store.Connections(ctx, app.ID)
-	if err != nil {
-		a.log.Warn("cannot read connection count; letting the socket in", "app", app.ID, "error", err)
-		return nil
-	}
-	if n >= int64(app.MaxConnections) {
-		return &protocol.Error{Code: protocol.CodeOverConnectionQuota,
-			Message: "App " + app.ID + " is over its connection quota of " + strconv.Itoa(app.MaxConnections)}
-	}
-	return nil
-}
-
-// Protocol versions accepted; pusher-js sends 7.
-const minProtocol, maxProtocol = 5, 7
 
 // closeReasons are the close frame reasons, fixed so no client input ends
 // up in a close frame (whose reason is limited to 123 bytes).
