@@ -29,7 +29,8 @@ const waiterTick = 250 * time.Millisecond
 // covers them until the node's flush.
 // A user refused who is on the waiting list is registered as a waiter of
 // ch: the socket then gets its place as it changes (EventAdmission*).
-func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error {
+func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
+	a := s.node
 	local := false
 	a.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) { local = local || q.user == p.user })
 	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
@@ -41,42 +42,42 @@ func (a *App) joinPresence(s *socket, sc *scratch, ch string, p presence) error 
 		case errors.Is(err, admission.ErrFull):
 			a.m.errors[reasonPresenceLimit].Inc()
 			// soketi's refusal, word for word, then the limit.
-			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: int(protocol.CodeOverCapacity),
+			return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: int(protocol.CodeOverCapacity),
 				Message: "The maximum members per presence channel limit was reached: " + strconv.Itoa(rule.Members) + " (maxPresenceMembersPerChannel)"})
 		case err != nil:
 			a.m.errors[reasonRedis].Inc()
 			a.log.Warn("cannot check the presence gate", "app", s.app.Load().ID, "channel", ch, "error", err)
-			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+			return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 				Message: "admission cannot be checked right now; try again"})
 		case !ok:
-			return a.refuseAdmission(s, sc, ch, p.user, position, waiting)
+			return s.refuseAdmission(sc, ch, p.user, position, waiting)
 		}
 		if reentry {
 			a.announce.Metrics().Reentered(s.app.Load().ID)
 		}
-		a.unwait(s, ch)
+		s.unwait(ch)
 	}
 	members, err := a.store.Members(ctx, s.app.Load().ID, ch)
 	if err != nil {
 		// The seat the gate held frees at the hold's end.
 		a.m.errors[reasonRedis].Inc()
 		a.log.Warn("cannot read presence members", "app", s.app.Load().ID, "channel", ch, "error", err)
-		return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+		return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list cannot be read right now; try again"})
 	}
-	return a.presenceReply(s, sc, ch, p, members)
+	return s.presenceReply(sc, ch, p, members)
 }
 
 // refuseAdmission answers AdmissionRequired and, if the user is on the
 // waiting list (position > 0), registers s as a waiter of ch.
-func (a *App) refuseAdmission(s *socket, sc *scratch, ch, user string, position, waiting int) error {
+func (s *socket) refuseAdmission(sc *scratch, ch, user string, position, waiting int) error {
 	msg := "the channel is at capacity and this user holds no slot: ask the app to admit you (POST .../admission)"
 	if position > 0 {
 		msg = "the channel is at capacity: you are number " + strconv.Itoa(position) + " of " + strconv.Itoa(waiting) +
 			" on the waiting list; stay connected for " + protocol.EventAdmissionWaiting + " and " + protocol.EventAdmissionAdmitted + " events on this channel"
-		a.wait(s, ch, user, position)
+		s.wait(ch, user, position)
 	}
-	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionAdmissionRequired, Status: http.StatusForbidden, Message: msg})
+	return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionAdmissionRequired, Status: http.StatusForbidden, Message: msg})
 }
 
 // waiterKey is one socket waiting for one channel.
@@ -111,7 +112,8 @@ func newWaiters() *waiters {
 }
 
 // wait registers s as a waiter of ch (once) on this node's bus and index.
-func (a *App) wait(s *socket, ch, user string, position int) {
+func (s *socket) wait(ch, user string, position int) {
+	a := s.node
 	for _, w := range s.waiting {
 		if w == ch {
 			return
@@ -131,7 +133,8 @@ func (a *App) wait(s *socket, ch, user string, position int) {
 }
 
 // unwait undoes wait, if s waits for ch. It runs on s's own goroutine.
-func (a *App) unwait(s *socket, ch string) {
+func (s *socket) unwait(ch string) {
+	a := s.node
 	i := -1
 	for j, w := range s.waiting {
 		if w == ch {
@@ -264,7 +267,7 @@ func (a *App) checkInWaiters(ctx context.Context, k chanKey) {
 		default:
 			event, data = protocol.EventAdmissionWaiting, `{"position":`+strconv.Itoa(ws.Position)+`,"waiting":`+strconv.Itoa(st.Waiting)+`}`
 		}
-		a.enqueue(s, framed(protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(newPayload(len(event)+len(k.channel)+len(data)+32))))
+		s.enqueue(framed(protocol.Message{Event: event, Channel: k.channel, Data: data}.AppendTo(newPayload(len(event) + len(k.channel) + len(data) + 32))))
 	}
 }
 

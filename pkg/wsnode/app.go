@@ -87,7 +87,7 @@ func defaultTunables() tunables {
 		drainGrace:       5 * time.Second,
 		removeTimeout:    5 * time.Second,
 		coalesce:         5 * time.Millisecond,
-		// Writers never wait for a client (flushSocket), so one per core
+		// Writers never wait for a client (socket.flush), so one per core
 		// keeps every core writing. More only take turns on the same
 		// cores and crowd out the rest of the process: on 2 cores, 10,000
 		// subscribers on two nodes with their clients on the same machine,
@@ -362,7 +362,7 @@ func (a *App) run(ctx context.Context) error {
 	// Sockets: serve until told to stop (or another actor fails), then drain.
 	g.Add(func() error {
 		// Writers outlive the drain: they stop once no handler is left.
-		a.send.start(a.tun.writers, a.flushSocket)
+		a.send.start(a.tun.writers, (*socket).flush)
 		defer a.send.stop()
 		errc := make(chan error, 1)
 		go func() { errc <- a.ws.Serve() }()
@@ -447,12 +447,12 @@ func (a *App) run(ctx context.Context) error {
 			switch reason {
 			case reasonNotAuthorized:
 				// pusher-js does not reconnect from 4009 (refused).
-				a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized,
+				s.refuseNow(&protocol.Error{Code: protocol.CodeUnauthorized,
 					Message: "Connection not authorized within " + a.cfg.UserAuthTimeout.String() + ": this app requires pusher:signin (or a private or presence subscription)"})
 			case reasonIdle:
 				// 4201: pusher-js reconnects at once, which is right for a
 				// client whose network silently dropped.
-				a.closeAsync(s, protocol.CodePongNotReceived, "activity timeout: no frame or pong received")
+				s.closeAsync(protocol.CodePongNotReceived, "activity timeout: no frame or pong received")
 			default:
 				// A stuck write: the peer does not read, so a close
 				// handshake would only wait out its own timeout. Cutting

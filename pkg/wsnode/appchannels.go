@@ -97,7 +97,8 @@ func (v *channelView) pending(now time.Time) int64 {
 // If Redis cannot be read the subscribe is let in, and the node does not
 // read again for a second: refusing every new channel during a Redis blip
 // would be worse, as for the connection limit.
-func (a *App) allowChannel(s *socket, ch string) *protocol.SubscriptionError {
+func (s *socket) allowChannel(ch string) *protocol.SubscriptionError {
+	a := s.node
 	limit := int64(s.app.Load().ChannelLimit())
 	if limit == 0 || !protocol.ChannelKind(ch).Counted() || a.index.has(chanKey{s.app.Load().ID, ch}) {
 		return nil

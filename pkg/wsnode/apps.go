@@ -17,7 +17,7 @@ func (a *App) watchApps(ctx context.Context) {
 		case <-changed:
 		}
 		for _, s := range a.hub.snapshot() {
-			a.refreshApp(s)
+			s.refreshApp()
 		}
 	}
 }
@@ -33,7 +33,8 @@ func (a *App) watchApps(ctx context.Context) {
 //
 // The handshake calls it too, after it set s.app: a reload between the
 // handshake's lookup and that store is then seen by one of the two.
-func (a *App) refreshApp(s *socket) {
+func (s *socket) refreshApp() {
+	a := s.node
 	was := s.app.Load()
 	if was == nil {
 		return // not admitted yet: the handshake calls refreshApp after
@@ -42,11 +43,11 @@ func (a *App) refreshApp(s *socket) {
 	switch {
 	case now == was:
 	case now == nil:
-		if a.refuseNow(s, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App " + was.ID + " no longer exists"}) {
+		if s.refuseNow(&protocol.Error{Code: protocol.CodeAppNotFound, Message: "App " + was.ID + " no longer exists"}) {
 			a.m.appsRemoved.Inc()
 		}
 	case !now.Enabled:
-		if a.refuseNow(s, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + was.ID + " is disabled"}) {
+		if s.refuseNow(&protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + was.ID + " is disabled"}) {
 			a.m.appsDisabled.Inc()
 		}
 	default:

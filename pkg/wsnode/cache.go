@@ -28,7 +28,7 @@ func cacheable(event string) bool {
 
 // awaitCache starts s's wait for ch's cached event; join calls it before
 // s is in the channel index, so no delivery on ch can pass unseen.
-func (a *App) awaitCache(s *socket, ch string) {
+func (s *socket) awaitCache(ch string) {
 	s.mu.Lock()
 	s.cacheWait = &cacheWait{channel: ch}
 	s.mu.Unlock()
@@ -52,7 +52,8 @@ func (a *App) awaitCache(s *socket, ch string) {
 //
 // If Redis does not answer, the client gets pusher:cache_miss (so it
 // fetches the state another way) and no webhook is sent.
-func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
+func (s *socket) sendCache(sc *scratch, ch string) error {
+	a := s.node
 	if !protocol.IsCacheChannel(ch) {
 		return nil
 	}
@@ -83,7 +84,7 @@ func (a *App) sendCache(s *socket, sc *scratch, ch string) error {
 		msg = protocol.Message{Event: e.Event, Channel: ch, Data: e.Data}
 	}
 	sc.out = msg.AppendTo(sc.out[:0])
-	if err := a.queueReplyIf(s, frameOf(sc.out), func() bool {
+	if err := s.queueReplyIf(frameOf(sc.out), func() bool {
 		w := s.cacheWait
 		s.cacheWait = nil
 		return w == nil || !w.live

@@ -42,57 +42,57 @@ func kb(v float64, def int) int {
 // connection's signed-in user, and the signature accepted is over
 // socket_id:channel: what pusher-http-node and -go produce when asked to
 // authorize a presence channel without presence data.
-func (a *App) subscribePresence(s *socket, sc *scratch, sub protocol.Subscribe) error {
+func (s *socket) subscribePresence(sc *scratch, sub protocol.Subscribe) error {
 	ch := sub.Channel
 	var m protocol.Member
 	if sub.ChannelData != "" {
 		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, sub.ChannelData, sub.Auth); err != nil {
-			return a.authFailed(s, sc, ch, err)
+			return s.authFailed(sc, ch, err)
 		}
 		var err error
 		if m, err = protocol.ParseChannelData(sub.ChannelData); err != nil {
-			a.m.errors[reasonMalformed].Inc()
-			return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionInvalid, Status: http.StatusBadRequest, Message: err.Error()})
+			s.node.m.errors[reasonMalformed].Inc()
+			return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionInvalid, Status: http.StatusBadRequest, Message: err.Error()})
 		}
 	} else {
 		if s.user == nil {
-			return a.authFailed(s, sc, ch, errors.New("presence subscription without channel_data requires pusher:signin first"))
+			return s.authFailed(sc, ch, errors.New("presence subscription without channel_data requires pusher:signin first"))
 		}
 		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, "", sub.Auth); err != nil {
-			return a.authFailed(s, sc, ch, err)
+			return s.authFailed(sc, ch, err)
 		}
 		m = *s.user
 	}
 	if n := utf8.RuneCountInString(m.UserID); n > maxUserIDLength {
-		return a.presenceLimit(s, sc, ch, "user_id is "+strconv.Itoa(n)+" characters long, over the limit of "+strconv.Itoa(maxUserIDLength))
+		return s.presenceLimit(sc, ch, "user_id is "+strconv.Itoa(n)+" characters long, over the limit of "+strconv.Itoa(maxUserIDLength))
 	}
 	if limit := kb(s.app.Load().MaxPresenceMemberSizeInKb, defaultMaxUserInfoKB); len(m.UserInfo) > limit {
-		return a.presenceLimit(s, sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
+		return s.presenceLimit(sc, ch, "user_info is "+strconv.Itoa(len(m.UserInfo))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
-	if serr := a.allowChannel(s, ch); serr != nil {
-		return a.sendError(s, sc, serr)
+	if serr := s.allowChannel(ch); serr != nil {
+		return s.sendError(sc, serr)
 	}
-	return a.joinPresence(s, sc, ch, presence{user: m.UserID, info: m.UserInfo})
+	return s.joinPresence(sc, ch, presence{user: m.UserID, info: m.UserInfo})
 }
 
-func (a *App) presenceLimit(s *socket, sc *scratch, ch, msg string) error {
-	a.m.errors[reasonPresenceLimit].Inc()
-	return a.sendError(s, sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
+func (s *socket) presenceLimit(sc *scratch, ch, msg string) error {
+	s.node.m.errors[reasonPresenceLimit].Inc()
+	return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest, Message: msg})
 }
 
 // presenceReply records a presence subscription the gate let in and answers
 // it with members, Redis's list, merged with this node's members whose
 // join may not be flushed yet, and p itself.
-func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, members map[string]json.RawMessage) error {
+func (s *socket) presenceReply(sc *scratch, ch string, p presence, members map[string]json.RawMessage) error {
 	if members == nil {
 		members = map[string]json.RawMessage{}
 	}
-	a.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) {
+	s.node.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) {
 		if _, ok := members[q.user]; !ok && q.user != "" {
 			members[q.user] = q.info
 		}
 	})
-	a.join(s, ch, p)
+	s.join(ch, p)
 	members[p.user] = p.info
 	ids := make([]string, 0, len(members))
 	for id := range members {
@@ -100,24 +100,25 @@ func (a *App) presenceReply(s *socket, sc *scratch, ch string, p presence, membe
 	}
 	slices.Sort(ids)
 	sc.out = protocol.AppendPresenceSucceeded(sc.out[:0], ch, ids, members)
-	if err := a.reply(s, sc.out); err != nil {
+	if err := s.reply(sc.out); err != nil {
 		return err
 	}
-	return a.sendCache(s, sc, ch)
+	return s.sendCache(sc, ch)
 }
 
 // signin handles pusher:signin: the auth signs socket_id::user::user_data.
 // A failure is a pusher:error with code 4009 and the socket stays open (so
 // a page that signs in later still has its subscriptions).
-func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
+func (s *socket) signin(sc *scratch, f protocol.Frame) error {
+	a := s.node
 	si, err := f.Signin()
 	if err != nil {
 		a.m.errors[reasonMalformed].Inc()
-		return a.sendError(s, sc, err)
+		return s.sendError(sc, err)
 	}
 	fail := func(msg string) error {
 		a.m.errors[reasonAuth].Inc()
-		return a.sendError(s, sc, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Sign-in refused: " + msg})
+		return s.sendError(sc, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Sign-in refused: " + msg})
 	}
 	if err := auth.CheckSigninAuth(s.app.Load(), s.id, si.UserData, si.Auth); err != nil {
 		return fail(err.Error())
@@ -138,7 +139,7 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 	}
 	first := s.user == nil
 	if first {
-		a.watchTerminate(s, m.UserID)
+		s.watchTerminate(m.UserID)
 		// Online, for the watchlists of others: a member of the app's
 		// signed-in channel while any socket of the user is signed in.
 		a.rec.AddMember(s.app.Load().ID, protocol.SignedInChannel, m.UserID, nil, 1)
@@ -146,28 +147,29 @@ func (a *App) signin(s *socket, sc *scratch, f protocol.Frame) error {
 	s.user = &m
 	s.authBy.Store(0)
 	sc.out = protocol.AppendSigninSuccess(sc.out[:0], si.UserData)
-	if err := a.reply(s, sc.out); err != nil || !first || len(watch) == 0 {
+	if err := s.reply(sc.out); err != nil || !first || len(watch) == 0 {
 		// A repeated signin (same user) keeps the first one's watchlist.
 		return err
 	}
 	if len(watch) > protocol.MaxWatchlist {
 		a.m.errors[reasonWatchlistLimit].Inc()
-		if err := a.sendError(s, sc, watchlistTooLong(len(watch))); err != nil {
+		if err := s.sendError(sc, watchlistTooLong(len(watch))); err != nil {
 			return err
 		}
 		watch = watch[:protocol.MaxWatchlist]
 	}
-	a.watchUsers(s, watch)
+	s.watchUsers(watch)
 	return nil
 }
 
 // clientEvent relays a client-* event to the channel's other subscribers
 // on every node, following Pusher's rules (private and presence channels
 // only, never echoed to the sender, rate-limited per socket).
-func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
+func (s *socket) clientEvent(sc *scratch, f protocol.Frame) error {
+	a := s.node
 	refuse := func(code protocol.Code, msg string) error {
 		a.m.errors[reasonClientEvent].Inc()
-		return a.sendError(s, sc, &protocol.Error{Code: code, Message: msg})
+		return s.sendError(sc, &protocol.Error{Code: code, Message: msg})
 	}
 	if !s.app.Load().EnableClientMessages {
 		return refuse(protocol.CodeNone, "To send client events, enable client messages for app "+s.app.Load().ID)
@@ -191,7 +193,7 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 	if limit := kb(s.app.Load().MaxEventPayloadInKb, defaultMaxEventKB); len(data) > limit {
 		return refuse(protocol.CodeNone, "Client event data is "+strconv.Itoa(len(data))+" bytes, over the limit of "+strconv.Itoa(limit))
 	}
-	if !a.allowClientEvent(s) {
+	if !s.allowClientEvent() {
 		a.limits.Rejected(s.app.Load().ID, ratelimit.ClientEvents)
 		return refuse(protocol.CodeClientEventRateLimit, "Client event rate limit reached: at most "+strconv.Itoa(s.app.Load().ClientEventsPerSecond())+" per second (maxClientEventsPerSecond)")
 	}
@@ -218,13 +220,13 @@ func (a *App) clientEvent(s *socket, sc *scratch, f protocol.Frame) error {
 // maxClientEventsPerSecond per socket, as soketi limits them per socket,
 // on the hub's coarse clock: no timer, two integers per socket. Tokens are
 // counted in thousandths of an event.
-func (a *App) allowClientEvent(s *socket) bool {
+func (s *socket) allowClientEvent() bool {
 	const unit = 1000
 	rate := int64(s.app.Load().ClientEventsPerSecond())
 	if rate == 0 {
 		return true // the app set no limit
 	}
-	now := a.hub.now.Load()
+	now := s.node.hub.now.Load()
 	if s.tokensAt == 0 {
 		s.tokens = rate * unit
 	} else {
@@ -256,7 +258,7 @@ func (a *App) route(app string, m fanout.Message) {
 // channel's waiting list that moved.
 func (a *App) control(app string, m fanout.Message) {
 	if strings.HasPrefix(m.Channel, protocol.TerminateUserPrefix) {
-		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { a.terminate(s) })
+		a.index.each(chanKey{app, m.Channel}, func(s *socket, _ presence) { s.terminate() })
 	} else if user, ok := strings.CutPrefix(m.Channel, protocol.WatchUserPrefix); ok {
 		a.watchEdge(app, m.Channel, user, m.Event == protocol.WatchlistOnline)
 	} else if ch, ok := strings.CutPrefix(m.Channel, protocol.AdmissionPrefix); ok {
@@ -284,10 +286,10 @@ func (a *App) deliver(app string, m fanout.Message) {
 				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))
 		}
 		if cached {
-			a.enqueueLive(s, f, m.Channel)
+			s.enqueueLive(f, m.Channel)
 			return
 		}
-		a.enqueue(s, f)
+		s.enqueue(f)
 	})
 }
 
@@ -296,14 +298,16 @@ func (a *App) deliver(app string, m fanout.Message) {
 // channel, in the index (so deliver finds the socket) and on the bus (so
 // Redis routes the order to this node). Like a subscription it costs no
 // goroutine or timer; closed undoes it. The channel is not counted.
-func (a *App) watchTerminate(s *socket, user string) {
+func (s *socket) watchTerminate(user string) {
+	a := s.node
 	ch := protocol.TerminateUserChannel(user)
 	a.index.add(chanKey{s.app.Load().ID, ch}, s, presence{})
 	a.bus.Join(s.app.Load().ID, ch)
 }
 
 // unwatchTerminate undoes watchTerminate for a signed-in socket.
-func (a *App) unwatchTerminate(s *socket) {
+func (s *socket) unwatchTerminate() {
+	a := s.node
 	ch := protocol.TerminateUserChannel(s.user.UserID)
 	a.index.remove(chanKey{s.app.Load().ID, ch}, s)
 	a.bus.Leave(s.app.Load().ID, ch)
@@ -311,19 +315,19 @@ func (a *App) unwatchTerminate(s *socket) {
 
 // terminate closes s on the HTTP API's order: pusher:error 4009 and then
 // close code 4009 (Pusher's terminate_connections), which pusher-js treats as refused
-// and does not reconnect from. It is called from deliver, so the write and
-// close handshake run on a short-lived goroutine bounded by closeSlots, as
-// closeAsync's do; frames still queued for s are dropped.
-func (a *App) terminate(s *socket) {
-	if a.refuseNow(s, &protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}) {
-		a.m.terminated.Inc()
+// and does not reconnect from. It is called from the bus's callback
+// (control), so the write and close handshake never wait there (whenSlot),
+// as closeAsync's do; frames still queued for s are dropped.
+func (s *socket) terminate() {
+	if s.refuseNow(&protocol.Error{Code: protocol.CodeUnauthorized, Message: "Connection terminated by the server: terminate_connections for this user"}) {
+		s.node.m.terminated.Inc()
 	}
 }
 
 // refuseNow closes s as refuse does, from any goroutine: pusher:error with perr's code,
 // then that close code, dropping what is still queued for s. It reports
 // false if s was being closed already.
-func (a *App) refuseNow(s *socket, perr *protocol.Error) bool {
+func (s *socket) refuseNow(perr *protocol.Error) bool {
 	if !s.closing.CompareAndSwap(false, true) {
 		return false // being closed already
 	}
@@ -332,6 +336,6 @@ func (a *App) refuseNow(s *socket, perr *protocol.Error) bool {
 	s.mu.Unlock()
 	// The link keeps frames whole, so a writer finishing an earlier frame
 	// cannot interleave with this one.
-	a.whenSlot(s, func() { a.refuse(s, perr) })
+	s.whenSlot(func() { s.refuse(perr) })
 	return true
 }

@@ -23,6 +23,11 @@
 //   - A stop closes every socket with 4200 over the drain window, announces
 //     their leaving and removes the node's contribution from Redis.
 //
+// A connection is a socket, and what the node does for one connection is
+// a method of *socket (socket.go, and each topic's steps in its file); App
+// is the node and what acts on many sockets. docs/INTERNALS.md ("wsnode",
+// "The code") says which file holds what.
+//
 // App methods are safe for concurrent use. An App keeps lifecycle.Service:
 // Run is called once, Stop any number of times from any goroutine, and a
 // Stop before Run frees the listeners and the Redis client New took.

@@ -18,7 +18,6 @@ import (
 
 // goLink is a socket's link on the goroutine transport.
 type goLink struct {
-	a    *App
 	s    *socket
 	conn *websocket.Conn
 	// wire is conn's connection, which the writers send frames on and
@@ -39,7 +38,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The id is set before the socket is shared with the sweeper and drain.
-	s := &socket{id: protocol.NewSocketID()}
+	s := &socket{node: a, id: protocol.NewSocketID()}
 	// w is front's: the connection comes with small buffers and the 101
 	// waits in the socketConn for connection_established.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -56,24 +55,25 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered with an HTTP error, which front logs
 	}
 	wire, _ := wsfront.Upgraded(w).(*socketConn)
-	s.link = &goLink{a: a, s: s, conn: c, wire: wire}
+	l := &goLink{s: s, conn: c, wire: wire}
+	s.link = l
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
 		return
 	}
-	if !a.open(s, r) {
+	if !s.open(r) {
 		return
 	}
 	// The handshake's goroutine serves the first frame (its stack has grown
 	// already), then hands the socket to a fresh goroutine whose stack grows
-	// only as deep as the read loop needs (see runSocket).
+	// only as deep as the read loop needs (see run).
 	a.hub.handOff()
-	a.runSocket(s, true)
+	l.run(true)
 }
 
-// runSocket serves one frame of s (first: the connection_established
-// before it), then hands s to a fresh goroutine and returns. So the
+// run serves one frame of the socket (first: the connection_established
+// before it), then hands the socket to a fresh goroutine and returns. So the
 // goroutine waiting on an idle socket has a stack as deep as the wait, not
 // as deep as the deepest handler went: a goroutine's stack grows in the
 // handlers and never shrinks while the wait uses a quarter of it
@@ -83,31 +83,31 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 // The wait itself is the socketConn's (waitReadable): 560 bytes of frames, which fit
 // the smallest stack, 2 KiB; parked in websocket.Conn's read path it took
 // 1,960 bytes and a 4 KiB stack.
-func (a *App) runSocket(s *socket, first bool) {
+func (l *goLink) run(first bool) {
+	s := l.s
 	var err error
 	handedOff := false
 	// Deferred so that even a panic uncounts the socket's channels: a
 	// leaked +1 would stay in Redis until restart.
 	defer func() {
 		if !handedOff {
-			a.closed(s, err)
-			a.hub.leave()
+			s.closed(err)
+			s.node.hub.leave()
 		}
 	}()
-	l := s.link.(*goLink)
 	if first {
 		var buf [headroom + 128]byte
 		// Written directly: nothing can be queued before the first subscribe.
-		if err = a.write(s, connectionEstablished(buf[:], s.id)); err != nil {
+		if err = s.write(connectionEstablished(buf[:], s.id)); err != nil {
 			return
 		}
-		a.m.sent.Inc()
+		s.node.m.sent.Inc()
 	} else {
 		l.wire.waitReadable()
 	}
 	if err = l.serveFrame(); err == nil {
 		handedOff = true
-		go a.runSocket(s, false)
+		go l.run(false)
 	}
 }
 
@@ -125,14 +125,14 @@ func (l *goLink) serveFrame() error {
 	if _, err := sc.in.ReadFrom(rd); err != nil {
 		return err
 	}
-	return l.a.serveMessage(l.s, sc, typ == websocket.MessageText)
+	return l.s.serveMessage(sc, typ == websocket.MessageText)
 }
 
 // write waits for room in the socket's buffer (the socketConn keeps
 // concurrent frames whole). The sweeper watches writeSince, so a client
 // that stops reading is cut after writeTimeout without a timer per write.
 func (l *goLink) write(f frame) error {
-	l.s.writeSince.Store(l.a.hub.now.Load())
+	l.s.writeSince.Store(l.s.node.hub.now.Load())
 	err := l.wire.writeFrame(f)
 	l.s.writeSince.Store(0)
 	return err
@@ -149,7 +149,7 @@ func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) 
 			return i, false, err
 		}
 		if n < len(f) {
-			l.a.send.wg.Go(func() { l.finish(f[n:], batch[i+1:], done) })
+			l.s.node.send.wg.Go(func() { l.finish(f[n:], batch[i+1:], done) })
 			return i, true, nil
 		}
 		batch[i] = nil
@@ -160,7 +160,7 @@ func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) 
 // finish writes rest (the tail of a frame flush began) and the frames
 // after it, waiting for room; the sweeper's write timeout bounds the wait.
 func (l *goLink) finish(rest []byte, batch []frame, done func(int, error)) {
-	l.s.writeSince.Store(l.a.hub.now.Load())
+	l.s.writeSince.Store(l.s.node.hub.now.Load())
 	err := l.wire.finish(rest)
 	l.s.writeSince.Store(0)
 	sent := 0

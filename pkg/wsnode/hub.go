@@ -7,81 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
-
-// socket is one client connection. Only its own goroutine touches the
-// fields above mu; writers and deliveries use mu and the atomics, other
-// goroutines the conn's own methods.
-type socket struct {
-	id string
-	// app is nil until the handshake accepted the app; a reload of the
-	// apps replaces it (applyApps).
-	app   atomic.Pointer[apps.App]
-	link  link
-	shard uint32
-	// closing is set once the node started closing the socket.
-	closing atomic.Bool
-	// subs is small (pusher-js apps subscribe to a handful); a slice costs
-	// less per socket than a map.
-	subs []sub
-	// user is the signed-in user (pusher:signin), or nil.
-	user *protocol.Member
-	// watch is the signed-in user's watchlist (watchlist.go), or nil.
-	watch *watchlist
-	// waiting lists the capacity-limited channels this socket waits for
-	// (admission.go); nearly always nil.
-	waiting []string
-	// tokens (in thousandths of a client event) and tokensAt (hub clock)
-	// are the client-event rate limiter's bucket.
-	tokens   int64
-	tokensAt int64
-	// frames and framesAt (hub clock, unix seconds) are the frame rate
-	// limiter's bucket (allowFrame): 8 bytes that were padding, so a socket
-	// costs what it did.
-	frames   int32
-	framesAt uint32
-
-	// lastSeen is the hub clock (unix ms) at the last frame received.
-	lastSeen atomic.Int64
-	// writeSince is the hub clock when the write in progress started, or 0.
-	writeSince atomic.Int64
-	// authBy is the hub clock by which a socket of an app that requires
-	// user authentication must be authorized (signed in, or subscribed to
-	// a private or presence channel), or 0 once it is or need not be.
-	authBy atomic.Int64
-
-	// mu guards the send queue.
-	mu sync.Mutex
-	// queue holds frames waiting for a writer; queued is their total size.
-	queue  []frame
-	queued int
-	// replies and replyBytes are the part of the queue that answers the
-	// socket's own frames (sender.go: they have a budget of their own).
-	replies    int
-	replyBytes int
-	// room, made by a handler waiting for its replies to fit, is closed
-	// when a writer takes the queue or the socket dies.
-	room chan struct{}
-	// scheduled is true while the socket is on the sender's ready list or
-	// a writer is flushing it.
-	scheduled bool
-	// dead is set when the socket is closed or being closed: nothing more
-	// is queued.
-	dead bool
-	// cacheWait is the cache channel this socket is subscribing to, from
-	// its join until its cached event or cache_miss is queued, or nil
-	// (cache.go).
-	cacheWait *cacheWait
-}
-
-// sub is one subscription: the channel and, on presence channels, the
-// member the socket joined as.
-type sub struct {
-	channel string
-	member  presence
-}
 
 const numShards = 64
 

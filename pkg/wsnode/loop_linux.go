@@ -30,7 +30,6 @@ import (
 // loopLink is a socket's link on the event loop, and its connection's
 // evloop.Handler.
 type loopLink struct {
-	a   *App
 	s   *socket
 	c   *evloop.Conn
 	dec wsframe.Decoder
@@ -47,14 +46,16 @@ type loopLink struct {
 	paused bool
 	// ended is set once the connection ended or the handler gave up on
 	// it; endErr says why. closed runs once, after the last handler.
-	ended  bool
-	endErr error
+	ended bool
 	// readDone is set once the client's close (or a failure) was read:
 	// what follows is ignored. quiet is set once the decoder knows that a
 	// close frame was sent. Both are the read path's alone.
 	readDone, quiet bool
 	// closeSent is set once a close frame was queued: nothing follows it.
 	closeSent bool
+	// endErr follows the flags so that they share a word, which keeps the
+	// link in the 160-byte size class.
+	endErr error
 	// head is the 101 response, sent with the first frame.
 	head []byte
 	// flushDone finishes a flush the socket's buffer did not take whole
@@ -90,8 +91,8 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		a.hub.leave()
 		return false // answered with an HTTP error, as websocket.Accept does
 	}
-	s := &socket{id: protocol.NewSocketID()}
-	l := &loopLink{a: a, s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
+	s := &socket{node: a, id: protocol.NewSocketID()}
+	l := &loopLink{s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
 	s.link = l
 	c.SetHandler(l)
 	if !a.hub.add(s) {
@@ -101,7 +102,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		c.ResumeRead() // for the client's close frame
 		return true
 	}
-	if !a.open(s, r) {
+	if !s.open(r) {
 		l.mu.Lock()
 		l.ended = true // refused (open answered): nothing to release
 		l.mu.Unlock()
@@ -110,7 +111,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		return true
 	}
 	var buf [headroom + 128]byte
-	if err := a.write(s, connectionEstablished(buf[:], s.id)); err != nil {
+	if err := s.write(connectionEstablished(buf[:], s.id)); err != nil {
 		// The client went away during its upgrade, before the socket
 		// had its handler: the loop told the front, so end it here.
 		l.end(err)
@@ -129,7 +130,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 // head): messages and pings go to the handler's inbox, a close is
 // answered. It runs on the loop, or on the upgrade's goroutine before
 // reading resumes, never both.
-func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
+func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
 	if l.readDone {
 		return
 	}
@@ -140,7 +141,7 @@ func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
 	}
 	start := false
 	for {
-		ev, n := l.dec.Next(b, l.a.tun.readLimit)
+		ev, n := l.dec.Next(b, l.s.node.tun.readLimit)
 		b = b[n:]
 		switch ev.Kind {
 		case wsframe.None:
@@ -156,7 +157,7 @@ func (l *loopLink) OnData(c *evloop.Conn, b []byte) {
 		case wsframe.Ping:
 			// Answered at once, as coder/websocket does: ahead of replies
 			// its handler has not queued yet.
-			l.s.lastSeen.Store(l.a.hub.now.Load())
+			l.s.lastSeen.Store(l.s.node.hub.now.Load())
 			l.mu.Lock()
 			if !l.closeSent {
 				_, _ = l.send(ev.Reply(nil))
@@ -235,8 +236,8 @@ func (l *loopLink) run() {
 			l.inbox = nil
 			err := l.endErr
 			l.mu.Unlock()
-			l.a.closed(l.s, err)
-			l.a.hub.leave()
+			l.s.closed(err)
+			l.s.node.hub.leave()
 			return
 		}
 		if len(l.inbox) == 0 {
@@ -257,7 +258,7 @@ func (l *loopLink) run() {
 		if resume {
 			l.c.ResumeRead()
 		}
-		err := l.a.serveMessage(l.s, m.sc, m.text)
+		err := l.s.serveMessage(m.sc, m.text)
 		putScratch(m.sc)
 		if err != nil {
 			l.end(err)
@@ -323,7 +324,7 @@ func (l *loopLink) send(bufs ...[]byte) (bool, error) {
 	}
 	done, err := l.c.Write(bufs...)
 	if !done && err == nil && l.s.writeSince.Load() == 0 {
-		l.s.writeSince.Store(l.a.hub.now.Load())
+		l.s.writeSince.Store(l.s.node.hub.now.Load())
 	}
 	return done, err
 }
@@ -345,7 +346,7 @@ func (l *loopLink) flush(batch []frame, done func(int, error)) (int, bool, error
 		return 0, false, net.ErrClosed
 	}
 	// A frame is a []byte: the batch is handed over as is, not copied.
-	out, err := l.send(*(*[][]byte)(unsafe.Pointer(&batch))...)
+	out, err := l.send(*(*[][]byte)(unsafe.Pointer(&batch))...) //nolint:gosec // G103: []frame and [][]byte have one layout
 	switch {
 	case err != nil:
 		return 0, false, err
@@ -370,7 +371,7 @@ func (l *loopLink) shut(code protocol.Code, reason string) {
 		return
 	}
 	// The client's close frame ends it (closeRead), or the timeout does.
-	time.AfterFunc(l.a.tun.closeTimeout, l.c.Close)
+	time.AfterFunc(l.s.node.tun.closeTimeout, l.c.Close)
 }
 
 func (l *loopLink) shutWaits() bool { return false }

@@ -110,13 +110,13 @@ func (q *sender) stop() {
 // enqueue queues a delivery for s without blocking. f is shared between
 // sockets and must not be modified afterwards. It reports false if s is
 // gone or was just found to be a slow consumer (then it is being closed).
-func (a *App) enqueue(s *socket, f frame) bool { return a.enqueueLive(s, f, "") }
+func (s *socket) enqueue(f frame) bool { return s.enqueueLive(f, "") }
 
 // enqueueLive is enqueue for a delivery on a cache channel: it also tells
 // a subscribe of s to that channel still waiting for its cached event that
 // a live one came first (cache.go), in the same lock as the queueing, so
 // the two agree on which frame is ahead.
-func (a *App) enqueueLive(s *socket, f frame, cacheChannel string) bool {
+func (s *socket) enqueueLive(f frame, cacheChannel string) bool {
 	s.mu.Lock()
 	if w := s.cacheWait; w != nil && cacheChannel != "" && w.channel == cacheChannel {
 		w.live = true
@@ -125,16 +125,16 @@ func (a *App) enqueueLive(s *socket, f frame, cacheChannel string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue)-s.replies >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
+	if len(s.queue)-int(s.replies) >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
 		s.kill()
 		s.mu.Unlock()
-		a.slowConsumer(s)
+		s.slowConsumer()
 		return false
 	}
 	wake := s.push(f)
 	s.mu.Unlock()
 	if wake {
-		a.send.push(s)
+		s.node.send.push(s)
 	}
 	return true
 }
@@ -142,11 +142,11 @@ func (a *App) enqueueLive(s *socket, f frame, cacheChannel string) bool {
 // queueReply queues a reply to s's own frame, waiting while s's replies
 // fill their budget (see maxQueueFrames). Only s's handler calls it, so
 // the wait holds back nothing but s's next read. f is not copied.
-func (a *App) queueReply(s *socket, f frame) error { return a.queueReplyIf(s, f, nil) }
+func (s *socket) queueReply(f frame) error { return s.queueReplyIf(f, nil) }
 
 // queueReplyIf is queueReply, except that once there is room it asks
 // keep, with s.mu held, whether f is still wanted; if not, f is dropped.
-func (a *App) queueReplyIf(s *socket, f frame, keep func() bool) error {
+func (s *socket) queueReplyIf(f frame, keep func() bool) error {
 	s.mu.Lock()
 	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(f) > maxQueueBytes) {
 		if s.room == nil {
@@ -170,7 +170,7 @@ func (a *App) queueReplyIf(s *socket, f frame, keep func() bool) error {
 	wake := s.push(f)
 	s.mu.Unlock()
 	if wake {
-		a.send.push(s)
+		s.node.send.push(s)
 	}
 	return nil
 }
@@ -208,25 +208,26 @@ func (s *socket) kill() {
 // copy, because the buffer is reused as soon as the handler returns.
 // Replies share the queue with deliveries so the client sees them in the
 // order they happened.
-func (a *App) reply(s *socket, b []byte) error {
-	return a.queueReply(s, frameOf(b))
+func (s *socket) reply(b []byte) error {
+	return s.queueReply(frameOf(b))
 }
 
 // errSocketGone ends a handler whose socket was closed by a writer.
 var errSocketGone = fmt.Errorf("socket closed: %w", context.Canceled)
 
-// flushSocket is a writer's turn on s: it writes everything queued, then
+// flush is a writer's turn on s: it writes everything queued, then
 // either hands s back to the ready list or marks it idle. It never waits
 // for a client (link.flush): what a full socket buffer does not take now
 // is the link's to finish, and s's turn ends when it has.
-func (a *App) flushSocket(s *socket) {
+func (s *socket) flush() {
+	a := s.node
 	s.mu.Lock()
 	dead := s.dead
 	batch := s.take()
 	s.mu.Unlock()
 	if !dead && len(batch) > 0 {
 		a.m.batch.Observe(float64(len(batch)))
-		sent, pending, err := s.link.flush(batch, func(sent int, err error) { a.flushDone(s, sent, err) })
+		sent, pending, err := s.link.flush(batch, func(sent int, err error) { s.flushDone(sent, err) })
 		a.m.sent.Add(float64(sent))
 		if pending {
 			a.m.waits.Inc()
@@ -234,24 +235,25 @@ func (a *App) flushSocket(s *socket) {
 		}
 		if err != nil {
 			a.m.errors[reasonWrite].Inc()
-			a.writeFailed(s)
+			s.writeFailed()
 		}
 	}
-	a.flushed(s)
+	s.flushed()
 }
 
 // flushDone ends a turn on s whose frames the link finished later.
-func (a *App) flushDone(s *socket, sent int, err error) {
+func (s *socket) flushDone(sent int, err error) {
+	a := s.node
 	a.m.sent.Add(float64(sent))
 	if err != nil {
 		a.m.errors[reasonWrite].Inc()
-		a.writeFailed(s)
+		s.writeFailed()
 	}
-	a.flushed(s)
+	s.flushed()
 }
 
 // writeFailed gives up on s after a failed write.
-func (a *App) writeFailed(s *socket) {
+func (s *socket) writeFailed() {
 	s.mu.Lock()
 	s.kill()
 	s.mu.Unlock()
@@ -261,7 +263,7 @@ func (a *App) writeFailed(s *socket) {
 
 // flushed ends a writer's turn on s: s goes back to the ready list if more
 // was queued meanwhile, else it is marked idle.
-func (a *App) flushed(s *socket) {
+func (s *socket) flushed() {
 	s.mu.Lock()
 	again := len(s.queue) > 0 && !s.dead
 	if !again {
@@ -269,7 +271,7 @@ func (a *App) flushed(s *socket) {
 	}
 	s.mu.Unlock()
 	if again {
-		a.send.push(s) // to the tail: one busy socket does not starve others
+		s.node.send.push(s) // to the tail: one busy socket does not starve others
 	}
 }
 
@@ -281,7 +283,8 @@ func (a *App) flushed(s *socket) {
 // If a write to it is in progress right now, it is waiting for room in a
 // full TCP buffer (writes that fit never wait): a close frame could not
 // get through either, and cutting the connection ends the wait at once.
-func (a *App) slowConsumer(s *socket) {
+func (s *socket) slowConsumer() {
+	a := s.node
 	a.m.slow.Inc()
 	a.log.Debug("disconnecting slow consumer", "socket_id", s.id)
 	if s.writeSince.Load() != 0 {
@@ -289,33 +292,34 @@ func (a *App) slowConsumer(s *socket) {
 		s.link.cut()
 		return
 	}
-	a.closeAsync(s, protocol.CodeOverCapacity, "slow consumer: not reading fast enough")
+	s.closeAsync(protocol.CodeOverCapacity, "slow consumer: not reading fast enough")
 }
 
 // closeAsync closes s with code without waiting (whenSlot). The
 // handler's read then fails and cleans up.
-func (a *App) closeAsync(s *socket, code protocol.Code, reason string) {
+func (s *socket) closeAsync(code protocol.Code, reason string) {
 	if !s.closing.CompareAndSwap(false, true) {
 		return // a close is under way already (the sweeper sees it again)
 	}
-	a.whenSlot(s, func() { s.link.shut(code, reason) })
+	s.whenSlot(func() { s.link.shut(code, reason) })
 }
 
-// whenSlot runs close, which closes s with a handshake, without waiting for
-// it: at once where the link's close handshake does not wait (the event
+// whenSlot runs handshake, which closes s with a handshake, without
+// waiting for it: at once where the link's close handshake does not wait (the event
 // loop), else on a short-lived goroutine, bounded by closeSlots, because
 // the handshake may wait seconds for a peer that does not read; beyond
 // the bound, s is cut without one.
-func (a *App) whenSlot(s *socket, close func()) {
+func (s *socket) whenSlot(handshake func()) {
+	a := s.node
 	if !s.link.shutWaits() {
-		close()
+		handshake()
 		return
 	}
 	select {
 	case a.closeSlots <- struct{}{}:
 		go func() {
 			defer func() { <-a.closeSlots }()
-			close()
+			handshake()
 		}()
 	default:
 		s.link.cut()

@@ -2,14 +2,13 @@ package wsnode
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -17,8 +16,91 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
-	"github.com/headcount/headcount/pkg/wsfront"
 )
+
+// socket is one client connection, and what the node does for one
+// connection is its methods: this file follows its life (open,
+// serveMessage and the handlers of its frames, closed); sender.go holds
+// its send queue, and each topic file its steps of the topic (channels.go:
+// presence, signin, client events, terminate; admission.go, cache.go,
+// watchlist.go, appchannels.go, apps.go). What acts on the node or on many
+// sockets is App's. link is the socket's transport.
+//
+// Only the socket's handler, one message at a time, touches the fields
+// above mu; writers and deliveries use mu and the atomics, other
+// goroutines the link's own methods.
+type socket struct {
+	// node is the node that serves the socket.
+	node *App
+	id   string
+	// app is nil until the handshake accepted the app; a reload of the
+	// apps replaces it (refreshApp).
+	app   atomic.Pointer[apps.App]
+	link  link
+	shard uint32
+	// closing is set once the node started closing the socket.
+	closing atomic.Bool
+	// subs is small (pusher-js apps subscribe to a handful); a slice costs
+	// less per socket than a map.
+	subs []sub
+	// user is the signed-in user (pusher:signin), or nil.
+	user *protocol.Member
+	// watch is the signed-in user's watchlist (watchlist.go), or nil.
+	watch *watchlist
+	// waiting lists the capacity-limited channels this socket waits for
+	// (admission.go); nearly always nil.
+	waiting []string
+	// tokens (in thousandths of a client event) and tokensAt (hub clock)
+	// are the client-event rate limiter's bucket.
+	tokens   int64
+	tokensAt int64
+	// frames and framesAt (hub clock, unix seconds) are the frame rate
+	// limiter's bucket (allowFrame): 8 bytes that were padding, so a socket
+	// costs what it did.
+	frames   int32
+	framesAt uint32
+
+	// lastSeen is the hub clock (unix ms) at the last frame received.
+	lastSeen atomic.Int64
+	// writeSince is the hub clock when the write in progress started, or 0.
+	writeSince atomic.Int64
+	// authBy is the hub clock by which a socket of an app that requires
+	// user authentication must be authorized (signed in, or subscribed to
+	// a private or presence channel), or 0 once it is or need not be.
+	authBy atomic.Int64
+
+	// mu guards the send queue.
+	mu sync.Mutex
+	// queue holds frames waiting for a writer; queued is their total size.
+	queue  []frame
+	queued int
+	// room, made by a handler waiting for its replies to fit, is closed
+	// when a writer takes the queue or the socket dies.
+	room chan struct{}
+	// replyBytes and replies are the part of the queue that answers the
+	// socket's own frames (sender.go: they have a budget of their own).
+	// replies is at most maxQueueFrames: an int32, it shares a word with
+	// scheduled and dead, which keeps the socket in its size class (240).
+	replyBytes int
+	replies    int32
+	// scheduled is true while the socket is on the sender's ready list or
+	// a writer is flushing it.
+	scheduled bool
+	// dead is set when the socket is closed or being closed: nothing more
+	// is queued.
+	dead bool
+	// cacheWait is the cache channel this socket is subscribing to, from
+	// its join until its cached event or cache_miss is queued, or nil
+	// (cache.go).
+	cacheWait *cacheWait
+}
+
+// sub is one subscription: the channel and, on presence channels, the
+// member the socket joined as.
+type sub struct {
+	channel string
+	member  presence
+}
 
 // scratch holds one frame's input and output. Sockets borrow one per frame
 // from a pool, so an idle socket holds no buffer.
@@ -43,7 +125,8 @@ func putScratch(sc *scratch) {
 // app, the protocol version and the app's connection quota. On a refusal
 // it answers the Pusher way, removes s from the hub and reports false;
 // else s is counted and open.
-func (a *App) open(s *socket, r *http.Request) bool {
+func (s *socket) open(r *http.Request) bool {
+	a := s.node
 	app, perr, reason := a.admit(r)
 	if perr == nil {
 		if perr = a.checkConnectionLimit(app); perr != nil {
@@ -52,7 +135,7 @@ func (a *App) open(s *socket, r *http.Request) bool {
 	}
 	if perr != nil {
 		a.m.errors[reason].Inc()
-		a.refuse(s, perr)
+		s.refuse(perr)
 		a.hub.remove(s)
 		return false
 	}
@@ -63,7 +146,7 @@ func (a *App) open(s *socket, r *http.Request) bool {
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
 	a.m.total.Inc()
-	a.refreshApp(s)
+	s.refreshApp()
 	return true
 }
 
@@ -71,84 +154,6 @@ func (a *App) open(s *socket, r *http.Request) bool {
 func connectionEstablished(buf []byte, id string) frame {
 	return framed(protocol.AppendConnectionEstablished(buf[:headroom], id, protocol.ActivityTimeout))
 }
-
-// originAllowed refuses, with 403 before the upgrade, an upgrade whose
-// Origin the app's allowedOrigins do not allow (apps.App.AllowsOrigin), so
-// a browser page gets an HTTP error rather than a socket. An unknown or
-// disabled app is left to admit, which answers it the Pusher way.
-func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
-	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
-	origin := r.Header.Get("Origin")
-	if app == nil || app.AllowsOrigin(origin) {
-		return true
-	}
-	a.m.errors[reasonOrigin].Inc()
-	wsfront.Counted(w)
-	http.Error(w, "Origin "+clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
-	return false
-}
-
-// admit checks the app key and protocol version; on refusal it returns the
-// error to send (its code is also the close code) and the metric reason.
-func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
-	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
-	app := a.cfg.Apps.ByKey(key)
-	switch {
-	case app == nil:
-		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, reasonAppNotFound
-	case !app.Enabled:
-		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, reasonAppDisabled
-	}
-	v := queryValue(r.URL.RawQuery, "protocol")
-	if v == "" {
-		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, reasonBadProtocol
-	}
-	if n, err := strconv.Atoi(v); err != nil || n < minProtocol || n > maxProtocol {
-		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
-	}
-	return app, nil, 0 // no refusal: the reason is not read
-}
-
-// queryValue is url.Values.Get for one name without building the map.
-func queryValue(rawQuery, name string) string {
-	for rawQuery != "" {
-		var kv string
-		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
-		if k, v, _ := strings.Cut(kv, "="); k == name {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-			return v
-		}
-	}
-	return ""
-}
-
-// checkConnectionLimit refuses a socket when the app's open sockets
-// cluster-wide (from the counts) reached its MaxConnections. The count
-// lags by a flush, so a burst of connects may overshoot by what the
-// nodes have not flushed yet. If Redis cannot be read the socket is let in:
-// refusing every client during a Redis blip would be worse.
-func (a *App) checkConnectionLimit(app *apps.App) *protocol.Error {
-	if app.MaxConnections <= 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
-	defer cancel()
-	n, err := a.store.Connections(ctx, app.ID)
-	if err != nil {
-		a.log.Warn("cannot read connection count; letting the socket in", "app", app.ID, "error", err)
-		return nil
-	}
-	if n >= int64(app.MaxConnections) {
-		return &protocol.Error{Code: protocol.CodeOverConnectionQuota,
-			Message: "App " + app.ID + " is over its connection quota of " + strconv.Itoa(app.MaxConnections)}
-	}
-	return nil
-}
-
-// Protocol versions accepted; pusher-js sends 7.
-const minProtocol, maxProtocol = 5, 7
 
 // closeReasons are the close frame reasons, fixed so no client input ends
 // up in a close frame (whose reason is limited to 123 bytes).
@@ -164,9 +169,9 @@ var closeReasons = map[protocol.Code]string{
 
 // refuse sends pusher:error with perr's code, then closes with that code,
 // as soketi and reverb do; pusher-js acts on either.
-func (a *App) refuse(s *socket, perr *protocol.Error) {
+func (s *socket) refuse(perr *protocol.Error) {
 	var buf [headroom + 256]byte
-	if err := a.write(s, framed(perr.AppendTo(buf[:headroom]))); err == nil {
+	if err := s.write(framed(perr.AppendTo(buf[:headroom]))); err == nil {
 		s.link.shut(perr.Code, closeReasons[perr.Code])
 		return
 	}
@@ -197,7 +202,8 @@ func frameBudget(app *apps.App) (rate, burst int64) {
 // allowFrame is a token bucket of s's frames (frameBudget) on the hub's
 // coarse clock, in whole frames and seconds: no timer, and two 4-byte
 // fields per socket.
-func (a *App) allowFrame(s *socket) bool {
+func (s *socket) allowFrame() bool {
+	a := s.node
 	rate, burst := a.tun.frameBudget(s.app.Load())
 	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
 	if s.framesAt == 0 {
@@ -224,14 +230,15 @@ var errFrameRate = errors.New("over the frame rate")
 // the client (a subscribe never answered, an unsubscribe not done) and still
 // cost the node a read per frame; 43xx close codes would make pusher-js
 // give up for good, 42xx reconnect at once.
-func (a *App) overFrameRate(s *socket) error {
+func (s *socket) overFrameRate() error {
+	a := s.node
 	a.m.errors[reasonFrameRate].Inc()
 	if s.closing.CompareAndSwap(false, true) {
 		rate, burst := a.tun.frameBudget(s.app.Load())
 		s.mu.Lock()
 		s.kill()
 		s.mu.Unlock()
-		a.refuse(s, &protocol.Error{Code: protocol.CodeOverCapacity, Message: "Too many frames: at most " +
+		s.refuse(&protocol.Error{Code: protocol.CodeOverCapacity, Message: "Too many frames: at most " +
 			strconv.FormatInt(burst, 10) + " at once and " + strconv.FormatInt(rate, 10) + " frames per second after that; reconnect after a second"})
 	}
 	return errFrameRate
@@ -240,19 +247,20 @@ func (a *App) overFrameRate(s *socket) error {
 // serveMessage handles a whole message s's client sent, in sc.in: text
 // (else binary). Either transport's read path calls it, one message of a
 // socket at a time.
-func (a *App) serveMessage(s *socket, sc *scratch, text bool) error {
+func (s *socket) serveMessage(sc *scratch, text bool) error {
+	a := s.node
 	s.lastSeen.Store(a.hub.now.Load())
-	if !a.allowFrame(s) {
-		return a.overFrameRate(s)
+	if !s.allowFrame() {
+		return s.overFrameRate()
 	}
 	if text {
 		if !utf8.Valid(sc.in.Bytes()) {
-			return a.invalidUTF8(s)
+			return s.invalidUTF8()
 		}
-		return a.onFrame(s, sc)
+		return s.onFrame(sc)
 	}
 	a.m.received[frameBinary].Inc()
-	return a.sendError(s, sc, &protocol.Error{Message: "Binary frames are not supported: send JSON text frames"})
+	return s.sendError(sc, &protocol.Error{Message: "Binary frames are not supported: send JSON text frames"})
 }
 
 // errInvalidUTF8 ends a socket that sent a text message that is not UTF-8.
@@ -263,7 +271,8 @@ var errInvalidUTF8 = errors.New("text message is not valid UTF-8")
 // connection). Neither transport's framing checks it, so the node does,
 // on the whole message: a character may span two fragments. Relayed in a client event, such bytes would make every
 // browser that receives them close its own connection.
-func (a *App) invalidUTF8(s *socket) error {
+func (s *socket) invalidUTF8() error {
+	a := s.node
 	a.m.received[frameMalformed].Inc()
 	a.m.errors[reasonInvalidUTF8].Inc()
 	if s.closing.CompareAndSwap(false, true) {
@@ -272,44 +281,46 @@ func (a *App) invalidUTF8(s *socket) error {
 	return errInvalidUTF8
 }
 
-func (a *App) onFrame(s *socket, sc *scratch) error {
+func (s *socket) onFrame(sc *scratch) error {
+	a := s.node
 	f, err := protocol.Decode(sc.in.Bytes())
 	if err != nil {
 		a.m.received[frameMalformed].Inc()
 		a.m.errors[reasonMalformed].Inc()
-		return a.sendError(s, sc, err)
+		return s.sendError(sc, err)
 	}
 	switch f.Event {
 	case protocol.EventPing:
 		a.m.received[framePing].Inc()
-		return a.queueReply(s, pongFrame)
+		return s.queueReply(pongFrame)
 	case protocol.EventPong:
 		a.m.received[framePong].Inc()
 		return nil
 	case protocol.EventSubscribe:
 		a.m.received[frameSubscribe].Inc()
-		return a.subscribe(s, sc, f)
+		return s.subscribe(sc, f)
 	case protocol.EventUnsubscribe:
 		a.m.received[frameUnsubscribe].Inc()
-		return a.unsubscribe(s, sc, f)
+		return s.unsubscribe(sc, f)
 	case protocol.EventSignin:
 		a.m.received[frameSignin].Inc()
-		return a.signin(s, sc, f)
+		return s.signin(sc, f)
 	}
 	if strings.HasPrefix(f.Event, protocol.ClientEventPrefix) {
 		a.m.received[frameClientEvent].Inc()
-		return a.clientEvent(s, sc, f)
+		return s.clientEvent(sc, f)
 	}
 	a.m.errors[reasonUnsupportedEvent].Inc()
 	a.m.received[frameOther].Inc()
-	return a.sendError(s, sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
+	return s.sendError(sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
 }
 
-func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
+func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
+	a := s.node
 	sub, err := f.Subscribe()
 	if err != nil {
 		a.m.errors[reasonMalformed].Inc()
-		return a.sendError(s, sc, err)
+		return s.sendError(sc, err)
 	}
 	ch := sub.Channel
 	if err := protocol.ValidateChannelNameMax(ch, s.app.Load().ChannelNameLimit()); err != nil {
@@ -317,7 +328,7 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		// A name over the app's limit gets the same pusher:error as any
 		// invalid name (soketi sends a pusher:subscription_error of type
 		// LimitReached, status 4009, instead), naming the limit.
-		return a.sendError(s, sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
+		return s.sendError(sc, &protocol.Error{Message: "Invalid channel name: " + err.Error()})
 	}
 	// A repeated subscribe gets Pusher's answer, a pusher:error without a
 	// code that leaves the subscription as it is (pusher-js only reports
@@ -326,11 +337,11 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 	// channel's member list is up to 100 KB a time.
 	if s.subIndex(ch) >= 0 {
 		a.m.errors[reasonAlreadySubscribed].Inc()
-		return a.sendError(s, sc, &protocol.Error{Message: "Existing subscription to channel " + ch})
+		return s.sendError(sc, &protocol.Error{Message: "Existing subscription to channel " + ch})
 	}
 	if limit := s.app.Load().ChannelsPerConnection(); len(s.subs) >= limit {
 		a.m.errors[reasonChannelLimit].Inc()
-		return a.sendError(s, sc, &protocol.SubscriptionError{
+		return s.sendError(sc, &protocol.SubscriptionError{
 			Channel: ch, Type: protocol.SubscriptionLimit, Status: http.StatusBadRequest,
 			Message: "this connection is already subscribed to " + strconv.Itoa(limit) + " channels, its limit (maxChannelsPerConnection)",
 		})
@@ -340,29 +351,30 @@ func (a *App) subscribe(s *socket, sc *scratch, f protocol.Frame) error {
 		// Encrypted channels are authorized like private ones; the server
 		// only relays their ciphertext.
 		if err := auth.CheckChannelAuth(s.app.Load(), s.id, ch, "", sub.Auth); err != nil {
-			return a.authFailed(s, sc, ch, err)
+			return s.authFailed(sc, ch, err)
 		}
 	case protocol.KindUser:
 		if s.user == nil || ch[len(protocol.UserChannelPrefix):] != s.user.UserID {
-			return a.authFailed(s, sc, ch, errors.New(protocol.UserChannelPrefix+" channels are only for the user this connection signed in as (pusher:signin)"))
+			return s.authFailed(sc, ch, errors.New(protocol.UserChannelPrefix+" channels are only for the user this connection signed in as (pusher:signin)"))
 		}
 	case protocol.KindPresence:
-		return a.subscribePresence(s, sc, sub)
+		return s.subscribePresence(sc, sub)
 	}
-	if serr := a.allowChannel(s, ch); serr != nil {
-		return a.sendError(s, sc, serr)
+	if serr := s.allowChannel(ch); serr != nil {
+		return s.sendError(sc, serr)
 	}
-	a.join(s, ch, presence{})
+	s.join(ch, presence{})
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
-	if err := a.reply(s, sc.out); err != nil {
+	if err := s.reply(sc.out); err != nil {
 		return err
 	}
-	return a.sendCache(s, sc, ch)
+	return s.sendCache(sc, ch)
 }
 
 // join records a subscription: socket list, counts, delivery index, bus.
 // User channels are not counted (protocol.Kind.Counted).
-func (a *App) join(s *socket, ch string, p presence) {
+func (s *socket) join(ch string, p presence) {
+	a := s.node
 	s.subs = append(s.subs, sub{channel: ch, member: p})
 	kind := protocol.ChannelKind(ch)
 	if kind.NeedsAuth() {
@@ -377,7 +389,7 @@ func (a *App) join(s *socket, ch string, p presence) {
 		a.rec.AddMember(s.app.Load().ID, ch, p.user, p.info, 1)
 	}
 	if protocol.IsCacheChannel(ch) {
-		a.awaitCache(s, ch) // before deliveries can find s
+		s.awaitCache(ch) // before deliveries can find s
 	}
 	a.index.add(chanKey{s.app.Load().ID, ch}, s, p)
 	// Per socket, not per first local subscriber: the bus is ref-counted,
@@ -387,7 +399,8 @@ func (a *App) join(s *socket, ch string, p presence) {
 }
 
 // leave undoes join for s.subs[i].
-func (a *App) leave(s *socket, i int) {
+func (s *socket) leave(i int) {
+	a := s.node
 	sb := s.subs[i]
 	last := len(s.subs) - 1
 	s.subs[i] = s.subs[last]
@@ -415,24 +428,24 @@ func (s *socket) subIndex(ch string) int {
 
 // authFailed answers a refused subscription with an AuthError (status 401)
 // on the channel, as soketi does and pusher-js reports; the socket stays open.
-func (a *App) authFailed(s *socket, sc *scratch, ch string, err error) error {
-	a.m.errors[reasonAuth].Inc()
-	return a.sendError(s, sc, &protocol.SubscriptionError{
+func (s *socket) authFailed(sc *scratch, ch string, err error) error {
+	s.node.m.errors[reasonAuth].Inc()
+	return s.sendError(sc, &protocol.SubscriptionError{
 		Channel: ch, Type: protocol.SubscriptionAuth, Status: http.StatusUnauthorized, Message: err.Error(),
 	})
 }
 
-func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
+func (s *socket) unsubscribe(sc *scratch, f protocol.Frame) error {
 	ch, err := f.Unsubscribe()
 	if err != nil {
-		a.m.errors[reasonMalformed].Inc()
-		return a.sendError(s, sc, err)
+		s.node.m.errors[reasonMalformed].Inc()
+		return s.sendError(sc, err)
 	}
 	// Pusher sends no reply, and none for a channel that was not subscribed.
 	if i := s.subIndex(ch); i >= 0 {
-		a.leave(s, i)
+		s.leave(i)
 	}
-	a.unwait(s, ch)
+	s.unwait(ch)
 	return nil
 }
 
@@ -440,7 +453,7 @@ func (a *App) unsubscribe(s *socket, sc *scratch, f protocol.Frame) error {
 type appender interface{ AppendTo([]byte) []byte }
 
 // sendError tells the client about err; the socket stays open.
-func (a *App) sendError(s *socket, sc *scratch, err error) error {
+func (s *socket) sendError(sc *scratch, err error) error {
 	var ap appender
 	var perr *protocol.Error
 	var serr *protocol.SubscriptionError
@@ -453,15 +466,15 @@ func (a *App) sendError(s *socket, sc *scratch, err error) error {
 		ap = &protocol.Error{Message: err.Error()}
 	}
 	sc.out = ap.AppendTo(sc.out[:0])
-	return a.reply(s, sc.out)
+	return s.reply(sc.out)
 }
 
 // write sends one frame behind whatever is pending (link.write). Its
 // callers: the handshake before the socket can receive deliveries, and the
 // refusals.
-func (a *App) write(s *socket, f frame) error {
+func (s *socket) write(f frame) error {
 	if err := s.link.write(f); err != nil {
-		a.m.errors[reasonWrite].Inc()
+		s.node.m.errors[reasonWrite].Inc()
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil
@@ -470,20 +483,21 @@ func (a *App) write(s *socket, f frame) error {
 // closed releases a socket after its read loop ended: its subscriptions
 // are uncounted before the handler reports done, so the drain can wait for
 // every decrement before the node's contribution is removed.
-func (a *App) closed(s *socket, err error) {
+func (s *socket) closed(err error) {
+	a := s.node
 	n := len(s.subs)
 	for i := len(s.subs) - 1; i >= 0; i-- {
-		a.leave(s, i)
+		s.leave(i)
 	}
 	if s.user != nil {
-		a.unwatchTerminate(s)
+		s.unwatchTerminate()
 		a.rec.AddMember(s.app.Load().ID, protocol.SignedInChannel, s.user.UserID, nil, -1)
 	}
 	if s.watch != nil {
-		a.unwatchUsers(s)
+		s.unwatchUsers()
 	}
 	for len(s.waiting) > 0 {
-		a.unwait(s, s.waiting[0])
+		s.unwait(s.waiting[0])
 	}
 	a.rec.AddConnections(s.app.Load().ID, -1)
 	s.mu.Lock()

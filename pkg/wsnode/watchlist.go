@@ -32,7 +32,8 @@ type watchlist struct {
 // is online and queues that as the first pusher_internal:watchlist_events,
 // online and offline users both (Pusher tells the status of every user of
 // the watchlist at signin). Edges that came meanwhile win.
-func (a *App) watchUsers(s *socket, users []string) {
+func (s *socket) watchUsers(users []string) {
+	a := s.node
 	w := &watchlist{users: users, pending: map[string]bool{}}
 	s.watch = w
 	chs := make([]string, len(users))
@@ -73,13 +74,14 @@ func (a *App) watchUsers(s *socket, users []string) {
 	if len(on)+len(off) == 0 {
 		return
 	}
-	if a.enqueue(s, framed(protocol.AppendWatchlistEvents(newPayload(64+24*len(users)), on, off))) {
+	if s.enqueue(framed(protocol.AppendWatchlistEvents(newPayload(64+24*len(users)), on, off))) {
 		a.m.watchlistFirst.Inc()
 	}
 }
 
 // unwatchUsers undoes watchUsers when s closes.
-func (a *App) unwatchUsers(s *socket) {
+func (s *socket) unwatchUsers() {
+	a := s.node
 	for _, u := range s.watch.users {
 		ch := protocol.WatchUserChannel(u)
 		a.index.remove(chanKey{s.app.Load().ID, ch}, s)
@@ -112,7 +114,7 @@ func (a *App) watchEdge(app, channel, user string, online bool) {
 			}
 			f = framed(protocol.AppendWatchlistEvents(newPayload(64+len(user)), on, off))
 		}
-		if a.enqueue(s, f) {
+		if s.enqueue(f) {
 			a.m.watchlistEdge.Inc()
 		}
 	})

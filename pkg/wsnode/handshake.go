@@ -1,0 +1,96 @@
+package wsnode
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/protocol"
+	"github.com/headcount/headcount/pkg/wsfront"
+)
+
+// The node's checks of an upgrade request, which either transport's
+// handshake (serveWS, serveLoop) makes: the Origin before the upgrade,
+// the app key, the protocol version and the app's connection quota after
+// it (socket.open).
+
+// originAllowed refuses, with 403 before the upgrade, an upgrade whose
+// Origin the app's allowedOrigins do not allow (apps.App.AllowsOrigin), so
+// a browser page gets an HTTP error rather than a socket. An unknown or
+// disabled app is left to admit, which answers it the Pusher way.
+func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
+	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
+	origin := r.Header.Get("Origin")
+	if app == nil || app.AllowsOrigin(origin) {
+		return true
+	}
+	a.m.errors[reasonOrigin].Inc()
+	wsfront.Counted(w)
+	http.Error(w, "Origin "+clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
+	return false
+}
+
+// admit checks the app key and protocol version; on refusal it returns the
+// error to send (its code is also the close code) and the metric reason.
+func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
+	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
+	app := a.cfg.Apps.ByKey(key)
+	switch {
+	case app == nil:
+		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, reasonAppNotFound
+	case !app.Enabled:
+		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, reasonAppDisabled
+	}
+	v := queryValue(r.URL.RawQuery, "protocol")
+	if v == "" {
+		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, reasonBadProtocol
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < minProtocol || n > maxProtocol {
+		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
+	}
+	return app, nil, 0 // no refusal: the reason is not read
+}
+
+// Protocol versions accepted; pusher-js sends 7.
+const minProtocol, maxProtocol = 5, 7
+
+// queryValue is url.Values.Get for one name without building the map.
+func queryValue(rawQuery, name string) string {
+	for rawQuery != "" {
+		var kv string
+		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			if u, err := url.QueryUnescape(v); err == nil {
+				return u
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// checkConnectionLimit refuses a socket when the app's open sockets
+// cluster-wide (from the counts) reached its MaxConnections. The count
+// lags by a flush, so a burst of connects may overshoot by what the
+// nodes have not flushed yet. If Redis cannot be read the socket is let in:
+// refusing every client during a Redis blip would be worse.
+func (a *App) checkConnectionLimit(app *apps.App) *protocol.Error {
+	if app.MaxConnections <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.tun.redisTimeout)
+	defer cancel()
+	n, err := a.store.Connections(ctx, app.ID)
+	if err != nil {
+		a.log.Warn("cannot read connection count; letting the socket in", "app", app.ID, "error", err)
+		return nil
+	}
+	if n >= int64(app.MaxConnections) {
+		return &protocol.Error{Code: protocol.CodeOverConnectionQuota,
+			Message: "App " + app.ID + " is over its connection quota of " + strconv.Itoa(app.MaxConnections)}
+	}
+	return nil
+}
