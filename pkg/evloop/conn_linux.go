@@ -34,6 +34,7 @@ const (
 	flagPaused
 	flagCloseAfterFlush
 	flagShutdownAfterFlush
+	flagUncounted
 )
 
 // readEvents is the mask of a connection that reads. Level-triggered: a
@@ -260,6 +261,19 @@ func (c *Conn) CloseWrite() error {
 	return unix.Shutdown(int(c.fd), unix.SHUT_WR)
 }
 
+// Uncount takes c out of Stats().Conns now, as if it were closed, for a
+// connection kept open only to finish (a refusal draining): a count of
+// the connections a server holds then needs no bookkeeping of its own.
+// Its close does not count it again.
+func (c *Conn) Uncount() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flags&(flagClosed|flagUncounted) == 0 {
+		c.flags |= flagUncounted
+		c.loop.srv.conns.Add(-1)
+	}
+}
+
 // closeLocked closes the descriptor and drops pending output; whoever
 // calls it delivers OnClose, exactly once.
 func (c *Conn) closeLocked() {
@@ -271,7 +285,9 @@ func (c *Conn) closeLocked() {
 	}
 	_ = unix.Close(int(c.fd))
 	c.loop.srv.pending.Add(-int64(c.pendingBytes))
-	c.loop.srv.conns.Add(-1)
+	if c.flags&flagUncounted == 0 {
+		c.loop.srv.conns.Add(-1)
+	}
 	clear(c.pending)
 	c.pending, c.pendingBytes = nil, 0
 }

@@ -30,5 +30,6 @@ func (*Conn) Pending() int                  { return 0 }
 func (*Conn) PauseRead()                    {}
 func (*Conn) ResumeRead()                   {}
 func (*Conn) Close()                        {}
+func (*Conn) Uncount()                      {}
 func (*Conn) CloseAfterFlush()              {}
 func (*Conn) CloseWrite() error             { return ErrClosed }

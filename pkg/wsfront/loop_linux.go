@@ -23,11 +23,8 @@ type LoopFront struct {
 	// upgrade serves an upgrade's request (UpgradeFunc).
 	upgrade UpgradeFunc
 	// lingering counts the connections refused at the cap that drain
-	// (lingerClose's loop form), bounded as Front's refusing is; atCap
-	// counts those still open, which the loop's count of connections
-	// includes and Open and the cap do not.
+	// (lingerClose's loop form), bounded as Front's refusing is.
 	lingering atomic.Int32
-	atCap     atomic.Int64
 	// heads are the connections still sending their request head -> start
 	// (unix ms), for the sweep.
 	headsMu sync.Mutex
@@ -82,10 +79,9 @@ func (f *LoopFront) Stats() evloop.Stats { return f.srv.Stats() }
 // upgraded: what MaxConns caps.
 func (f *LoopFront) Open() int { return int(f.open()) }
 
-// open is Open. A connection refused at the cap leaves atCap just before
-// the front closes it, or just after the loop closed it on the client's
-// end of stream (on its OnClose, a few instructions later, on the loop).
-func (f *LoopFront) open() int64 { return f.srv.Stats().Conns - f.atCap.Load() }
+// open is Open: the loop's count, from which a connection refused at the
+// cap is taken at once (evloop.Conn.Uncount).
+func (f *LoopFront) open() int64 { return f.srv.Stats().Conns }
 
 // Serve runs the loops and accepts until Shutdown, then returns nil; the
 // loops go on serving upgraded sockets until Close.
@@ -151,9 +147,8 @@ func (f *LoopFront) accept(c *evloop.Conn) bool {
 			f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
 				"max_sockets", f.maxConns, "refused", n)
 		}
-		h := &headConn{f: f, c: c}
-		f.atCap.Add(1)
-		h.capped.Store(true)
+		c.Uncount()
+		h := &headConn{f: f, c: c, capped: true}
 		f.respond(c, h, capResponse)
 		return true
 	}
@@ -180,24 +175,22 @@ func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 	h.linger = true
 	c.SetHandler(h)
 	if _, err := c.Write(b); err != nil {
-		h.uncap()
 		c.Close()
 		return
 	}
-	if h.capped.Load() {
+	if h.capped {
 		// respond runs in accept for these, before c's first event: its
 		// OnClose cannot come before counted is set.
 		if f.lingering.Add(1) > refusingAtOnce {
 			f.lingering.Add(-1)
 			// A fresh socket takes the 503 whole: it closes at once.
-			h.uncap()
 			c.CloseAfterFlush()
 			return
 		}
 		h.counted = true
 	}
 	_ = c.CloseWrite() // once b is out
-	time.AfterFunc(lingerTimeout, func() { h.uncap(); c.Close() })
+	time.AfterFunc(lingerTimeout, c.Close)
 }
 
 // sweepHeads closes connections that did not send their request head in time.
@@ -245,16 +238,8 @@ type headConn struct {
 	head    []byte
 	linger  bool // a response was sent: discard input until the end
 	counted bool // holds a place in f.lingering
-	// capped: refused at the cap, counted in f.atCap until uncap, which
-	// runs before the front closes it (the loop's count drops at the
-	// close: the place must not look free before) or at OnClose.
-	capped atomic.Bool
-}
-
-func (h *headConn) uncap() {
-	if h.capped.Swap(false) {
-		h.f.atCap.Add(-1)
-	}
+	// capped: refused at the cap (uncounted at once)
+	capped bool
 }
 
 func (h *headConn) OnData(c *evloop.Conn, b []byte) {
@@ -323,7 +308,6 @@ func (h *headConn) OnDrained(*evloop.Conn) {}
 
 func (h *headConn) OnClose(*evloop.Conn, error) {
 	h.f.takeHead(h, false)
-	h.uncap()
 	if h.counted {
 		h.f.lingering.Add(-1)
 	}

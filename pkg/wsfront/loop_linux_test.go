@@ -2,10 +2,12 @@ package wsfront_test
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,12 +41,11 @@ func TestLoopFrontCapLingering(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	}
 	require.Equal(t, 1, f.Open())
-	conns, atCap, lingering := f.LoopState()
-	require.Equal(t, 16, lingering)
-	require.Equal(t, 16, atCap, "the other 8 are closed")
-	require.Equal(t, 1+16, conns)
+	conns, lingering := f.LoopState()
+	require.Equal(t, 16, lingering, "the other 8 are closed")
+	require.Equal(t, 1, conns, "refused connections are not counted")
 	require.NoError(t, a.Close())
-	require.Eventually(t, func() bool { conns, atCap, lingering = f.LoopState(); return conns+atCap+lingering == 0 }, wait, tick,
+	require.Eventually(t, func() bool { conns, lingering = f.LoopState(); return conns+lingering == 0 }, wait, tick,
 		"the lingering ones end with their linger (1 s), the upgraded one with its client")
 }
 
@@ -80,7 +81,9 @@ func TestLoopFrontShutdownAndClose(t *testing.T) {
 	}
 	require.NoError(t, partial.SetReadDeadline(time.Now().Add(wait)))
 	_, err = partial.Read(make([]byte, 1))
-	require.ErrorIs(t, err, io.EOF, "a connection still sending its head is closed")
+	// An end of stream, or a reset when its head was still unread in the
+	// kernel as it was closed.
+	require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "a connection still sending its head is closed: %v", err)
 	require.Equal(t, 1, f.Open())
 	_, err = net.DialTimeout("tcp", f.Addr(), wait)
 	require.Error(t, err, "no longer accepting")
