@@ -22,6 +22,13 @@
 //     lost for its sockets; counts never are.
 //   - A stop closes every socket with 4200 over the drain window, announces
 //     their leaving and removes the node's contribution from Redis.
+//   - Both transports (--transport: the event loop, default on Linux, and
+//     a goroutine per socket on coder/websocket) answer the same client
+//     bytes with the same frames and close codes (TestTransportsAgree,
+//     FuzzTransports), and handle a socket's messages one at a time, in
+//     order, off the loop: a handler waiting on Redis holds up no other
+//     socket. On the event loop an idle socket holds no goroutine and no
+//     buffer (docs/TRANSPORT.md).
 //
 // A connection is a socket, and what the node does for one connection is
 // a method of *socket (socket.go, and each topic's steps in its file); App
