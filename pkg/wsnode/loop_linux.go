@@ -96,7 +96,9 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 	s.link = l
 	c.SetHandler(l)
 	if !a.hub.add(s) {
+		l.mu.Lock()
 		l.ended = true // never opened: nothing to release
+		l.mu.Unlock()
 		l.shut(protocol.CodeReconnect, "server shutting down")
 		a.hub.leave()
 		c.ResumeRead() // for the client's close frame
@@ -127,7 +129,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 }
 
 // OnData decodes what the loop read (or what came behind the request
-// head): messages and pings go to the handler's inbox, a close is
+// head): messages go to the handler's inbox, pings and a close are
 // answered. It runs on the loop, or on the upgrade's goroutine before
 // reading resumes, never both.
 func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
