@@ -60,9 +60,9 @@ const frameWorkers = 64
 //     another channel gets 8 KiB events 100 times a second and reads them,
 //     for 5 s (the baseline); then a socket that never reads subscribes to
 //     that channel too. The subscribers' publish-to-read p50/p99 while it
-//     is stuck against the baseline; the node's peak RSS and Go heap
-//     growth while it is stuck against the same in the baseline (the
-//     events' own garbage); how long the node took to cut it and whether
+//     is stuck against the baseline; the node's peak RSS and live Go heap
+//     (after a collection, every 500 ms) growth while it is stuck against
+//     the same in the baseline; how long the node took to cut it and whether
 //     the write timeout (10 s; errors_total's write_timeout) did rather
 //     than its full send queue (slow_consumers_total). The kernel takes
 //     the first few MiB (the node's send buffer grows to tcp_wmem's
@@ -386,14 +386,17 @@ func slowReader(b *testing.B, c cluster, subscribers int) []peerMetric {
 
 	admin := c.admin[0]
 	pid := c.nodes[0].cmd.Process.Pid
-	// peak samples the node's RSS and Go heap in use every 100 ms until
-	// done, and returns their highest growth from the first sample.
+	// peak samples the node's RSS every 100 ms and its live Go heap (in
+	// use after a collection) every 500 ms until done, and returns their
+	// highest growth from the first sample.
 	peak := func(done func() bool) (rss, heap float64) {
-		rss0, heap0 := proctest.RSS(b, pid), metric(admin, "go_memstats_heap_inuse_bytes")
-		for !done() {
+		rss0, heap0 := proctest.RSS(b, pid), readGoMemory(admin).heap
+		for i := 1; !done(); i++ {
 			time.Sleep(100 * time.Millisecond)
 			rss = max(rss, float64(proctest.RSS(b, pid)-rss0))
-			heap = max(heap, metric(admin, "go_memstats_heap_inuse_bytes")-heap0)
+			if i%5 == 0 {
+				heap = max(heap, readGoMemory(admin).heap-heap0)
+			}
 		}
 		return rss, heap
 	}
