@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,13 @@ const frameWorkers = 64
 // BenchmarkTransport measures what wsnode's two transports cost per frame
 // and in the worst cases of the event loop, each measure on one fresh
 // wsnode (with its cleaners, httpapi and redis-server) per transport, in
-// the same run: Transport/<measure>/<transport>, then
-// Transport/<measure>/ratio, each unit eventloop / goroutine.
-// HC_TRANSPORTS (a comma list: eventloop,goroutine) narrows it to some.
+// the same run, HC_TRANSPORT_ROUNDS (3) rounds alternating which goes
+// first: Transport/<measure>/<transport> is each transport's median over
+// the rounds, Transport/<measure>/ratio each unit's eventloop / goroutine
+// of the medians. HC_TRANSPORTS (a comma list: eventloop,goroutine)
+// narrows it to some.
 //   - frame-cpu-ping: HC_TRANSPORT_SOCKETS (1,000) sockets send
-//     HC_TRANSPORT_FRAMES (200,000) pusher:ping frames in all, frameWorkers
+//     HC_TRANSPORT_FRAMES (100,000) pusher:ping frames in all, frameWorkers
 //     at a time, each waiting for its pusher:pong: the node's CPU time
 //     (utime+stime, /proc) per 1,000 frames and the round trip's p50/p99.
 //     Ping touches nothing but the transport and the handler's dispatch.
@@ -76,7 +79,7 @@ const frameWorkers = 64
 //	go test -run '^$' -bench Transport -benchtime 1x -timeout 20m ./test/e2e/
 func BenchmarkTransport(b *testing.B) {
 	sockets := envInt("HC_TRANSPORT_SOCKETS", 1000)
-	frames := envInt("HC_TRANSPORT_FRAMES", 200000)
+	frames := envInt("HC_TRANSPORT_FRAMES", 100000)
 	proctest.RaiseFileLimit(b, sockets+300)
 	ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
 
@@ -152,30 +155,56 @@ func BenchmarkTransport(b *testing.B) {
 }
 
 // byTransport runs measure on a fresh cluster of one wsnode per
-// transport (HC_TRANSPORTS, or both), then reports each unit's ratio
-// eventloop / goroutine as <measure>/ratio.
+// transport (HC_TRANSPORTS, or both) for HC_TRANSPORT_ROUNDS rounds (3),
+// as <measure>/round=N/<transport>, rotating which transport goes first;
+// then reports each transport's median per unit as <measure>/<transport>
+// and each median's ratio eventloop / goroutine as <measure>/ratio.
 func byTransport(b *testing.B, measure string, run func(b *testing.B, c cluster) []peerMetric) {
 	transports := []string{config.TransportEventLoop, config.TransportGoroutine}
 	if v := os.Getenv("HC_TRANSPORTS"); v != "" {
 		transports = strings.Split(v, ",")
 	}
+	rounds := envInt("HC_TRANSPORT_ROUNDS", 3)
 	b.Run(measure, func(b *testing.B) {
-		results := map[string][]peerMetric{}
+		results := map[string][][]peerMetric{}
+		for r := range rounds {
+			order := append(slices.Clone(transports[r%len(transports):]), transports[:r%len(transports)]...)
+			for _, t := range order {
+				kind, ok := transportKinds[t]
+				if !ok {
+					b.Fatalf("HC_TRANSPORTS: unknown transport %q", t)
+				}
+				b.Run("round="+strconv.Itoa(r+1)+"/"+t, func(b *testing.B) {
+					b.StopTimer()
+					m := run(b, startCluster(b, kind, 1))
+					for _, x := range m {
+						b.ReportMetric(x.value, x.unit)
+					}
+					results[t] = append(results[t], m)
+				})
+			}
+		}
+		medians := map[string][]peerMetric{}
 		for _, t := range transports {
-			kind, ok := transportKinds[t]
-			if !ok {
-				b.Fatalf("HC_TRANSPORTS: unknown transport %q", t)
+			rs := results[t]
+			if len(rs) != rounds {
+				continue // a round failed; it said why
+			}
+			for i, x := range rs[0] {
+				var vs []float64
+				for _, r := range rs {
+					vs = append(vs, r[i].value)
+				}
+				slices.Sort(vs)
+				medians[t] = append(medians[t], peerMetric{x.unit, vs[len(vs)/2]})
 			}
 			b.Run(t, func(b *testing.B) {
-				b.StopTimer()
-				m := run(b, startCluster(b, kind, 1))
-				for _, x := range m {
+				for _, x := range medians[t] {
 					b.ReportMetric(x.value, x.unit)
 				}
-				results[t] = m
 			})
 		}
-		loop, gor := results[config.TransportEventLoop], results[config.TransportGoroutine]
+		loop, gor := medians[config.TransportEventLoop], medians[config.TransportGoroutine]
 		if len(loop) == 0 || len(loop) != len(gor) {
 			return
 		}
