@@ -258,6 +258,7 @@ func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string
 type cluster struct {
 	ws    []string // each node's WebSocket host:port
 	nodes []*proc  // each node's process, in the order of ws
+	admin []string // each headcount node's admin host:port, in the order of ws
 	api   string   // the HTTP API: headcount's httpapi, or soketi's first node
 	rdb   *redis.Client
 	all   []int // every server-side process: nodes, API, cleaners, redis-server
@@ -293,7 +294,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 			}
 			n := startDefault(b, "ws-"+strconv.Itoa(i), "wsnode", args...)
 			waitReady(b, n.p, n.admin)
-			c.ws, c.nodes = append(c.ws, n.addr), append(c.nodes, n.p)
+			c.ws, c.nodes, c.admin = append(c.ws, n.addr), append(c.nodes, n.p), append(c.admin, n.admin)
 		}
 		api := startHTTPAPIs(b, 1, quiet...)[0]
 		c.api, c.all = api.addr, append(c.all, api.p.cmd.Process.Pid)
