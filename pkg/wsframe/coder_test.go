@@ -145,28 +145,8 @@ func askCoderOpen(t testing.TB, stream []byte, limit int64, wait time.Duration) 
 // the server sends and whether it closes the connection.
 func serveOpen(stream []byte, chunks []int, limit int64) ([]byte, bool) {
 	var d Decoder
-	var out []byte
-	for len(stream) > 0 {
-		c := len(stream)
-		if len(chunks) > 0 {
-			c = min(chunks[0], c)
-			chunks = chunks[1:]
-		}
-		in := append([]byte(nil), stream[:c]...)
-		stream = stream[c:]
-		for {
-			ev, n := d.Next(in, limit)
-			in = in[n:]
-			if ev.Kind == None {
-				break
-			}
-			var done bool
-			if out, done = react(&d, ev, out); done {
-				return out, true
-			}
-		}
-	}
-	return out, false
+	out, _, ended := decodeReads(&d, stream, chunks, limit, nil, nil)
+	return out, ended
 }
 
 // TestAfterCloseAgainstCoder: once the server sent its close frame, coder

@@ -10,34 +10,15 @@ import (
 func checkedServe(t *testing.T, stream []byte, chunks []int, limit int64) ([]byte, []Kind) {
 	t.Helper()
 	var d Decoder
-	var out []byte
-	var kinds []Kind
-	for len(stream) > 0 {
-		c := len(stream)
-		if len(chunks) > 0 {
-			c = min(chunks[0], c)
-			chunks = chunks[1:]
+	check := func(in []byte, ev Event, n int) {
+		if n < 0 || n > len(in) {
+			t.Fatalf("Next consumed %d of %d bytes", n, len(in))
 		}
-		in := append([]byte(nil), stream[:c]...)
-		stream = stream[c:]
-		for {
-			ev, n := d.Next(in, limit)
-			if n < 0 || n > len(in) {
-				t.Fatalf("Next consumed %d of %d bytes", n, len(in))
-			}
-			in = in[n:]
-			if ev.Kind == None {
-				if len(in) != 0 && d.flags&fDone == 0 {
-					t.Fatalf("None with %d bytes left", len(in))
-				}
-				break
-			}
-			kinds = append(kinds, ev.Kind)
-			var done bool
-			if out, done = react(&d, ev, out); done {
-				return out, kinds
-			}
+		if ev.Kind == None && n != len(in) && d.flags&fDone == 0 {
+			t.Fatalf("None with %d bytes left", len(in)-n)
 		}
+	}
+	afterRead := func() {
 		between := d.flags&(fFrame|fMsg) == 0 && d.pend == 0
 		if between != d.Idle() || between && d.buf != nil {
 			t.Fatalf("between messages %v, Idle %v, buffer of %d bytes", between, d.Idle(), cap(d.buf))
@@ -46,10 +27,7 @@ func checkedServe(t *testing.T, stream []byte, chunks []int, limit int64) ([]byt
 			t.Fatalf("holds %d bytes of a message over the limit %d", len(d.buf), limit)
 		}
 	}
-	if ev := d.EOF(); ev.Kind == Message {
-		kinds = append(kinds, Message)
-		out = AppendFrame(out, ev.Op, ev.Payload)
-	}
+	out, kinds := decodeToEOF(&d, stream, chunks, limit, check, afterRead)
 	if !d.Idle() || d.buf != nil {
 		t.Fatal("an ended Decoder holds a buffer")
 	}

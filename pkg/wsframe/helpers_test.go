@@ -99,6 +99,26 @@ const (
 // It also returns the events' kinds and whether the decoder ended idle.
 func serve(stream []byte, chunks []int, limit int64) (out []byte, kinds []Kind, idle bool) {
 	var d Decoder
+	out, kinds = decodeToEOF(&d, stream, chunks, limit, nil, nil)
+	return out, kinds, d.Idle()
+}
+
+// decodeToEOF is decodeReads followed by the stream's end, unless the
+// server ended the connection first.
+func decodeToEOF(d *Decoder, stream []byte, chunks []int, limit int64, check func(in []byte, ev Event, n int), afterRead func()) ([]byte, []Kind) {
+	out, kinds, ended := decodeReads(d, stream, chunks, limit, check, afterRead)
+	if ev := d.EOF(); !ended && ev.Kind == Message {
+		kinds = append(kinds, Message)
+		out = AppendFrame(out, ev.Op, ev.Payload)
+	}
+	return out, kinds
+}
+
+// decodeReads runs stream through d as serve describes and reacts to each
+// event; it returns what the server sends, the events' kinds and whether
+// the server ended the connection. check, if set, sees each Next's
+// answer; afterRead, if set, runs after each read.
+func decodeReads(d *Decoder, stream []byte, chunks []int, limit int64, check func(in []byte, ev Event, n int), afterRead func()) (out []byte, kinds []Kind, ended bool) {
 	for len(stream) > 0 {
 		c := len(stream)
 		if len(chunks) > 0 {
@@ -109,22 +129,24 @@ func serve(stream []byte, chunks []int, limit int64) (out []byte, kinds []Kind, 
 		stream = stream[c:]
 		for {
 			ev, n := d.Next(in, limit)
+			if check != nil {
+				check(in, ev, n)
+			}
 			in = in[n:]
 			if ev.Kind == None {
 				break
 			}
 			kinds = append(kinds, ev.Kind)
 			var done bool
-			if out, done = react(&d, ev, out); done {
-				return out, kinds, d.Idle()
+			if out, done = react(d, ev, out); done {
+				return out, kinds, true
 			}
 		}
+		if afterRead != nil {
+			afterRead()
+		}
 	}
-	if ev := d.EOF(); ev.Kind == Message {
-		kinds = append(kinds, Message)
-		out = AppendFrame(out, ev.Op, ev.Payload)
-	}
-	return out, kinds, d.Idle()
+	return out, kinds, false
 }
 
 // chunkings are the ways a test splits a stream into reads.

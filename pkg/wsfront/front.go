@@ -281,6 +281,23 @@ func (f *Front) isClosed() bool {
 
 // sweep closes connections that did not send their request head in time.
 func (f *Front) sweep() {
+	f.sweepLate(func(limit int64) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for c, start := range f.reading {
+			if start < limit {
+				_ = c.Close()
+				delete(f.reading, c)
+			}
+		}
+	})
+}
+
+// sweepLate calls closeLate every sweepEvery until shutdown with the
+// time (unix ms) before which a connection still sending its head
+// started too long ago: the one sweep behind the head timeout, with no
+// timer per connection.
+func (f *Front) sweepLate(closeLate func(limit int64)) {
 	t := time.NewTicker(f.sweepEvery)
 	defer t.Stop()
 	for {
@@ -288,15 +305,7 @@ func (f *Front) sweep() {
 		case <-f.done:
 			return
 		case now := <-t.C:
-			limit := now.Add(-f.headTimeout).UnixMilli()
-			f.mu.Lock()
-			for c, start := range f.reading {
-				if start < limit {
-					_ = c.Close()
-					delete(f.reading, c)
-				}
-			}
-			f.mu.Unlock()
+			closeLate(now.Add(-f.headTimeout).UnixMilli())
 		}
 	}
 }

@@ -195,24 +195,16 @@ func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 
 // sweepHeads closes connections that did not send their request head in time.
 func (f *LoopFront) sweepHeads() {
-	t := time.NewTicker(f.sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.done:
-			return
-		case now := <-t.C:
-			limit := now.Add(-f.headTimeout).UnixMilli()
-			f.headsMu.Lock()
-			for h, start := range f.heads {
-				if start < limit {
-					h.c.Close()
-					delete(f.heads, h)
-				}
+	f.sweepLate(func(limit int64) {
+		f.headsMu.Lock()
+		defer f.headsMu.Unlock()
+		for h, start := range f.heads {
+			if start < limit {
+				h.c.Close()
+				delete(f.heads, h)
 			}
-			f.headsMu.Unlock()
 		}
-	}
+	})
 }
 
 // takeHead ends h's head phase; false if the sweep or Shutdown closed it.
