@@ -142,14 +142,14 @@ func (l *goLink) write(f frame) error {
 // goroutine of the socket's own (finish) waits for room and writes the
 // rest, and the writer moves on. So the pool needs no more writers than
 // cores, and a thousand clients that stop reading hold up none of them.
-func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) {
+func (l *goLink) flush(batch []frame) (int, bool, error) {
 	for i, f := range batch {
 		n, err := l.wire.tryFrame(f)
 		if err != nil {
 			return i, false, err
 		}
 		if n < len(f) {
-			l.s.node.send.wg.Go(func() { l.finish(f[n:], batch[i+1:], done) })
+			l.s.node.send.wg.Go(func() { l.finish(f[n:], batch[i+1:]) })
 			return i, true, nil
 		}
 		batch[i] = nil
@@ -159,7 +159,7 @@ func (l *goLink) flush(batch []frame, done func(int, error)) (int, bool, error) 
 
 // finish writes rest (the tail of a frame flush began) and the frames
 // after it, waiting for room; the sweeper's write timeout bounds the wait.
-func (l *goLink) finish(rest []byte, batch []frame, done func(int, error)) {
+func (l *goLink) finish(rest []byte, batch []frame) {
 	l.s.writeSince.Store(l.s.node.hub.now.Load())
 	err := l.wire.finish(rest)
 	l.s.writeSince.Store(0)
@@ -174,7 +174,7 @@ func (l *goLink) finish(rest []byte, batch []frame, done func(int, error)) {
 			batch[i] = nil
 		}
 	}
-	done(sent, err)
+	l.s.flushDone(sent, err)
 }
 
 func (l *goLink) shut(code protocol.Code, reason string) {

@@ -14,10 +14,11 @@ type link interface {
 	write(f frame) error
 	// flush writes batch, in order, as far as it goes now, and reports how
 	// many frames went out whole and whether the rest is pending. Pending
-	// frames are the link's to finish: it calls done, from another
-	// goroutine, with how many more went out and the error that stopped
-	// it, if any. batch's frames are not copied and must stay unmodified.
-	flush(batch []frame, done func(sent int, err error)) (sent int, pending bool, err error)
+	// frames are the link's to finish: it calls the socket's flushDone,
+	// from another goroutine, with how many more went out and the error
+	// that stopped it, if any. batch's frames are not copied and must stay
+	// unmodified.
+	flush(batch []frame) (sent int, pending bool, err error)
 	// shut sends a close frame with code and reason behind whatever is
 	// pending, then ends the connection once the client answers with its
 	// own or a timeout passes. goLink waits for that (shutWaits); loopLink

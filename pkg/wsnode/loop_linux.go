@@ -58,9 +58,8 @@ type loopLink struct {
 	endErr error
 	// head is the 101 response, sent with the first frame.
 	head []byte
-	// flushDone finishes a flush the socket's buffer did not take whole
-	// (link.flush), with flushSent frames.
-	flushDone func(int, error)
+	// flushSent is how many frames a flush left pending (link.flush),
+	// or 0: the socket's flushDone is due when they are out.
 	flushSent int
 }
 
@@ -288,11 +287,11 @@ func (l *loopLink) end(err error) {
 func (l *loopLink) OnDrained(*evloop.Conn) {
 	l.s.writeSince.Store(0)
 	l.mu.Lock()
-	done, sent := l.flushDone, l.flushSent
-	l.flushDone = nil
+	sent := l.flushSent
+	l.flushSent = 0
 	l.mu.Unlock()
-	if done != nil {
-		done(sent, nil)
+	if sent > 0 {
+		l.s.flushDone(sent, nil)
 	}
 }
 
@@ -301,11 +300,11 @@ func (l *loopLink) OnClose(_ *evloop.Conn, err error) {
 		err = io.EOF
 	}
 	l.mu.Lock()
-	done := l.flushDone
-	l.flushDone = nil
+	pending := l.flushSent > 0
+	l.flushSent = 0
 	l.mu.Unlock()
-	if done != nil {
-		done(0, net.ErrClosed)
+	if pending {
+		l.s.flushDone(0, net.ErrClosed)
 	}
 	l.end(err)
 }
@@ -341,7 +340,7 @@ func (l *loopLink) write(f frame) error {
 	return err
 }
 
-func (l *loopLink) flush(batch []frame, done func(int, error)) (int, bool, error) {
+func (l *loopLink) flush(batch []frame) (int, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closeSent {
@@ -353,7 +352,7 @@ func (l *loopLink) flush(batch []frame, done func(int, error)) (int, bool, error
 	case err != nil:
 		return 0, false, err
 	case !out:
-		l.flushDone, l.flushSent = done, len(batch)
+		l.flushSent = len(batch)
 		return 0, true, nil
 	}
 	return len(batch), false, nil

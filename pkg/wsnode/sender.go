@@ -227,7 +227,7 @@ func (s *socket) flush() {
 	s.mu.Unlock()
 	if !dead && len(batch) > 0 {
 		a.m.batch.Observe(float64(len(batch)))
-		sent, pending, err := s.link.flush(batch, func(sent int, err error) { s.flushDone(sent, err) })
+		sent, pending, err := s.link.flush(batch)
 		a.m.sent.Add(float64(sent))
 		if pending {
 			a.m.waits.Inc()
@@ -241,7 +241,8 @@ func (s *socket) flush() {
 	s.flushed()
 }
 
-// flushDone ends a turn on s whose frames the link finished later.
+// flushDone ends a turn on s whose frames the link finished later
+// (link.flush).
 func (s *socket) flushDone(sent int, err error) {
 	a := s.node
 	a.m.sent.Add(float64(sent))
