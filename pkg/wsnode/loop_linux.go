@@ -390,7 +390,6 @@ func (l *loopLink) release() {
 	}
 }
 
-// listenLoop binds the event loop's front.
 // listenLoop binds the event loop's front and registers its gauges.
 func (a *App) listenLoop(addr string, opts wsfront.Options) (port, error) {
 	f, err := wsfront.ListenLoop(addr, opts, a.serveLoop)
