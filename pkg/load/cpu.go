@@ -43,6 +43,22 @@ func (r *run) cpu(ctx context.Context) map[string]float64 {
 	return out
 }
 
+// cpuSince is the CPU time spent between two readings of cpu, summed over
+// the processes read both times; each one's share goes into each if
+// that is not nil.
+func cpuSince(after, before, each map[string]float64) float64 {
+	total := 0.0
+	for k, v := range after {
+		if b, ok := before[k]; ok {
+			total += v - b
+			if each != nil {
+				each[k] = v - b
+			}
+		}
+	}
+	return total
+}
+
 // pidCPU is a local process's CPU time in seconds (user + system, from
 // /proc/PID/stat; Linux only).
 func pidCPU(pid int) (float64, error) {

@@ -27,6 +27,7 @@ type run struct {
 	dialers []*net.Dialer
 
 	opened, connErr, subErr, dropped, published, churned, subscribed atomic.Int64
+	delivered                                                        atomic.Int64 // events read, sampled or not
 
 	mu                         sync.Mutex
 	connect, counted, delivery []time.Duration
@@ -115,15 +116,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if n := r.subscribed.Load(); n > 0 {
 		sum.ToolCPUPerSocketMs = (processCPU() - toolBefore).Seconds() * 1000 / float64(n)
 	}
-	if len(cfg.Admin)+len(cfg.PIDs) > 0 {
-		after, total := r.cpu(ctx), 0.0
-		sum.RampCPUSeconds = map[string]float64{}
-		for a, v := range after {
-			sum.RampCPUSeconds[a] = v - cpuBefore[a]
-			total += v - cpuBefore[a]
-		}
+	measureCPU := len(cfg.Admin)+len(cfg.PIDs) > 0
+	if measureCPU {
+		spent := map[string]float64{}
+		sum.RampCPUSeconds = spent
 		if n := r.subscribed.Load(); n > 0 {
-			sum.RampCPUPerSocketMs = total * 1000 / float64(n)
+			sum.RampCPUPerSocketMs = cpuSince(r.cpu(ctx), cpuBefore, spent) * 1000 / float64(n)
 		}
 	}
 	if cfg.API != "" {
@@ -133,6 +131,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 
 	// Hold: churn and publish.
+	var holdBefore map[string]float64
+	deliveredBefore := r.delivered.Load()
+	if measureCPU {
+		holdBefore = r.cpu(ctx)
+	}
 	holdCtx, holdCancel := context.WithTimeout(ctx, cfg.Hold)
 	var hold sync.WaitGroup
 	if cfg.ChurnRate > 0 {
@@ -146,6 +149,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	hold.Wait()
 	if cfg.PublishRate > 0 {
 		clock.Sleep(ctx, time.Second) // the last events' deliveries
+	}
+	if measureCPU {
+		if n := r.delivered.Load() - deliveredBefore; n > 0 {
+			sum.HoldCPUPerDeliveryUs = cpuSince(r.cpu(ctx), holdBefore, nil) * 1e6 / float64(n)
+		}
 	}
 	cancel()
 	r.closeAll()
@@ -251,6 +259,7 @@ func (r *run) read(ctx context.Context, s *sock) {
 		if strings.Contains(f, `"event":"load"`) {
 			if sent, err := strconv.ParseInt(field(f, "sent"), 10, 64); err == nil {
 				d := time.Since(time.Unix(0, sent))
+				r.delivered.Add(1)
 				r.mu.Lock()
 				if len(r.delivery) < 2_000_000 {
 					r.delivery = append(r.delivery, d)

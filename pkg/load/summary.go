@@ -52,6 +52,11 @@ type Summary struct {
 	// RampCPUPerSocketMs their sum per socket accepted.
 	RampCPUSeconds     map[string]float64 `json:"ramp_cpu_seconds,omitempty"`
 	RampCPUPerSocketMs float64            `json:"ramp_cpu_per_socket_ms,omitempty"`
+	// HoldCPUPerDeliveryUs is the Admin and PIDs processes' CPU time from
+	// the start of the hold until its last deliveries were read, per event
+	// delivered to a socket in that time: what a delivered frame costs the
+	// servers, publishing and churn included.
+	HoldCPUPerDeliveryUs float64 `json:"hold_cpu_per_delivery_us,omitempty"`
 	// ToolCPUPerSocketMs is this process's own CPU time during the ramp per
 	// socket accepted: on a shared machine, what the load cost the servers.
 	ToolCPUPerSocketMs float64 `json:"tool_cpu_per_socket_ms,omitempty"`

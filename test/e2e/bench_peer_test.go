@@ -64,7 +64,9 @@ const (
 //     first read after the hang counts.
 //   - delivery: HC_PEER_SUBSCRIBERS (default 10,000) subscribers of one
 //     channel over two nodes, 5 events a second for 4 s through the HTTP
-//     API (the load tool, as BenchmarkLoad's delivery): p50/p99.
+//     API (the load tool, as BenchmarkLoad's delivery): p50/p99, and the
+//     nodes' CPU time per event delivered (headcount's httpapi aside:
+//     soketi's first node is its HTTP API too).
 //   - delivery-split-cpus: the same with every server-side process on
 //     one half of the CPUs and the load tool on the other.
 //   - recovery: two nodes holding 1,000 sockets each on 10 channels; one
@@ -149,12 +151,13 @@ func BenchmarkPeer(b *testing.B) {
 	})
 
 	deliver := func(b *testing.B, c cluster) []peerMetric {
-		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, Sockets: subscribers, HotShare: 1,
+		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, PIDs: c.pids(), Sockets: subscribers, HotShare: 1,
 			SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
 		if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
 			b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
 		}
-		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99}, {"subscribers", float64(subscribers)}}
+		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99},
+			{"node-cpu-us/delivery", sum.HoldCPUPerDeliveryUs}, {"subscribers", float64(subscribers)}}
 	}
 	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
 		return deliver(b, startCluster(b, kind, 2))
