@@ -382,3 +382,19 @@ func TestTransport(t *testing.T) {
 	_, err = ParseWSNode([]string{"--transport", "epoll"}, env(nil), io.Discard)
 	require.ErrorContains(t, err, `--transport: "epoll" is not "eventloop" or "goroutine"`)
 }
+
+// --writers defaults to 0 (half the CPUs, at least one), is read from the
+// environment and flags, and refuses a negative count.
+func TestWriters(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, c.Writers)
+	c, err = ParseWSNode(nil, env(map[string]string{"HEADCOUNT_WRITERS": "3"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 3, c.Writers)
+	_, err = ParseWSNode([]string{"--writers", "-1"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "--writers: -1 is negative")
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8} {
+		require.Equal(t, want, WritersFor(procs), "on %d CPUs", procs)
+	}
+}

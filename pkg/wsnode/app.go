@@ -67,8 +67,6 @@ type tunables struct {
 	removeTimeout time.Duration
 	// coalesce is the recorder's coalescing window.
 	coalesce time.Duration
-	// writers is the size of the fixed writer pool.
-	writers int
 	// redisTimeout bounds the Redis calls a socket's handler makes
 	// (presence member lists, connection limits, publishing client events).
 	redisTimeout time.Duration
@@ -87,12 +85,6 @@ func defaultTunables() tunables {
 		drainGrace:       5 * time.Second,
 		removeTimeout:    5 * time.Second,
 		coalesce:         5 * time.Millisecond,
-		// Writers never wait for a client (socket.flush), so one per core
-		// keeps every core writing. More only take turns on the same
-		// cores and crowd out the rest of the process: on 2 cores, 10,000
-		// subscribers on two nodes with their clients on the same machine,
-		// publish-to-delivery p50 was 54 ms with 2 writers, 72 ms with 8.
-		writers:      runtime.GOMAXPROCS(0),
 		redisTimeout: 5 * time.Second,
 		frameBudget:  frameBudget,
 	}
@@ -247,6 +239,15 @@ func (a *App) socketCap() int {
 	return a.cfg.MaxSockets
 }
 
+// writers is the size of the fixed writer pool (sender): --writers, or
+// config.WritersFor the CPUs the runtime uses.
+func (a *App) writers() int {
+	if a.cfg.Writers > 0 {
+		return a.cfg.Writers
+	}
+	return config.WritersFor(runtime.GOMAXPROCS(0))
+}
+
 // port is the WebSocket port: a wsfront.Front (the goroutine transport) or
 // a wsfront.LoopFront (the event loop), which also has Close.
 type port interface {
@@ -362,12 +363,12 @@ func (a *App) run(ctx context.Context) error {
 	// Sockets: serve until told to stop (or another actor fails), then drain.
 	g.Add(func() error {
 		// Writers outlive the drain: they stop once no handler is left.
-		a.send.start(a.tun.writers, (*socket).flush)
+		a.send.start(a.writers(), (*socket).flush)
 		defer a.send.stop()
 		errc := make(chan error, 1)
 		go func() { errc <- a.ws.Serve() }()
 		a.ready.Set(true)
-		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID, "max_sockets", a.ws.MaxConns())
+		a.log.Info("serving", "addr", a.Addr(), "admin_addr", a.AdminAddr(), "node_id", a.cfg.NodeID, "max_sockets", a.ws.MaxConns(), "transport", a.cfg.Transport, "writers", a.writers())
 		var err error
 		served := false
 		select {
