@@ -85,8 +85,8 @@ func defaultTunables() tunables {
 		drainGrace:       5 * time.Second,
 		removeTimeout:    5 * time.Second,
 		coalesce:         5 * time.Millisecond,
-		redisTimeout: 5 * time.Second,
-		frameBudget:  frameBudget,
+		redisTimeout:     5 * time.Second,
+		frameBudget:      frameBudget,
 	}
 }
 
