@@ -68,3 +68,6 @@ func (a *App) Redis() redis.UniversalClient { return a.rdb }
 // ChannelReadEvery is how old a node's view of an app's occupied channels
 // may be (appChannels).
 const ChannelReadEvery = channelReadEvery
+
+// Writers is the size of the node's writer pool.
+func (a *App) Writers() int { return a.writers() }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/fanout"
 )
 
@@ -122,6 +123,35 @@ func TestDeliveryBurstOfOnePerChannelFits(t *testing.T) {
 	}()
 	for i := range burst {
 		require.Contains(t, c.read(t), `{\"subscription_count\":`+strconv.Itoa(i)+`}`)
+	}
+	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+}
+
+// TestDeliveriesKeepTheirOrderAcrossWriters: with several writers, a
+// socket whose queue refills while a writer is on it goes back to the
+// ready list and may be taken by another writer; never by two at once, so
+// every subscriber reads every event in the order it was delivered. On 2
+// CPUs the default pool has one writer, so this is where the node's tests
+// run the pool with more.
+func TestDeliveriesKeepTheirOrderAcrossWriters(t *testing.T) {
+	const writers, sockets, events = 4, 40, 300
+	n := startNode(t, func(c *config.WSNode) { c.Writers = writers })
+	n.run(t)
+	require.Equal(t, writers, n.Writers())
+	clients := make([]*rawConn, sockets)
+	for i := range clients {
+		clients[i] = dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+		require.Contains(t, clients[i].read(t), "pusher:connection_established")
+		clients[i].send(t, `{"event":"pusher:subscribe","data":{"channel":"order"}}`)
+		require.Contains(t, clients[i].read(t), "subscription_succeeded")
+	}
+	for i := range events {
+		n.Deliver(appID, fanout.Message{Channel: "order", Event: "seq", Data: "n" + strconv.Itoa(i) + "."})
+	}
+	for _, c := range clients {
+		for i := range events {
+			require.Contains(t, c.read(t), `"data":"n`+strconv.Itoa(i)+`."`)
+		}
 	}
 	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
 }
