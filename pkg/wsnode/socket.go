@@ -2,6 +2,7 @@ package wsnode
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -364,6 +366,7 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 		return s.sendError(sc, serr)
 	}
 	s.join(ch, presence{})
+	s.awaitJoined(ch)
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
 	if err := s.reply(sc.out); err != nil {
 		return err
@@ -396,6 +399,27 @@ func (s *socket) join(ch string, p presence) {
 	// so concurrent first-join and last-leave need no ordering here.
 	a.bus.Join(s.app.Load().ID, ch)
 	a.m.subscriptions.Inc()
+}
+
+// busJoinWait bounds how long a subscribe's answer waits for Redis to
+// confirm the node's subscription to the channel (awaitJoined).
+const busJoinWait = time.Second
+
+// awaitJoined holds a subscribe's answer until Redis has confirmed this
+// node's subscription to ch, so that a client holding its
+// subscription_succeeded gets every event published after it, such as a
+// client event another subscriber sends at once. Only the node's first
+// subscriber of ch waits the round trip; later ones find it confirmed.
+// Past busJoinWait the answer goes anyway: while the bus is down, delivery
+// is at most once (package fanout), and the bus reports the outage.
+func (s *socket) awaitJoined(ch string) {
+	a := s.node
+	ctx, cancel := context.WithTimeout(context.Background(), busJoinWait)
+	defer cancel()
+	if err := a.bus.WaitJoined(ctx, s.app.Load().ID, []string{ch}); err != nil {
+		a.log.Debug("subscribed before the event bus confirmed the channel; events published meanwhile may not reach it",
+			"app", s.app.Load().ID, "channel", ch, "error", err)
+	}
 }
 
 // leave undoes join for s.subs[i].

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/pkg/fanout"
 )
 
 // These tests hold whichever transport serves the sockets
@@ -127,4 +128,29 @@ func TestClientGoneDuringItsUpgrade(t *testing.T) {
 		assert.NoError(c, err)
 		assert.Zero(c, got, "the app's connections in Redis")
 	}, wait, tick)
+}
+
+// TestSubscribeIsAnsweredOnceTheBusHasTheChannel: the answer to a
+// subscribe waits until Redis has confirmed the node's subscription to the
+// channel, so an event published as soon as the client has its
+// subscription_succeeded reaches it. Redis is paused as the client
+// subscribes to a channel new to the node: the answer comes only after the
+// pause, and the event published then arrives. Before, the answer came
+// at once and a client event sent right after it could pass the node's
+// own SUBSCRIBE and be lost.
+func TestSubscribeIsAnsweredOnceTheBusHasTheChannel(t *testing.T) {
+	const pause = 400 * time.Millisecond
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`) // the bus's connection is up
+	require.Contains(t, c.read(t), "subscription_succeeded")
+
+	pauseRedis(t, n, pause)
+	start := time.Now()
+	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"fresh"}}`)
+	require.Contains(t, c.read(t), "subscription_succeeded")
+	require.GreaterOrEqual(t, time.Since(start), pause*3/4, "answered before Redis confirmed the node's subscription")
+	require.NoError(t, n.Publish(context.Background(), appID, fanout.Message{Channel: "fresh", Event: "right-after", Data: "{}"}))
+	require.Contains(t, c.read(t), "right-after")
 }
