@@ -23,8 +23,27 @@ func TestConnSize(t *testing.T) {
 }
 
 // TestEcho sends random streams in random pieces over many connections at
-// once and expects each back whole and in order.
+// once and expects each back whole and in order, with the loops parked in
+// the runtime's poller (as they are) and blocked in epoll_wait (where the
+// poller would refuse an epoll set).
 func TestEcho(t *testing.T) {
+	t.Run("poller", func(t *testing.T) {
+		s := echoStreams(t)
+		for _, l := range s.loops {
+			require.NotNil(t, l.rc, "the epoll set is in the runtime's poller")
+		}
+	})
+	t.Run("epoll_wait", func(t *testing.T) {
+		testHookNoPoller = true
+		t.Cleanup(func() { testHookNoPoller = false })
+		s := echoStreams(t)
+		for _, l := range s.loops {
+			require.Nil(t, l.rc)
+		}
+	})
+}
+
+func echoStreams(t *testing.T) *Server {
 	s := startServer(t, Options{Loops: 2, OnAccept: func(c *Conn) bool { c.SetHandler(echo{}); return true }})
 	const conns = 40
 	var wg sync.WaitGroup
@@ -63,6 +82,7 @@ func TestEcho(t *testing.T) {
 	require.EqualValues(t, conns, st.Accepted)
 	require.Equal(t, 2, st.Loops)
 	require.Positive(t, st.Events)
+	return s
 }
 
 // TestSlowReader: a client that does not read makes output pend, kept as

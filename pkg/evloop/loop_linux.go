@@ -2,8 +2,10 @@ package evloop
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,6 +15,10 @@ import (
 type loop struct {
 	srv  *Server
 	epfd int
+	// ep is epfd as a file in the runtime's poller, and rc its raw access;
+	// rc is nil where that failed, and the loop blocks in epoll_wait.
+	ep   *os.File
+	rc   syscall.RawConn
 	wake int    // an eventfd: other goroutines wake the loop through it
 	buf  []byte // the shared read buffer
 
@@ -30,6 +36,10 @@ type closing struct {
 	c   *Conn
 	err error
 }
+
+// testHookNoPoller, if set, keeps new loops out of the runtime's poller,
+// as if it had refused their epoll sets.
+var testHookNoPoller bool
 
 // testHookDispatch, if set, runs on the loop between epoll_wait returning
 // and the events being dispatched.
@@ -50,12 +60,50 @@ func newLoop(s *Server) (*loop, error) {
 		l.closeFDs()
 		return nil, err
 	}
+	// An epoll set is itself pollable: readable while it holds events. In
+	// non-blocking mode, os.NewFile registers it with the runtime's poller,
+	// so the loop parks like any goroutine waiting for a socket instead of
+	// holding a thread in epoll_wait, whose return must win a P back from
+	// whoever took it meanwhile (the scheduler hands the P of a thread
+	// blocked in a system call to others).
+	if !testHookNoPoller && unix.SetNonblock(epfd, true) == nil {
+		l.ep = os.NewFile(uintptr(epfd), "evloop-epoll")
+		if rc, err := l.ep.SyscallConn(); err == nil {
+			l.rc = rc
+		}
+	}
 	return l, nil
 }
 
 func (l *loop) closeFDs() {
 	_ = unix.Close(l.wake)
+	if l.ep != nil {
+		_ = l.ep.Close()
+		return
+	}
 	_ = unix.Close(l.epfd)
+}
+
+// wait returns the next events, parked in the runtime's poller until
+// there are some. The poller's registration is edge-triggered, so wait
+// parks only once epoll_wait finds nothing: the connections' own
+// registrations are level-triggered and report what is left each time.
+func (l *loop) wait(events []unix.EpollEvent) (n int, err error) {
+	if l.rc != nil {
+		rerr := l.rc.Read(func(uintptr) bool {
+			for {
+				n, err = unix.EpollWait(l.epfd, events, 0)
+				if !errors.Is(err, unix.EINTR) {
+					return n > 0 || err != nil
+				}
+			}
+		})
+		if rerr == nil {
+			return n, err
+		}
+		l.rc = nil // the poller refused the epoll set: block in epoll_wait from now on
+	}
+	return unix.EpollWait(l.epfd, events, -1)
 }
 
 // run waits for events and dispatches them until stop.
@@ -64,7 +112,7 @@ func (l *loop) run() {
 	l.buf = make([]byte, l.srv.opts.ReadBufferSize)
 	events := make([]unix.EpollEvent, 256)
 	for {
-		n, err := unix.EpollWait(l.epfd, events, -1)
+		n, err := l.wait(events)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
