@@ -20,6 +20,7 @@ import (
 	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/load"
 )
 
 // transportKinds are the transports BenchmarkTransport compares, by
@@ -28,6 +29,10 @@ var transportKinds = map[string]string{
 	config.TransportEventLoop: headcountServer,
 	config.TransportGoroutine: headcountGoroutine,
 }
+
+// BenchmarkTransport's counted measure: sockets connected at a steady
+// rate below what saturates this VM's two cores.
+const countedSockets, countedRate = 4000, 2000
 
 // frameWorkers is how many frames BenchmarkTransport keeps in flight: each
 // worker owns every frameWorkers-th socket and sends on them in turn, one
@@ -52,6 +57,11 @@ const frameWorkers = 64
 //     channels, the typical frame (it changes counts); the round trip is
 //     the subscribe's. A last ping on every socket makes sure its last
 //     unsubscribe was handled inside the measured CPU.
+//   - counted: countedSockets sockets connect and subscribe at countedRate a
+//     second (the load tool, 10 source addresses); every 20th measures
+//     subscribe-to-counted (its subscribe until the HTTP API counts it):
+//     p50/p99 of that and of the connect, and the node's CPU per socket
+//     during the ramp.
 //   - blocked-handler: 100 sockets subscribe to cache channels while
 //     redis-server is paused (CLIENT PAUSE 2000 ALL), so their handlers
 //     wait on Redis (the cache read) for the pause; 1,000 other sockets
@@ -105,6 +115,16 @@ func BenchmarkTransport(b *testing.B) {
 			_, err := c.Write(unsub[i%100])
 			return err
 		}, func(c *wstest.Conn) error { return roundTrip(c, ping, "pusher:pong") }, conns)
+	})
+
+	byTransport(b, "counted", func(b *testing.B, c cluster) []peerMetric {
+		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, PIDs: c.pids(), Sockets: countedSockets,
+			ConnectRate: countedRate, SourceIPs: 10, ProbeEvery: 20, Hold: time.Second})
+		return []peerMetric{
+			{"counted-p50-ms", sum.Counted.P50}, {"counted-p99-ms", sum.Counted.P99},
+			{"connect-p50-ms", sum.Connect.P50}, {"connect-p99-ms", sum.Connect.P99},
+			{"node-cpu-us/socket", sum.RampCPUPerSocketMs * 1000},
+		}
 	})
 
 	byTransport(b, "blocked-handler", func(b *testing.B, c cluster) []peerMetric {
