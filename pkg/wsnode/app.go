@@ -196,6 +196,7 @@ func New(opts Options) (_ *App, err error) {
 		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}
 	if cfg.Transport == "" {
 		cfg.Transport = config.DefaultTransport()
+		a.cfg.Transport = cfg.Transport // as the serving log line says it
 	}
 	if cfg.Transport == config.TransportEventLoop {
 		a.ws, err = a.listenLoop(cfg.Addr, front)
