@@ -13,8 +13,11 @@
 //     ...) is reported to Options.OnAcceptError and retried after 5 ms,
 //     doubling to 1 s while it keeps failing: the connection waits in the
 //     backlog meanwhile, and nothing spins.
-//   - Each loop is one goroutine blocked in epoll_wait, so it holds an OS
-//     thread. A connection belongs to the loop of its descriptor modulo the
+//   - Each loop is one goroutine with its own epoll set. The set itself
+//     waits in the runtime's poller (an epoll set is readable while it has
+//     events), so an idle loop holds no OS thread, and a woken one calls
+//     epoll_wait without blocking; where the poller refuses the set, the
+//     loop blocks in epoll_wait instead. A connection belongs to the loop of its descriptor modulo the
 //     number of loops. OnData, OnDrained and OnClose run on that loop, one
 //     at a time per loop, and must not block: a callback that waits stalls
 //     every connection of the loop. Work that waits (Redis, a queue) goes to
