@@ -257,6 +257,15 @@ func (b *Bus) confirm(topic string) {
 	}
 }
 
+// isConfirmed reports whether topic is joined and Redis has confirmed
+// its subscribe.
+func (b *Bus) isConfirmed(topic string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	in := b.want[topic]
+	return in != nil && in.confirmed
+}
+
 // Leave drops one unit of interest; the last Leave unsubscribes. Delivery
 // for the channel stops at once, before Redis confirms the unsubscribe. It
 // never blocks on Redis. A Leave without a matching Join is ignored.

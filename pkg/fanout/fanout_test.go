@@ -570,6 +570,34 @@ func TestPublishAfterWaitJoinedArrives(t *testing.T) {
 	})
 }
 
+// TestWaitJoinedAfterLeavingAndJoiningAgain: a channel left by its last
+// subscriber and joined again, as one socket's unsubscribe and another's
+// subscribe do, is confirmed again whether or not the runner unsubscribed
+// it in between, and an event published then arrives. When it had not, no
+// second SUBSCRIBE went out and WaitJoined waited for a confirmation
+// that never came.
+func TestWaitJoinedAfterLeavingAndJoiningAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		n := newNode(t, be.Client(t), nil).start(t)
+		n.waitHealthy(t)
+		pub := New(be.Client(t), Options{})
+		const rounds = 200
+		n.Join("app-1", "churn")
+		for i := range rounds {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			require.NoError(t, n.WaitJoined(ctx, "app-1", []string{"churn"}), "round %d", i)
+			cancel()
+			publish(t, pub, "app-1", Message{Channel: "churn", Event: "e", Data: strconv.Itoa(i)})
+			n.waitFor(t, "app-1", "churn", i+1)
+			n.Leave("app-1", "churn")
+			if i%2 == 1 {
+				runtime.Gosched() // sometimes the runner unsubscribes in between
+			}
+			n.Join("app-1", "churn")
+		}
+	})
+}
+
 // orderHook records the names of the commands of every pipeline sent.
 type orderHook struct {
 	mu    sync.Mutex

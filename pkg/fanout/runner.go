@@ -255,7 +255,11 @@ func (r *runner) apply(ctx context.Context, key string, c *change) (failed []str
 	sh := r.shards[key]
 	var add, remove []string
 	for _, t := range c.add {
-		if sh == nil || !sh.topics[t] {
+		// A topic subscribed already is sent again if its interest is not
+		// confirmed: left and joined again before this reconcile, it is a
+		// new interest whose WaitJoined waits for a confirmation that only
+		// a SUBSCRIBE (idempotent in Redis) brings.
+		if sh == nil || !sh.topics[t] || !b.isConfirmed(t) {
 			add = append(add, t)
 		}
 	}
