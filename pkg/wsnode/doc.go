@@ -17,9 +17,11 @@
 //   - member_added and member_removed are sent once per user cluster-wide,
 //     from the recorder's edges, and a presence channel never seats more
 //     than its member limit across nodes.
-//   - Delivery is at most once, as with Pusher: an event published before
-//     the node's subscription reached Redis, or during a Redis outage, is
-//     lost for its sockets; counts never are.
+//   - Delivery is at most once, as with Pusher: an event published during
+//     a Redis outage is lost for the node's sockets; counts never are. A
+//     subscribe is answered once Redis has confirmed the node's
+//     subscription to the channel (at most 1 s), so a client holding its
+//     subscription_succeeded gets every event published after it.
 //   - A stop closes every socket with 4200 over the drain window, announces
 //     their leaving and removes the node's contribution from Redis.
 //   - Both transports (--transport: the event loop, default on Linux, and
