@@ -17,8 +17,8 @@
 //     waits in the runtime's poller (an epoll set is readable while it has
 //     events), so an idle loop holds no OS thread, and a woken one calls
 //     epoll_wait without blocking; where the poller refuses the set, the
-//     loop blocks in epoll_wait instead. A connection belongs to the loop of its descriptor modulo the
-//     number of loops. OnData, OnDrained and OnClose run on that loop, one
+//     loop blocks in epoll_wait instead. A connection belongs to the loop
+//     of its descriptor modulo the number of loops. OnData, OnDrained and OnClose run on that loop, one
 //     at a time per loop, and must not block: a callback that waits stalls
 //     every connection of the loop. Work that waits (Redis, a queue) goes to
 //     another goroutine.

@@ -93,7 +93,6 @@ func (s *socket) presenceReply(sc *scratch, ch string, p presence, members map[s
 		}
 	})
 	s.join(ch, p)
-	s.awaitJoined(ch)
 	members[p.user] = p.info
 	ids := make([]string, 0, len(members))
 	for id := range members {

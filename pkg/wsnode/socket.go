@@ -366,7 +366,6 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 		return s.sendError(sc, serr)
 	}
 	s.join(ch, presence{})
-	s.awaitJoined(ch)
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
 	if err := s.reply(sc.out); err != nil {
 		return err
@@ -374,8 +373,10 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 	return s.sendCache(sc, ch)
 }
 
-// join records a subscription: socket list, counts, delivery index, bus.
-// User channels are not counted (protocol.Kind.Counted).
+// join records a subscription: socket list, counts, delivery index, bus,
+// and returns once the bus has the channel (awaitJoined), so the answer
+// that follows it promises delivery. User channels are not counted
+// (protocol.Kind.Counted).
 func (s *socket) join(ch string, p presence) {
 	a := s.node
 	s.subs = append(s.subs, sub{channel: ch, member: p})
@@ -399,6 +400,7 @@ func (s *socket) join(ch string, p presence) {
 	// so concurrent first-join and last-leave need no ordering here.
 	a.bus.Join(s.app.Load().ID, ch)
 	a.m.subscriptions.Inc()
+	s.awaitJoined(ch)
 }
 
 // busJoinWait bounds how long a subscribe's answer waits for Redis to
