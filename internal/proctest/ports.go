@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -19,12 +20,19 @@ func FreePort(t testing.TB) int {
 	if p, ok := FreePortIn(PortRange()); ok {
 		return p
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if Reserve(p) {
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no loopback port left that this process has not handed out")
+	return 0
 }
 
 // PortRange is where FreePort looks: from 10000 up to the start of the
@@ -41,19 +49,51 @@ func PortRange() (lo, hi int) {
 	return 10000, hi
 }
 
-// FreePortIn tries random ports in [lo, hi) until one can be listened on.
+// FreePortIn tries random ports in [lo, hi) until one can be listened on
+// and was not handed out before in this process.
 func FreePortIn(lo, hi int) (int, bool) {
 	if hi-lo < 1000 {
 		return 0, false // too narrow a window to pick from at random
 	}
 	for range 100 {
 		p := lo + rand.IntN(hi-lo)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
+		if !Reserve(p) {
 			continue
 		}
-		l.Close()
+		if !Listenable(p) {
+			continue // stays reserved: something else holds it
+		}
 		return p, true
 	}
 	return 0, false
+}
+
+// Reserve records p as handed out and reports whether it was not before.
+// A port is free only until its server binds it: two servers of one test
+// given the same port a moment apart (random picks meet about once per
+// 20,000 pairs, and an e2e run makes thousands of pairs) left the second
+// one failing with "address already in use".
+func Reserve(p int) bool {
+	reserved.Lock()
+	defer reserved.Unlock()
+	if reserved.ports[p] {
+		return false
+	}
+	reserved.ports[p] = true
+	return true
+}
+
+var reserved = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// Listenable reports whether a loopback listener can bind p now.
+func Listenable(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }

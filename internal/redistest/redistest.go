@@ -284,11 +284,9 @@ func clusterPort(t testing.TB) int {
 		if p+10000 > 65535 {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
-		if err != nil {
+		if !proctest.Reserve(p+10000) || !proctest.Listenable(p+10000) {
 			continue
 		}
-		l.Close()
 		return p
 	}
 	t.Fatal("no free loopback port P with P+10000 free for a cluster bus")
