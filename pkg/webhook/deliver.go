@@ -97,8 +97,8 @@ func New(rdb redis.UniversalClient, opts Options) *Deliverer {
 // as they are reloaded: a webhook URL added starts its delivery, one
 // removed stops, and every target of an app that changed in any way is
 // restarted on the app as it now is (its secret, headers, filters). A
-// restart is a hand-over like a replica's: what was read but not
-// acknowledged is delivered again (at least once, never lost).
+// restart lets the posts under way finish and acknowledges them; what
+// was read and not posted is delivered by the restarted target.
 func (d *Deliverer) Run(ctx context.Context) error {
 	type running struct {
 		app  *apps.App

@@ -24,6 +24,9 @@
 //     over within a lease TTL, with the events it had read and not
 //     acknowledged (XAUTOCLAIM). An event is acknowledged only once
 //     delivered or given up, so nothing is lost; one may be sent twice.
+//     A holding that ends while its replica lives (an app reload restarts
+//     its targets; a lease lost) lets the posts under way finish, for up
+//     to finishGrace, and acknowledges them, so it sends nothing twice.
 //   - Events of one channel are posted in log order, one request at a
 //     time. Batching (apps.WebhookBatch) changes neither that order nor
 //     at-least-once delivery: a failed request's events are retried

@@ -1,6 +1,11 @@
 package webhook
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,4 +51,77 @@ func TestDelivererFollowsReloads(t *testing.T) {
 		defer f.rcv.mu.Unlock()
 		return len(f.rcv.got) > 2
 	}, 500*time.Millisecond, 50*time.Millisecond, "the URL removed got an event after its removal")
+}
+
+// TestAReloadResendsNothingDelivered: an app reloaded while one of its
+// webhooks is being posted lets the post finish and acknowledges it, so
+// the receiver gets the event once. It failed when the reload cancelled
+// the post: the receiver had the event, the deliverer saw an error, and
+// the restarted delivery sent it again.
+func TestAReloadResendsNothingDelivered(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	f := newFixture(t, rdb)
+	var (
+		mu      sync.Mutex
+		got     []string
+		arrived = make(chan struct{}, 10)
+		aborted = make(chan struct{}, 10)
+		release = make(chan struct{})
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var hook struct{ Events []Event }
+		body, _ := io.ReadAll(r.Body)
+		require.NoError(t, json.Unmarshal(body, &hook))
+		mu.Lock()
+		for _, e := range hook.Events {
+			got = append(got, e.Name+" "+e.Event)
+		}
+		mu.Unlock()
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			aborted <- struct{}{}
+		}
+	}))
+	defer slow.Close()
+	reload := func(secret string) {
+		next := *f.app
+		next.Secret = secret
+		next.Webhooks = []apps.Webhook{{URL: slow.URL + "/hook", EventTypes: allTypes}}
+		reg, err := apps.New([]*apps.App{&next})
+		require.NoError(t, err)
+		f.reg.Replace(reg)
+		f.app = &next
+	}
+	reload(f.app.Secret)
+	f.start(t, "r1", Options{})
+	f.append(t, Event{Name: ChannelOccupied, Channel: "a"})
+	<-arrived
+
+	reload("rotated")
+	select {
+	case <-aborted:
+		t.Fatal("the reload aborted a post under way")
+	case <-time.After(finishGrace / 4):
+	}
+	close(release)
+	// Same channel, so a resent occupied would arrive before it.
+	f.append(t, Event{Name: ClientEvent, Channel: "a", Event: "client-after"})
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the event after the reload did not arrive")
+		}
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 && got[n-1] == ClientEvent+" client-after" {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{ChannelOccupied + " ", ClientEvent + " client-after"}, got)
 }

@@ -17,10 +17,12 @@ import (
 )
 
 // maxInFlight caps a session's attempts under way; readBatch caps the
-// events one read of the log takes.
+// events one read of the log takes; finishGrace is how long attempts under
+// way when a holding ends get to finish (see windDown).
 const (
 	maxInFlight = 16
 	readBatch   = 500
+	finishGrace = 2 * time.Second
 )
 
 // entry is one event of the log on its way to this target.
@@ -73,10 +75,9 @@ func (t *target) deliver(ctx context.Context) {
 	if !ok {
 		return
 	}
-	s := &session{t: t, queue: queue, results: make(chan attempt, maxInFlight), lastTrim: time.Now()}
-	// ctx is done, so attempts under way end soon; what they delivered
-	// unacknowledged is sent again by the next holder (at least once).
-	defer s.abandon()
+	posts, cancelPosts := context.WithCancel(context.WithoutCancel(ctx))
+	s := &session{t: t, queue: queue, results: make(chan attempt, maxInFlight), lastTrim: time.Now(), posts: posts}
+	defer s.windDown(ctx, cancelPosts)
 	for ctx.Err() == nil {
 		s.ack(ctx)
 		s.t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(s.queue)))
@@ -94,7 +95,7 @@ func (t *target) deliver(ctx context.Context) {
 			s.read(ctx, now.Add(time.Second)) // Redis failed: wait a little
 			continue
 		}
-		wake = s.dispatch(ctx, due, now, wake)
+		wake = s.dispatch(due, now, wake)
 		if len(s.acks) > 0 {
 			continue // markers undone: acknowledge them before anything else
 		}
@@ -145,7 +146,10 @@ type session struct {
 	t        *target
 	queue    []*entry // in log order
 	results  chan attempt
-	inFlight int      // attempts started and not collected
+	inFlight int // attempts started and not collected
+	// posts is the attempts' context: it outlives the holding by up to
+	// finishGrace (windDown).
+	posts    context.Context
 	acks     []string // ids finished since the last ack
 	lastTrim time.Time
 	// sweep is the cursor of the sweep of the log's index (trim).
@@ -156,8 +160,8 @@ type session struct {
 
 // ack acknowledges what is finished (one round trip), then forgets it.
 func (s *session) ack(ctx context.Context) {
-	if len(s.acks) == 0 {
-		return
+	if len(s.acks) == 0 || ctx.Err() != nil {
+		return // a holding that ended acknowledges in windDown
 	}
 	t := s.t
 	if err := t.d.rdb.XAck(ctx, t.key, t.group, s.acks...).Err(); err != nil {
@@ -217,14 +221,14 @@ func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 // request of the channel must not overtake a failing one). A request not
 // full is held until its oldest entry was read MaxWait ago, for more to
 // join it; wake is moved to then.
-func (s *session) dispatch(ctx context.Context, due []*entry, now, wake time.Time) time.Time {
+func (s *session) dispatch(due []*entry, now, wake time.Time) time.Time {
 	b := s.t.batch
 	if b == nil {
 		for _, e := range due {
 			if s.inFlight >= maxInFlight {
 				break
 			}
-			s.start(ctx, []*entry{e})
+			s.start([]*entry{e})
 		}
 		return wake
 	}
@@ -254,19 +258,19 @@ func (s *session) dispatch(ctx context.Context, due []*entry, now, wake time.Tim
 				return earliest(wake, until)
 			}
 		}
-		s.start(ctx, batch)
+		s.start(batch)
 	}
 	return wake
 }
 
 // start posts batch in an attempt of its own; finish settles it.
-func (s *session) start(ctx context.Context, batch []*entry) {
+func (s *session) start(batch []*entry) {
 	for _, e := range batch {
 		e.inFlight = true
 	}
 	s.inFlight++
 	s.t.d.m.requestEvents.WithLabelValues(s.t.app.ID, s.t.group).Observe(float64(len(batch)))
-	go func() { s.results <- attempt{batch, s.t.post(ctx, batch)} }()
+	go func() { s.results <- attempt{batch, s.t.post(s.posts, batch)} }()
 }
 
 // read reads new events into the queue; it waits for them (until wake, at
@@ -319,11 +323,22 @@ func (s *session) finish(r attempt) {
 	s.acks = append(s.acks, s.t.settle(r.batch, r.err)...)
 }
 
-// abandon waits for the attempts under way (ctx is done, so they end soon).
-func (s *session) abandon() {
-	for ; s.inFlight > 0; s.inFlight-- {
-		<-s.results
+// windDown ends a holding (ctx is done: a reload, the lease lost, a
+// shutdown). The attempts under way get finishGrace to finish, and what was
+// delivered is acknowledged: cancelling them at once, or leaving their
+// acknowledgement to the next holder, made a receiver get an event again
+// because the app was reloaded just after its delivery. What is still
+// unacknowledged after that is sent again by the next holder (at least
+// once, never lost).
+func (s *session) windDown(ctx context.Context, cancelPosts context.CancelFunc) {
+	defer time.AfterFunc(finishGrace, cancelPosts).Stop()
+	for s.inFlight > 0 {
+		s.finish(<-s.results)
 	}
+	cancelPosts()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishGrace)
+	defer cancel()
+	s.ack(actx)
 }
 
 func earliest(a, b time.Time) time.Time {
