@@ -68,7 +68,7 @@ func TestAReloadResendsNothingDelivered(t *testing.T) {
 		aborted = make(chan struct{}, 10)
 		release = make(chan struct{})
 	)
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var hook struct{ Events []Event }
 		body, _ := io.ReadAll(r.Body)
 		require.NoError(t, json.Unmarshal(body, &hook))
