@@ -27,11 +27,15 @@
 //     is resubscribed there. Healthy is false until the subscriptions are
 //     back; each outage is logged once.
 //   - Leave stops delivery at once, before the unsubscribe reaches Redis.
+//   - WaitJoined returns once Redis has run the subscribe of the interest
+//     now joined: a channel left and joined again is confirmed by the
+//     answer to the SUBSCRIBE sent after its UNSUBSCRIBE, never by one
+//     sent before it, however many are in flight.
 //   - Messages that do not decode are dropped, counted and logged (rate
 //     limited), never fatal.
 //
 // Concurrency: Publish, PublishBatch, Join, Leave, Sync and Healthy are
-// safe for concurrent use, and Join and Leave never wait for Redis. One Run at a time; its
-// deliver callback is never called concurrently, and a slow deliver delays
+// safe for concurrent use, and Join and Leave never wait for Redis. One Run
+// at a time; its deliver callback is never called concurrently, and a slow deliver delays
 // every channel, so it must only hand the message on.
 package fanout

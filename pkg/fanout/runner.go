@@ -114,6 +114,44 @@ type shard struct {
 	up       atomic.Bool  // transitions under Bus.hmu
 	lastData atomic.Int64 // unix nanos of the last reply read
 	rebuild  atomic.Bool  // Redis dropped subscriptions we still want
+
+	// unsubscribing counts, by topic, the unsubscribes sent on this
+	// connection and not answered yet. A subscribe's answer read while one
+	// is pending answers a subscribe sent before it: an interest joined
+	// since, whose own subscribe is still on its way, is not confirmed by
+	// it (receive).
+	umu           sync.Mutex
+	unsubscribing map[string]int
+}
+
+// pendUnsubscribes adds d to each topic's count of unsubscribes under way.
+func (sh *shard) pendUnsubscribes(topics []string, d int) {
+	sh.umu.Lock()
+	defer sh.umu.Unlock()
+	for _, t := range topics {
+		if n := sh.unsubscribing[t] + d; n > 0 {
+			sh.unsubscribing[t] = n
+		} else {
+			delete(sh.unsubscribing, t)
+		}
+	}
+}
+
+// unsubscribePending reports whether an unsubscribe of topic sent on this
+// connection is not answered yet.
+func (sh *shard) unsubscribePending(topic string) bool {
+	sh.umu.Lock()
+	defer sh.umu.Unlock()
+	return sh.unsubscribing[topic] > 0
+}
+
+// connectionLost forgets the unsubscribes under way: their answers will
+// not come, and go-redis resubscribes on its new connection only what is
+// still subscribed.
+func (sh *shard) connectionLost() {
+	sh.umu.Lock()
+	defer sh.umu.Unlock()
+	clear(sh.unsubscribing)
 }
 
 // shardKey names the connection that carries app's topics: one per app on
@@ -136,7 +174,7 @@ func (r *runner) open(key string) *shard {
 		ps = r.b.rdb.Subscribe(context.Background())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sh := &shard{key: key, ps: ps, topics: make(map[string]bool), ctx: ctx, cancel: cancel}
+	sh := &shard{key: key, ps: ps, topics: make(map[string]bool), unsubscribing: make(map[string]int), ctx: ctx, cancel: cancel}
 	r.shards[key] = sh
 	r.b.hmu.Lock()
 	r.b.down++ // not up until its connection answers
@@ -284,6 +322,8 @@ func (r *runner) apply(ctx context.Context, key string, c *change) (failed []str
 		return nil
 	}
 	for chunk := range slices.Chunk(remove, subscribeBatch) {
+		// Counted before the write, so an answer read at once finds it.
+		sh.pendUnsubscribes(chunk, 1)
 		var err error
 		if b.cluster != nil {
 			err = sh.ps.SUnsubscribe(ctx, chunk...)
@@ -293,8 +333,11 @@ func (r *runner) apply(ctx context.Context, key string, c *change) (failed []str
 		// go-redis forgot the topics before sending, and a failed write
 		// makes it redial and resubscribe without them; nothing to retry.
 		// Meanwhile dispatch drops their messages.
-		if err != nil && ctx.Err() == nil {
-			b.log.Debug("unsubscribe failed; the reconnect drops it", "topics", len(chunk), "error", err)
+		if err != nil {
+			sh.pendUnsubscribes(chunk, -1)
+			if ctx.Err() == nil {
+				b.log.Debug("unsubscribe failed; the reconnect drops it", "topics", len(chunk), "error", err)
+			}
 		}
 	}
 	for chunk := range slices.Chunk(add, subscribeBatch) {
@@ -384,6 +427,7 @@ func (r *runner) receive(sh *shard) {
 			b.poke()
 		}
 		b.markDown(sh, err)
+		sh.connectionLost()
 		probe = true
 		if !clock.Sleep(sh.ctx, backoff) {
 			return false
@@ -434,17 +478,22 @@ func (r *runner) receive(sh *shard) {
 		case *redis.Pong:
 			b.synced(msg.Payload)
 		case *redis.Subscription:
-			if msg.Kind == "subscribe" || msg.Kind == "ssubscribe" {
-				b.confirm(msg.Channel)
-			}
-			if msg.Kind == "sunsubscribe" && b.wanted(msg.Channel) {
-				// Redis unsubscribed us by itself: the slot moved. (Our own
-				// SUNSUBSCRIBE is for a channel no longer wanted, unless it
-				// was joined again meanwhile; then the rebuild is merely
-				// redundant.)
-				sh.rebuild.Store(true)
-				b.markDown(sh, fmt.Errorf("redis unsubscribed %s", msg.Channel))
-				b.poke()
+			switch msg.Kind {
+			case "subscribe", "ssubscribe":
+				if !sh.unsubscribePending(msg.Channel) {
+					b.confirm(msg.Channel)
+				}
+			case "unsubscribe":
+				sh.pendUnsubscribes([]string{msg.Channel}, -1)
+			case "sunsubscribe":
+				ours := sh.unsubscribePending(msg.Channel)
+				sh.pendUnsubscribes([]string{msg.Channel}, -1)
+				if !ours && b.wanted(msg.Channel) {
+					// Redis unsubscribed us by itself: the slot moved.
+					sh.rebuild.Store(true)
+					b.markDown(sh, fmt.Errorf("redis unsubscribed %s", msg.Channel))
+					b.poke()
+				}
 			}
 		}
 	}
