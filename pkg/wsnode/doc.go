@@ -21,7 +21,9 @@
 //     a Redis outage is lost for the node's sockets; counts never are. A
 //     subscribe is answered once Redis has confirmed the node's
 //     subscription to the channel (at most 1 s), so a client holding its
-//     subscription_succeeded gets every event published after it.
+//     subscription_succeeded gets every event published after it. A run
+//     of subscribes queued together shares one such wait, and their
+//     answers keep their order.
 //   - A stop closes every socket with 4200 over the drain window, announces
 //     their leaving and removes the node's contribution from Redis.
 //   - Both transports (--transport: the event loop, default on Linux, and

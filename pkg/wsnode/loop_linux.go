@@ -1,6 +1,7 @@
 package wsnode
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -68,6 +69,12 @@ type inMessage struct {
 	sc   *scratch
 	text bool
 }
+
+// subscribeEvent marks a queued message that is likely a subscribe: the
+// answers of a run of them are held for one wait (heldAnswers). A message
+// it misjudges costs nothing: whatever it is, its handling sends the
+// held answers first.
+var subscribeEvent = []byte(`"pusher:subscribe"`)
 
 // Loop transport limits.
 const (
@@ -228,6 +235,7 @@ func (l *loopLink) closeRead(ev wsframe.Event) {
 // run handles the inbox until it is empty, then returns; once the
 // connection ended it releases the socket (closed) instead.
 func (l *loopLink) run() {
+	var held heldAnswers
 	for {
 		l.mu.Lock()
 		if l.ended {
@@ -250,6 +258,7 @@ func (l *loopLink) run() {
 		m := l.inbox[0]
 		l.inbox[0] = inMessage{}
 		l.inbox = l.inbox[1:]
+		held.more = len(l.inbox) > 0 && bytes.Contains(l.inbox[0].sc.in.Bytes(), subscribeEvent)
 		l.inboxBytes -= m.sc.in.Len()
 		resume := l.paused && l.inboxBytes <= inboxLimit/2
 		if resume {
@@ -259,7 +268,9 @@ func (l *loopLink) run() {
 		if resume {
 			l.c.ResumeRead()
 		}
+		m.sc.held = &held
 		err := l.s.serveMessage(m.sc, m.text)
+		m.sc.held = nil
 		putScratch(m.sc)
 		if err != nil {
 			l.end(err)

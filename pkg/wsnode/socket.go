@@ -109,6 +109,21 @@ type sub struct {
 type scratch struct {
 	in  bytes.Buffer
 	out []byte
+	// held is set by a read path that can see the socket's next message
+	// (the event loop's inbox): a run of subscribes shares it.
+	held *heldAnswers
+}
+
+// heldAnswers are the subscription_succeeded answers of a run of
+// subscribes (pusher-js sends every subscribe of a page in one burst),
+// held so that one wait for the bus covers all of their channels: waited
+// for one by one, a burst of channels new to the node cost a Redis round
+// trip each, in a row. The answers go, in order, before any other reply
+// of the socket (answerHeld).
+type heldAnswers struct {
+	channels []string
+	// more: another subscribe is queued behind the message being handled.
+	more bool
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{out: make([]byte, 0, 512)} }}
@@ -253,10 +268,12 @@ func (s *socket) serveMessage(sc *scratch, text bool) error {
 	a := s.node
 	s.lastSeen.Store(a.hub.now.Load())
 	if !s.allowFrame() {
+		_ = s.answerHeld(sc)
 		return s.overFrameRate()
 	}
 	if text {
 		if !utf8.Valid(sc.in.Bytes()) {
+			_ = s.answerHeld(sc)
 			return s.invalidUTF8()
 		}
 		return s.onFrame(sc)
@@ -290,6 +307,11 @@ func (s *socket) onFrame(sc *scratch) error {
 		a.m.received[frameMalformed].Inc()
 		a.m.errors[reasonMalformed].Inc()
 		return s.sendError(sc, err)
+	}
+	if f.Event != protocol.EventSubscribe {
+		if err := s.answerHeld(sc); err != nil {
+			return err
+		}
 	}
 	switch f.Event {
 	case protocol.EventPing:
@@ -360,10 +382,24 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 			return s.authFailed(sc, ch, errors.New(protocol.UserChannelPrefix+" channels are only for the user this connection signed in as (pusher:signin)"))
 		}
 	case protocol.KindPresence:
+		if err := s.answerHeld(sc); err != nil {
+			return err
+		}
 		return s.subscribePresence(sc, sub)
 	}
 	if serr := s.allowChannel(ch); serr != nil {
 		return s.sendError(sc, serr)
+	}
+	if h := sc.held; h != nil && !protocol.IsCacheChannel(ch) {
+		s.enter(ch, presence{})
+		h.channels = append(h.channels, ch)
+		if h.more {
+			return nil
+		}
+		return s.answerHeld(sc)
+	}
+	if err := s.answerHeld(sc); err != nil {
+		return err
 	}
 	s.join(ch, presence{})
 	sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
@@ -373,11 +409,36 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 	return s.sendCache(sc, ch)
 }
 
-// join records a subscription: socket list, counts, delivery index, bus,
-// and returns once the bus has the channel (awaitJoined), so the answer
-// that follows it promises delivery. User channels are not counted
-// (protocol.Kind.Counted).
+// answerHeld sends the held subscription_succeeded answers, once the bus
+// has all of their channels (one wait). Every other reply of the socket
+// calls it first, so answers keep the order of the frames they answer.
+func (s *socket) answerHeld(sc *scratch) error {
+	h := sc.held
+	if h == nil || len(h.channels) == 0 {
+		return nil
+	}
+	chans := h.channels
+	h.channels = h.channels[:0]
+	s.awaitJoined(chans...)
+	for _, ch := range chans {
+		sc.out = protocol.AppendSubscriptionSucceeded(sc.out[:0], ch)
+		if err := s.reply(sc.out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// join records a subscription (enter) and returns once the bus has the
+// channel (awaitJoined), so the answer that follows it promises delivery.
 func (s *socket) join(ch string, p presence) {
+	s.enter(ch, p)
+	s.awaitJoined(ch)
+}
+
+// enter records a subscription: socket list, counts, delivery index, bus.
+// User channels are not counted (protocol.Kind.Counted).
+func (s *socket) enter(ch string, p presence) {
 	a := s.node
 	s.subs = append(s.subs, sub{channel: ch, member: p})
 	kind := protocol.ChannelKind(ch)
@@ -400,7 +461,6 @@ func (s *socket) join(ch string, p presence) {
 	// so concurrent first-join and last-leave need no ordering here.
 	a.bus.Join(s.app.Load().ID, ch)
 	a.m.subscriptions.Inc()
-	s.awaitJoined(ch)
 }
 
 // busJoinWait bounds how long a subscribe's answer waits for Redis to
@@ -408,19 +468,19 @@ func (s *socket) join(ch string, p presence) {
 const busJoinWait = time.Second
 
 // awaitJoined holds a subscribe's answer until Redis has confirmed this
-// node's subscription to ch, so that a client holding its
+// node's subscription to each of chans, so that a client holding its
 // subscription_succeeded gets every event published after it, such as a
 // client event another subscriber sends at once. Only the node's first
 // subscriber of ch waits the round trip; later ones find it confirmed.
 // Past busJoinWait the answer goes anyway: while the bus is down, delivery
 // is at most once (package fanout), and the bus reports the outage.
-func (s *socket) awaitJoined(ch string) {
+func (s *socket) awaitJoined(chans ...string) {
 	a := s.node
 	ctx, cancel := context.WithTimeout(context.Background(), busJoinWait)
 	defer cancel()
-	if err := a.bus.WaitJoined(ctx, s.app.Load().ID, []string{ch}); err != nil {
+	if err := a.bus.WaitJoined(ctx, s.app.Load().ID, chans); err != nil {
 		a.log.Debug("subscribed before the event bus confirmed the channel; events published meanwhile may not reach it",
-			"app", s.app.Load().ID, "channel", ch, "error", err)
+			"app", s.app.Load().ID, "channels", chans, "error", err)
 	}
 }
 
@@ -480,6 +540,9 @@ type appender interface{ AppendTo([]byte) []byte }
 
 // sendError tells the client about err; the socket stays open.
 func (s *socket) sendError(sc *scratch, err error) error {
+	if herr := s.answerHeld(sc); herr != nil {
+		return herr
+	}
 	var ap appender
 	var perr *protocol.Error
 	var serr *protocol.SubscriptionError

@@ -3,8 +3,10 @@ package wsnode_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,51 @@ func TestClientGoneDuringItsUpgrade(t *testing.T) {
 		assert.NoError(c, err)
 		assert.Zero(c, got, "the app's connections in Redis")
 	}, wait, tick)
+}
+
+// TestABurstOfSubscribesWaitsForTheBusOnce: pusher-js sends every
+// subscribe of a page in one burst. Their channels, new to the node, are
+// all recorded and joined before the first answer waits for the bus, and
+// the answers come in order once the bus has them all: one wait for the
+// burst. Before, each answer waited for its own channel before the next
+// subscribe was read, a Redis round trip per channel in a row; with Redis
+// paused, one subscription of the burst was recorded until it came back.
+func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
+	if os.Getenv("HC_TEST_TRANSPORT") == "goroutine" {
+		t.Skip("the goroutine transport cannot see the next frame: it answers subscribes one at a time")
+	}
+	const pause, burst = 600 * time.Millisecond, 10
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`) // the bus's connection is up
+	require.Contains(t, c.read(t), "subscription_succeeded")
+
+	pauseRedis(t, n, pause)
+	start := time.Now()
+	var frames []byte
+	for i := range burst {
+		frames = append(frames, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"fresh-%d"}}`, i))...)
+	}
+	frames = append(frames, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	_, err := c.Write(frames)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return metric(t, n.reg, "headcount_wsnode_subscriptions", "") == burst+1
+	}, wait, tick)
+	require.Less(t, time.Since(start), pause/2, "the burst's subscriptions were recorded one wait for the bus at a time")
+
+	for i := range burst {
+		f := parseRaw(t, c.read(t))
+		require.Equal(t, "pusher_internal:subscription_succeeded", f.Event)
+		require.Equal(t, fmt.Sprintf("fresh-%d", i), f.Channel, "answers out of order")
+	}
+	require.GreaterOrEqual(t, time.Since(start), pause*3/4, "answered before Redis confirmed the node's subscriptions")
+	require.Contains(t, c.read(t), "pusher:pong", "the ping behind the burst is answered after it")
+	for i := range burst {
+		require.NoError(t, n.Publish(context.Background(), appID, fanout.Message{Channel: fmt.Sprintf("fresh-%d", i), Event: "right-after", Data: "{}"}))
+		require.Contains(t, c.read(t), "right-after")
+	}
 }
 
 // TestSubscribeIsAnsweredOnceTheBusHasTheChannel: the answer to a
