@@ -132,6 +132,18 @@ func TestClientGoneDuringItsUpgrade(t *testing.T) {
 	}, wait, tick)
 }
 
+// warmSocket returns a node and a socket subscribed to one channel, so the
+// node's bus connection is up before a test pauses Redis.
+func warmSocket(t *testing.T) (*testNode, *rawConn) {
+	t.Helper()
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`)
+	require.Contains(t, c.read(t), "subscription_succeeded")
+	return n, c
+}
+
 // TestABurstOfSubscribesWaitsForTheBusOnce: pusher-js sends every
 // subscribe of a page in one burst. Their channels, new to the node, are
 // all recorded and joined before the first answer waits for the bus, and
@@ -144,11 +156,7 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 		t.Skip("the goroutine transport cannot see the next frame: it answers subscribes one at a time")
 	}
 	const pause, burst = 600 * time.Millisecond, 10
-	n := startNode(t).run(t)
-	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-	require.Contains(t, c.read(t), "pusher:connection_established")
-	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`) // the bus's connection is up
-	require.Contains(t, c.read(t), "subscription_succeeded")
+	n, c := warmSocket(t)
 
 	pauseRedis(t, n, pause)
 	start := time.Now()
@@ -187,11 +195,7 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 // own SUBSCRIBE and be lost.
 func TestSubscribeIsAnsweredOnceTheBusHasTheChannel(t *testing.T) {
 	const pause = 400 * time.Millisecond
-	n := startNode(t).run(t)
-	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-	require.Contains(t, c.read(t), "pusher:connection_established")
-	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`) // the bus's connection is up
-	require.Contains(t, c.read(t), "subscription_succeeded")
+	n, c := warmSocket(t)
 
 	pauseRedis(t, n, pause)
 	start := time.Now()
