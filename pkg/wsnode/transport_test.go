@@ -3,6 +3,7 @@ package wsnode_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -183,6 +184,70 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 		require.NoError(t, n.Publish(context.Background(), appID, fanout.Message{Channel: fmt.Sprintf("fresh-%d", i), Event: "right-after", Data: "{}"}))
 		require.Contains(t, c.read(t), "right-after")
 	}
+}
+
+// TestAMixedBurstIsAnsweredInOrder: subscribes whose answers are held for
+// one wait for the bus (heldAnswers) are answered in the order of the
+// frames, whatever is between them: a repeated subscribe, a frame that
+// is not JSON, a refused signature, a presence subscribe, a ping that
+// looks like a subscribe to the inbox's peek, an unsubscribe. Redis is paused, so the held answers wait while the
+// frames behind them are read.
+func TestAMixedBurstIsAnsweredInOrder(t *testing.T) {
+	n := startNode(t).run(t)
+	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
+	hello := parseRaw(t, c.read(t))
+	require.Equal(t, "pusher:connection_established", hello.Event)
+	var conn struct {
+		SocketID string `json:"socket_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(hello.Data), &conn))
+	c.send(t, `{"event":"pusher:subscribe","data":{"channel":"warm"}}`) // the bus's connection is up
+	require.Contains(t, c.read(t), "subscription_succeeded")
+
+	cd := `{"user_id":"u1"}`
+	sends := []string{
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-1"}}`,
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-1"}}`,
+		`not json`,
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-2"}}`,
+		subscribeFrame("private-mixed", appKey+":bad", ""),
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-3"}}`,
+		subscribeFrame("presence-mixed", signKey(appKey, conn.SocketID+":presence-mixed:"+cd), cd),
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-4"}}`,
+		`{"event":"pusher:ping","data":{"pusher:subscribe":"a ping that looks like a subscribe"}}`,
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-5"}}`,
+		`{"event":"pusher:unsubscribe","data":{"channel":"mixed-5"}}`,
+		`{"event":"pusher:subscribe","data":{"channel":"mixed-6"}}`,
+	}
+	want := []string{
+		"pusher_internal:subscription_succeeded mixed-1",
+		"pusher:error ",
+		"pusher:error ",
+		"pusher_internal:subscription_succeeded mixed-2",
+		"pusher:subscription_error private-mixed",
+		"pusher_internal:subscription_succeeded mixed-3",
+		"pusher_internal:subscription_succeeded presence-mixed",
+		"pusher_internal:subscription_succeeded mixed-4",
+		"pusher:pong ",
+		"pusher_internal:subscription_succeeded mixed-5",
+		"pusher_internal:subscription_succeeded mixed-6",
+	}
+	var frames []byte
+	for _, m := range sends {
+		frames = append(frames, wstest.TextFrame(m)...)
+	}
+	pauseRedis(t, n, 300*time.Millisecond)
+	_, err := c.Write(frames)
+	require.NoError(t, err)
+	var got []string
+	for len(got) < len(want) {
+		f := parseRaw(t, c.read(t))
+		if f.Event == "pusher_internal:member_added" || f.Event == "pusher_internal:subscription_count" {
+			continue
+		}
+		got = append(got, f.Event+" "+f.Channel)
+	}
+	require.Equal(t, want, got)
 }
 
 // TestSubscribeIsAnsweredOnceTheBusHasTheChannel: the answer to a
