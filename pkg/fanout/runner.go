@@ -145,6 +145,14 @@ func (sh *shard) unsubscribePending(topic string) bool {
 	return sh.unsubscribing[topic] > 0
 }
 
+// unsubscribeAnswered records the answer to an unsubscribe of topic and
+// reports whether it answers one of ours (else Redis unsubscribed us).
+func (sh *shard) unsubscribeAnswered(topic string) (ours bool) {
+	ours = sh.unsubscribePending(topic)
+	sh.pendUnsubscribes([]string{topic}, -1)
+	return ours
+}
+
 // connectionLost forgets the unsubscribes under way: their answers will
 // not come, and go-redis resubscribes on its new connection only what is
 // still subscribed.
@@ -483,12 +491,9 @@ func (r *runner) receive(sh *shard) {
 				if !sh.unsubscribePending(msg.Channel) {
 					b.confirm(msg.Channel)
 				}
-			case "unsubscribe":
-				sh.pendUnsubscribes([]string{msg.Channel}, -1)
-			case "sunsubscribe":
-				ours := sh.unsubscribePending(msg.Channel)
-				sh.pendUnsubscribes([]string{msg.Channel}, -1)
-				if !ours && b.wanted(msg.Channel) {
+			case "unsubscribe", "sunsubscribe":
+				ours := sh.unsubscribeAnswered(msg.Channel)
+				if msg.Kind == "sunsubscribe" && !ours && b.wanted(msg.Channel) {
 					// Redis unsubscribed us by itself: the slot moved.
 					sh.rebuild.Store(true)
 					b.markDown(sh, fmt.Errorf("redis unsubscribed %s", msg.Channel))
