@@ -19,12 +19,15 @@ import (
 // user's bus channel while any of its sockets watches that user.
 type watchlist struct {
 	users []string
-	// mu orders the socket's watchlist frames. Until the first status is
-	// sent, pending holds the latest edge the bus brought for each user
-	// (true: online), which wins over the status read from Redis, since it
-	// may be newer; nil after, when edges are queued as they come.
-	mu      sync.Mutex
-	pending map[string]bool
+	// mu orders the socket's watchlist frames. status holds each user's
+	// latest state (true: online): until the first status is sent, the
+	// edges the bus brought, which win over the status read from Redis
+	// since they may be newer; after it (sent), what the client was told,
+	// so that an edge it already knows is not sent again (an edge
+	// published just after the read found the change).
+	mu     sync.Mutex
+	status map[string]bool
+	sent   bool
 }
 
 // watchUsers starts s's watchlist: it joins each user's bus channel, then,
@@ -34,7 +37,7 @@ type watchlist struct {
 // the watchlist at signin). Edges that came meanwhile win.
 func (s *socket) watchUsers(users []string) {
 	a := s.node
-	w := &watchlist{users: users, pending: map[string]bool{}}
+	w := &watchlist{users: users, status: map[string]bool{}}
 	s.watch = w
 	chs := make([]string, len(users))
 	for i, u := range users {
@@ -56,7 +59,7 @@ func (s *socket) watchUsers(users []string) {
 	defer w.mu.Unlock()
 	var on, off []string
 	for i, u := range users {
-		st, seen := w.pending[u]
+		st, seen := w.status[u]
 		switch {
 		case seen:
 		case err != nil:
@@ -64,13 +67,14 @@ func (s *socket) watchUsers(users []string) {
 		default:
 			st = online[i]
 		}
+		w.status[u] = st
 		if st {
 			on = append(on, u)
 		} else {
 			off = append(off, u)
 		}
 	}
-	w.pending = nil
+	w.sent = true
 	if len(on)+len(off) == 0 {
 		return
 	}
@@ -101,8 +105,11 @@ func (a *App) watchEdge(app, channel, user string, online bool) {
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.pending != nil {
-			w.pending[user] = online
+		if last, told := w.status[user]; w.sent && told && last == online {
+			return
+		}
+		w.status[user] = online
+		if !w.sent {
 			return
 		}
 		if f == nil {
