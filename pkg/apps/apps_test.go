@@ -284,7 +284,7 @@ func TestParseChannelCaps(t *testing.T) {
 	require.Equal(t, DefaultMaxChannelsPerConnection, c.ChannelsPerConnection())
 	require.Equal(t, DefaultMaxChannels, c.ChannelLimit())
 
-	for _, bad := range []string{`-1`, `1001`, `"many"`} {
+	for _, bad := range []string{`-1`, `10001`, `"many"`} {
 		_, err := Parse([]byte(`[{"id":"a","key":"k","secret":"s","maxChannelsPerConnection":` + bad + `}]`))
 		require.ErrorContains(t, err, "maxChannelsPerConnection", bad)
 	}

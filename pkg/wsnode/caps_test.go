@@ -266,7 +266,7 @@ func TestFrameFloodIsClosed(t *testing.T) {
 func TestPusherJSReconnectBurstFits(t *testing.T) {
 	n := startNode(t).run(t)
 	c, id := n.connectRaw(t, wideKey)
-	const channels = apps.MaxChannelsPerConnectionLimit
+	const channels = wideChannels
 	ud := `{"id":"7"}`
 	b, err := json.Marshal(map[string]any{"event": "pusher:signin", "data": map[string]string{"user_data": ud, "auth": signKey(wideKey, id+"::user::"+ud)}})
 	require.NoError(t, err)
@@ -301,21 +301,39 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
 }
 
-// TestOverCapBurstIsRefusedNotCut: a page of 300 channels on an app whose
-// connections may hold 100 (the default) sends all 300 subscribes on every
-// reconnect, as pusher-js does: the 200 past the cap are refused and the
+// TestABusyPageIsServedWhole: a page of 300 channels (a dashboard, a
+// trading screen) subscribes to all of them at once on the default cap, as
+// Pusher and soketi, which set no cap, serve it.
+func TestABusyPageIsServedWhole(t *testing.T) {
+	n := startNode(t).run(t)
+	c, _ := n.connectRaw(t, appKey)
+	succeeded := subscribeBurst(t, c, "page", 300)
+	require.Equal(t, 300, succeeded)
+}
+
+// TestOverCapBurstIsRefusedNotCut: a page of more channels than the default
+// cap, on an app whose connections may hold 3, sends all of them on every
+// reconnect, as pusher-js does: those past the cap are refused and the
 // connection stays, so pusher-js does not reconnect in a loop.
 func TestOverCapBurstIsRefusedNotCut(t *testing.T) {
 	n := startNode(t).run(t)
-	c, _ := n.connectRaw(t, appKey)
-	const channels = 300
+	c, _ := n.connectRaw(t, capKey)
+	succeeded := subscribeBurst(t, c, "p", apps.DefaultMaxChannelsPerConnection+100)
+	require.Equal(t, 3, succeeded)
+	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+}
+
+// subscribeBurst sends channels subscribes to prefix0, prefix1, ... in one
+// write, reads an answer to each, and returns how many succeeded; the rest
+// must be refused with LimitReached, and the socket must still answer.
+func subscribeBurst(t *testing.T, c *rawConn, prefix string, channels int) (succeeded int) {
+	t.Helper()
 	var burst []byte
 	for i := range channels {
-		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"p%d"}}`, i))...)
+		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"%s%d"}}`, prefix, i))...)
 	}
 	_, err := c.Write(burst)
 	require.NoError(t, err)
-	succeeded := 0
 	for range channels {
 		f := parseRaw(t, c.read(t))
 		if f.Event == "pusher_internal:subscription_succeeded" {
@@ -325,10 +343,9 @@ func TestOverCapBurstIsRefusedNotCut(t *testing.T) {
 		typ, _, _ := subscriptionRefusal(t, f)
 		require.Equal(t, "LimitReached", typ)
 	}
-	require.Equal(t, apps.DefaultMaxChannelsPerConnection, succeeded)
 	c.send(t, `{"event":"pusher:ping","data":{}}`)
 	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
-	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+	return succeeded
 }
 
 // subscriptionRefusal decodes a pusher:subscription_error's data.
@@ -493,7 +510,7 @@ func TestChannelMemory(t *testing.T) {
 	if os.Getenv("HC_MEASURE_CHANNELS") == "" {
 		t.Skip("a measurement: set HC_MEASURE_CHANNELS=1")
 	}
-	const sockets, perSocket = 20, apps.MaxChannelsPerConnectionLimit
+	const sockets, perSocket = 20, apps.DefaultMaxChannelsPerConnection
 	n := startNode(t).run(t)
 	rdb := n.redis.Client(t)
 	ctx := context.Background()

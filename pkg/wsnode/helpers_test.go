@@ -65,12 +65,17 @@ const (
 	cacheAppID  = "app-cache"
 	cacheKey    = "key-cache"
 	wideAppID   = "app-wide"
-	wideKey     = "key-wide" // 1,000 channels per connection, the most an app may set
+	wideKey     = "key-wide" // wideChannels per connection, above the default
 	capKey      = "key-cap"  // 3 channels per connection
 	fewAppID    = "app-few"
 	fewKey      = "key-few" // 20 channels occupied at once
 	secret      = "secret-1"
 )
+
+// wideChannels is the wide app's maxChannelsPerConnection: twice the
+// default, so its tests show that the frame budget and the send queue
+// follow an app's cap past the default.
+const wideChannels = 2 * apps.DefaultMaxChannelsPerConnection
 
 func testApps(t *testing.T) *apps.Registry {
 	t.Helper()
@@ -88,7 +93,7 @@ func testApps(t *testing.T) *apps.Registry {
 		{ID: authAppID, Key: authKey, Secret: secret, Enabled: true, EnableUserAuthentication: true},
 		{ID: cacheAppID, Key: cacheKey, Secret: secret, Enabled: true,
 			Webhooks: []apps.Webhook{{URL: "http://127.0.0.1:9/", EventTypes: []string{"cache_miss"}}}},
-		{ID: wideAppID, Key: wideKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: apps.MaxChannelsPerConnectionLimit},
+		{ID: wideAppID, Key: wideKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: wideChannels},
 		{ID: "app-cap", Key: capKey, Secret: secret, Enabled: true, MaxChannelsPerConnection: 3},
 		{ID: fewAppID, Key: fewKey, Secret: secret, Enabled: true, MaxChannels: 20},
 	})

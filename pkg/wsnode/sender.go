@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -20,15 +21,29 @@ import (
 // leaves their write waiting on its own goroutine (finishBatch), and the
 // sweeper's write timeout cuts it.
 //
-// The frame budget is the per-socket channel limit and more: a socket on
-// every channel it may hold can be sent one delivery per channel at once
-// (subscription_count after pusher-js re-sends its subscribes), which a
-// busy node queues before a writer runs. The byte budget is what bounds
-// memory; frames only bound the queue's slice.
+// The budget of deliveries holds a socket on every channel it may hold
+// being sent one delivery per channel at once (subscription_count after
+// pusher-js re-sends its subscribes), which a busy node queues before a
+// writer runs: queueLimits grows it with the app's channel cap, from these
+// floors, which fit the default cap. The byte budget is what bounds memory;
+// frames only bound the queue's slice.
 const (
 	maxQueueFrames = 1024
 	maxQueueBytes  = 256 << 10
+	// deliveryOverhead is a subscription_count frame's bytes besides its
+	// channel's name (106 with a count of seven digits), and some to spare.
+	deliveryOverhead = 120
 )
+
+// queueLimits is the budget of deliveries a socket of app may have queued:
+// the floors, or one subscription_count per channel of the app's cap on
+// names of the longest length it allows, whichever is more (320,000 bytes
+// with the defaults).
+func queueLimits(app *apps.App) (frames, bytes int) {
+	channels := app.ChannelsPerConnection()
+	return max(maxQueueFrames, channels+maxQueueFrames-apps.DefaultMaxChannelsPerConnection),
+		max(maxQueueBytes, channels*(app.ChannelNameLimit()+deliveryOverhead))
+}
 
 // closeSlots bounds the close handshakes in flight for sockets closed by
 // the node (slow consumers, idle sockets); beyond it they are cut without one.
@@ -125,7 +140,7 @@ func (s *socket) enqueueLive(f frame, cacheChannel string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue)-int(s.replies) >= maxQueueFrames || s.queued-s.replyBytes+len(f) > maxQueueBytes {
+	if frames, bytes := queueLimits(s.app.Load()); len(s.queue)-int(s.replies) >= frames || s.queued-s.replyBytes+len(f) > bytes {
 		s.kill()
 		s.mu.Unlock()
 		s.slowConsumer()

@@ -36,7 +36,7 @@ func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+wideKey+pusherJSQuery)
 	require.Contains(t, c.read(t), "pusher:connection_established")
 
-	const channels = apps.MaxChannelsPerConnectionLimit
+	const channels = wideChannels
 	var burst bytes.Buffer
 	want := map[string]int64{}
 	for i := range channels {
@@ -103,28 +103,36 @@ func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
 // TestDeliveryBurstOfOnePerChannelFits: a socket on the channel limit gets
 // one delivery per channel at once (subscription_count after pusher-js
 // re-sends its subscribes): a burst the size of the channel limit, queued
-// before any writer runs, is not a slow consumer.
+// before any writer runs, is not a slow consumer. On the default cap and on
+// an app's higher one, whose channel names take the room a delivery per
+// channel is given.
 func TestDeliveryBurstOfOnePerChannelFits(t *testing.T) {
 	n := startNode(t).run(t)
-	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-	require.Contains(t, c.read(t), "pusher:connection_established")
-	c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"burst"}}`)
-	require.Contains(t, c.read(t), "subscription_succeeded")
-
-	const burst = 1000 // the per-socket channel limit
-	func() {
-		// On one P nothing else runs while the loop queues: no writer
-		// takes the queue in between, as on a node whose cores are busy.
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		for i := range burst {
-			n.Deliver(appID, fanout.Message{Channel: "burst", Event: "pusher_internal:subscription_count",
-				Data: `{"subscription_count":` + strconv.Itoa(i) + `}`})
+	for _, tc := range []struct {
+		app, key, channel string
+		burst             int
+	}{
+		{appID, appKey, "burst", apps.DefaultMaxChannelsPerConnection},
+		{wideAppID, wideKey, "burst-" + strings.Repeat("x", 150), wideChannels},
+	} {
+		c := dialRaw(t, n.Addr(), "/app/"+tc.key+pusherJSQuery)
+		require.Contains(t, c.read(t), "pusher:connection_established")
+		c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+tc.channel+`"}}`)
+		require.Contains(t, c.read(t), "subscription_succeeded")
+		func() {
+			// On one P nothing else runs while the loop queues: no writer
+			// takes the queue in between, as on a node whose cores are busy.
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			for i := range tc.burst {
+				n.Deliver(tc.app, fanout.Message{Channel: tc.channel, Event: "pusher_internal:subscription_count",
+					Data: `{"subscription_count":` + strconv.Itoa(i) + `}`})
+			}
+		}()
+		for i := range tc.burst {
+			require.Contains(t, c.read(t), `{\"subscription_count\":`+strconv.Itoa(i)+`}`, tc.app)
 		}
-	}()
-	for i := range burst {
-		require.Contains(t, c.read(t), `{\"subscription_count\":`+strconv.Itoa(i)+`}`)
+		require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""), tc.app)
 	}
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
 }
 
 // TestDeliveriesKeepTheirOrderAcrossWriters: with several writers, a

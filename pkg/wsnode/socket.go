@@ -201,19 +201,20 @@ func (s *socket) refuse(perr *protocol.Error) {
 // the page and a ping, with room to leave and rejoin every channel in the
 // same second: three frames per channel, and a second's rate. pusher-js
 // sends every channel of the page, not only those its connection may hold,
-// so the burst is sized for the most any connection may hold
-// (apps.MaxChannelsPerConnectionLimit), whatever the app's cap: a page
-// past its cap has the excess refused, never its connection cut (and cut
-// again after each reconnect). The rate is the app's client events and 10
-// more (subscribes, unsubscribes, pings); with client events unlimited,
-// 1,000 (half what Ably closes a connection at).
+// so the burst is sized for at least the default cap
+// (apps.DefaultMaxChannelsPerConnection), and for the app's cap where it
+// set a higher one: a page past its cap has the excess refused, never its
+// connection cut (and cut again after each reconnect). The rate is the
+// app's client events and 10 more (subscribes, unsubscribes, pings); with
+// client events unlimited, 1,000 (half what Ably closes a connection at).
 func frameBudget(app *apps.App) (rate, burst int64) {
 	rate = int64(app.ClientEventsPerSecond())
 	if rate == 0 || rate > 1000 {
 		rate = 1000
 	}
 	rate += 10
-	return rate, 3*apps.MaxChannelsPerConnectionLimit + rate
+	channels := max(app.ChannelsPerConnection(), apps.DefaultMaxChannelsPerConnection)
+	return rate, 3*int64(channels) + rate
 }
 
 // allowFrame is a token bucket of s's frames (frameBudget) on the hub's
@@ -224,7 +225,7 @@ func (s *socket) allowFrame() bool {
 	rate, burst := a.tun.frameBudget(s.app.Load())
 	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
 	if s.framesAt == 0 {
-		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 4,010
+		s.frames = int32(burst) //nolint:gosec // G115: a burst is at most 31,010
 	} else if now != s.framesAt {
 		// A clock set back refills the bucket (now-framesAt wraps).
 		s.frames = int32(min(burst, int64(s.frames)+int64(now-s.framesAt)*rate)) //nolint:gosec // G115: at most the burst
