@@ -192,6 +192,20 @@ func TestAllowsOrigin(t *testing.T) {
 		"http://x.test":                true,
 		"http://x.test:8080":           false,
 		"not a url":                    false,
+		// As browsers send it (RFC 6454) or refused: no user, path, query,
+		// fragment, second origin; host patterns only for http and https.
+		"https://evil.com:443@x.example.org":       false,
+		"https://user@app.example.com":             false,
+		"https://app.example.com/path":             false,
+		"https://app.example.com?q":                false,
+		"https://app.example.com#f":                false,
+		"https://app.example.com https://evil.com": false,
+		"https://evil.com https://app.example.com": false,
+		"ftp://a.example.org":                      false,
+		"javascript://a.example.org":               false,
+		"chrome-extension://a.example.org":         false,
+		"https://a.example.org\\@evil.com":         false,
+		"http://localhost:3000/":                   true, // a trailing slash, as before
 	} {
 		require.Equal(t, want, a.AllowsOrigin(origin), origin)
 	}

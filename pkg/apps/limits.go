@@ -38,37 +38,53 @@ func (a *App) ChannelNameLimit() int {
 // allowed. An upgrade without an Origin header is allowed: browsers always
 // send one on WebSocket upgrades, so its absence means a native or server
 // client, which could send any Origin it liked anyway; the list keeps
-// other sites' pages out, it does not authenticate. Otherwise an entry
-// allows the origin when it is "*", the same origin (scheme, host and port,
-// without regard to case), or a host pattern without a scheme (Laravel
-// Reverb's form): "app.example.com", or "*.example.com" where each "*"
-// stands for any characters, matched against the origin's host whatever
-// its scheme and port. The origin "null" (sandboxed frames, file: pages)
-// is allowed only by "*".
+// other sites' pages out, it does not authenticate. Otherwise the origin
+// must be one as browsers serialize it (RFC 6454: scheme://host[:port],
+// no user, path, query or fragment, one origin; the caller joins several
+// Origin headers with a space, which no entry allows), and an entry allows
+// it when it is "*", the same origin (scheme, host and port, without regard
+// to case), or a host pattern without a scheme (Laravel Reverb's form):
+// "app.example.com", or "*.example.com" where each "*" stands for any
+// characters, matched against the host of an http or https origin whatever
+// its port (another scheme, such as capacitor://localhost, needs an exact
+// entry). The origin "null" (sandboxed frames, file: pages) is allowed
+// only by "*".
 func (a *App) AllowsOrigin(origin string) bool {
 	if a.AllowedOrigins == nil || origin == "" {
 		return true
 	}
 	origin = normalOrigin(origin)
-	u, err := url.Parse(origin)
-	host := ""
-	if err == nil && u.Scheme != "" {
-		host = u.Hostname()
-	}
+	scheme, host := serializedOrigin(origin)
 	for _, e := range a.AllowedOrigins {
 		e = strings.ToLower(e)
 		switch {
 		case e == "*":
 			return true
+		case scheme == "":
 		case strings.Contains(e, "://"):
 			if normalOrigin(e) == origin {
 				return true
 			}
-		case host != "" && glob(e, host):
+		case (scheme == "http" || scheme == "https") && glob(e, host):
 			return true
 		}
 	}
 	return false
+}
+
+// serializedOrigin returns the scheme and host of origin (lowercased, as
+// normalOrigin leaves it) if it is an origin as a browser sends one, and
+// "", "" if not: an origin with a user ("https://evil.com:443@app.example.com"
+// would otherwise match app.example.com), a path, a query, a fragment, or
+// anything a URL parser forgives.
+func serializedOrigin(origin string) (scheme, host string) {
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.User != nil || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		strings.ContainsAny(origin, "@ \t") {
+		return "", ""
+	}
+	return u.Scheme, u.Hostname()
 }
 
 // normalOrigin is s lowercased, without a trailing "/" or the scheme's

@@ -23,7 +23,9 @@ import (
 // disabled app is left to admit, which answers it the Pusher way.
 func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
 	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
-	origin := r.Header.Get("Origin")
+	// Two Origin headers are joined, and so refused by any list: the
+	// first alone would let a non-browser client choose what is checked.
+	origin := strings.Join(r.Header.Values("Origin"), " ")
 	if app == nil || app.AllowsOrigin(origin) {
 		return true
 	}

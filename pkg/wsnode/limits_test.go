@@ -119,6 +119,19 @@ func TestOriginRefusedBeforeUpgrade(t *testing.T) {
 	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "origin_not_allowed"))
 	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
 
+	// Refused as browsers never send them: a user before the host, which a
+	// lax parser takes for the host, and a second Origin header.
+	for _, h := range []http.Header{
+		{"Origin": {"https://evil.example:443@chat.good.example"}},
+		{"Origin": {"https://good.example", "https://evil.example"}},
+	} {
+		_, resp, err := websocket.Dial(context.Background(), n.url(originKey, pusherJSQuery), &websocket.DialOptions{HTTPHeader: h})
+		require.Error(t, err, "%v", h)
+		require.NotNil(t, resp, "%v", h)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", h)
+	}
+
 	for _, tc := range []struct{ key, origin string }{
 		{originKey, "https://good.example"},
 		{originKey, "http://chat.good.example:8080"},

@@ -1065,6 +1065,8 @@ func diffCorpus() []diffCase {
 	hs("origin-refused", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://evil.example"))
 	hs("origin-allowed", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://good.example"))
 	hs("origin-absent", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil))
+	hs("origin-twice", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://good.example", "Origin: https://evil.example"))
+	hs("origin-userinfo", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://evil.example:443@good.example"))
 	hs("other-path", upgrade("GET", "/nothere", nil))
 	hs("http-1.0", bytes.Replace(upgrade("GET", app, nil), []byte("HTTP/1.1"), []byte("HTTP/1.0"), 1))
 	hs("extension-offered", upgrade("GET", app, nil, "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"))
