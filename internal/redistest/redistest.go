@@ -25,6 +25,8 @@ type Server struct {
 	dir  string
 	// hold keeps the address of a server KillAndHold killed.
 	hold net.Listener
+	// args are the options Recover starts it with again (NewDurable's).
+	args []string
 }
 
 // PID is the redis-server process's id.

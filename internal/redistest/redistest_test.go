@@ -37,3 +37,19 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("keys landed on %d of 3 masters", used)
 	}
 }
+
+// TestDurableRecovers: a durable server killed with SIGKILL comes back on
+// its address with what it answered.
+func TestDurableRecovers(t *testing.T) {
+	s := NewDurable(t)
+	c := s.Client(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.KillAndHold(t)
+	s.Recover(t)
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("recovered server lost the key: %q %v", v, err)
+	}
+}
