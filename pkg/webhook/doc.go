@@ -22,16 +22,24 @@
 //     one replica at a time, the holder of its lease; every httpapi replica
 //     contends, so the work spreads and a dead holder's webhooks are taken
 //     over within a lease TTL, with the events it had read and not
-//     acknowledged (XAUTOCLAIM). An event is acknowledged only once
+//     acknowledged (XAUTOCLAIM). While it holds the lease, the holder also
+//     takes back, within about a second, what the group holds pending and
+//     it does not: events a read took whose reply was lost (Redis
+//     restarted or failed over mid-read), acknowledgements a failover
+//     lost, and events a deposed holder read after the takeover, once idle
+//     longer than it can still be posting them (LeaseTTL + finishGrace);
+//     it never queues an event twice. An event is acknowledged only once
 //     delivered or given up, so nothing is lost; one may be sent twice.
 //     A holding that ends while its replica lives (an app reload restarts
 //     its targets; a lease lost) lets the posts under way finish, for up
 //     to finishGrace, and acknowledges them, so it sends nothing twice.
 //   - Events of one channel are posted in log order, one request at a
-//     time. Batching (apps.WebhookBatch) changes neither that order nor
-//     at-least-once delivery: a failed request's events are retried
-//     together, and none is acknowledged before a request carrying it
-//     succeeded.
+//     time; a lost reply's events are taken back before any read after
+//     them is posted, but a deposed holder's may come after later ones of
+//     their channel. Batching (apps.WebhookBatch) changes neither that
+//     order nor at-least-once delivery: a failed request's events are
+//     retried together, and none is acknowledged before a request
+//     carrying it succeeded.
 //   - A webhook gets only the event types it lists and, with a filter, the
 //     channels it names; the others are acknowledged for it at once, and a
 //     client event no webhook of its app wants is not logged at all

@@ -18,11 +18,14 @@ import (
 
 // maxInFlight caps a session's attempts under way; readBatch caps the
 // events one read of the log takes; finishGrace is how long attempts under
-// way when a holding ends get to finish (see windDown).
+// way when a holding ends get to finish (see windDown); checkEvery is how
+// often a holding compares the group's pending events with its own
+// (reconcile).
 const (
 	maxInFlight = 16
 	readBatch   = 500
 	finishGrace = 2 * time.Second
+	checkEvery  = time.Second
 )
 
 // entry is one event of the log on its way to this target.
@@ -52,8 +55,9 @@ type attempt struct {
 // deliver runs while this replica holds the target's lease: it takes over
 // the events a previous holder read and did not finish, then reads new
 // ones, and posts each, in log order per channel. Each turn of its loop
-// runs the steps in order: acknowledge what is finished, trim the log,
-// start what is due, read new events, collect finished attempts.
+// runs the steps in order: acknowledge what is finished, take back what
+// the group holds pending and the session does not, trim the log, start
+// what is due, read new events, collect finished attempts.
 func (t *target) deliver(ctx context.Context) {
 	t.log.Info("delivering webhooks", "replica", t.d.opts.Replica)
 	defer t.log.Info("no longer delivering webhooks")
@@ -71,15 +75,18 @@ func (t *target) deliver(ctx context.Context) {
 		defer t.d.m.logBytes.DeleteLabelValues(t.app.ID)
 		defer t.d.m.logDropped.forget(t.app.ID)
 	}
-	queue, ok := t.takeOver(ctx)
-	if !ok {
+	posts, cancelPosts := context.WithCancel(context.WithoutCancel(ctx))
+	s := &session{t: t, results: make(chan attempt, maxInFlight), lastTrim: time.Now(), posts: posts}
+	if !s.takeOver(ctx) {
+		cancelPosts()
 		return
 	}
-	posts, cancelPosts := context.WithCancel(context.WithoutCancel(ctx))
-	s := &session{t: t, queue: queue, results: make(chan attempt, maxInFlight), lastTrim: time.Now(), posts: posts}
 	defer s.windDown(ctx, cancelPosts)
 	for ctx.Err() == nil {
-		s.ack(ctx)
+		if !s.ack(ctx) || !s.reconcile(ctx) {
+			s.pause(ctx) // Redis failed: wait a little
+			continue
+		}
 		s.t.d.m.depth.WithLabelValues(t.app.ID, t.group).Set(float64(len(s.queue)))
 		// After ack the queue holds only unfinished entries, in log order.
 		oldest := 0.0
@@ -106,36 +113,148 @@ func (t *target) deliver(ctx context.Context) {
 
 // takeOver creates the target's consumer group if need be, claims what
 // other consumers (a dead or deposed holder) read and did not acknowledge,
-// then reads everything pending for this replica, in log order. ok is
+// then reads everything pending for this replica, in log order. It is
 // false when Redis failed; the lease's next holding tries again.
-func (t *target) takeOver(ctx context.Context) (queue []*entry, ok bool) {
-	rdb, me := t.d.rdb, t.d.opts.Replica
-	if err := rdb.XGroupCreateMkStream(ctx, t.key, t.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+func (s *session) takeOver(ctx context.Context) bool {
+	t := s.t
+	if err := t.d.rdb.XGroupCreateMkStream(ctx, t.key, t.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		t.log.Warn("cannot create the consumer group; retrying when the lease is next held", "error", err)
-		return nil, false
+		return false
 	}
-	for start := "0-0"; ; {
-		_, next, err := rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{Stream: t.key, Group: t.group, Consumer: me, Start: start, Count: readBatch}).Result()
-		if err != nil {
-			t.log.Warn("cannot take over pending webhook events", "error", err)
-			return nil, false
+	if _, err := s.claimIdle(ctx, 0); err != nil {
+		t.log.Warn("cannot take over pending webhook events", "error", err)
+		return false
+	}
+	if err := s.readPending(ctx); err != nil {
+		t.log.Warn("cannot read pending webhook events", "error", err)
+		return false
+	}
+	s.nextCheck = time.Now().Add(checkEvery)
+	return true
+}
+
+// reconcile takes back what the group holds pending and the session does
+// not: what this replica read when the reply was lost (Redis crashed or
+// failed over mid-read, or the client retried the read unseen), what a
+// failover lost the acknowledgement of, and what another consumer (a
+// deposed holder reading after the takeover) has left idle for longer
+// than it can still be posting it: its lease ran out before this one was
+// taken, and its posts get finishGrace more. Left alone, they would stay
+// pending for the whole holding: never sent, their markers never
+// released, the log never trimmed past them. It runs every checkEvery and
+// before the events a read brought are started (a lost reply's events go
+// first, in log order), at the cost of one XPENDING summary when nothing
+// is missing. false: Redis failed.
+func (s *session) reconcile(ctx context.Context) bool {
+	if time.Now().Before(s.nextCheck) {
+		return true
+	}
+	t := s.t
+	fail := func(err error) bool {
+		if ctx.Err() == nil {
+			t.log.Warn("cannot check the webhook events pending; retrying", "error", err)
 		}
+		return false
+	}
+	p, err := t.d.rdb.XPending(ctx, t.key, t.group).Result()
+	if err != nil {
+		return fail(err)
+	}
+	// After ack the queue holds exactly what is pending for this replica.
+	mine := p.Consumers[t.d.opts.Replica]
+	lost := mine > int64(len(s.queue))
+	if p.Count > mine {
+		found, err := s.claimIdle(ctx, t.d.opts.LeaseTTL+finishGrace)
+		if err != nil {
+			return fail(err)
+		}
+		lost = lost || found
+	}
+	if lost {
+		held := len(s.queue)
+		if err := s.readPending(ctx); err != nil {
+			return fail(err)
+		}
+		if n := len(s.queue) - held; n > 0 {
+			t.log.Warn("took back webhook events read and never delivered (a read whose reply Redis lost, or a deposed holder's); delivering them", "events", n)
+		}
+	}
+	s.nextCheck = time.Now().Add(checkEvery)
+	return true
+}
+
+// claimIdle claims for this replica every pending event of the group idle
+// for at least minIdle, and reports whether one of them is not in the
+// session's queue.
+func (s *session) claimIdle(ctx context.Context, minIdle time.Duration) (found bool, err error) {
+	t := s.t
+	// Bounded by the log's cap: each call scans up to 10 x readBatch.
+	for start, n := "0-0", 0; n <= eventlog.MaxEntries/readBatch; n++ {
+		ids, next, err := t.d.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{Stream: t.key, Group: t.group, Consumer: t.d.opts.Replica,
+			MinIdle: minIdle, Start: start, Count: readBatch}).Result()
+		if err != nil {
+			return found, err
+		}
+		found = found || slices.ContainsFunc(ids, func(id string) bool { return !s.holds(id) })
 		if next == "0-0" {
 			break
 		}
 		start = next
 	}
-	for after := "0"; ; {
-		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: me, Streams: []string{t.key, after}, Count: readBatch, Block: -1}).Result()
+	return found, nil
+}
+
+// readPending reads everything pending for this replica into the queue,
+// leaving out what it holds already.
+func (s *session) readPending(ctx context.Context) error {
+	t := s.t
+	for after, n := "0", 0; n <= eventlog.MaxEntries/readBatch; n++ {
+		res, err := t.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: t.d.opts.Replica, Streams: []string{t.key, after}, Count: readBatch, Block: -1}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			t.log.Warn("cannot read pending webhook events", "error", err)
-			return nil, false
+			return err
 		}
 		if len(res) == 0 || len(res[0].Messages) == 0 {
-			return queue, true
+			break
 		}
-		queue = t.add(ctx, queue, res[0].Messages)
 		after = res[0].Messages[len(res[0].Messages)-1].ID
+		s.add(ctx, res[0].Messages)
+	}
+	return nil
+}
+
+// add adds read events to the queue, in log order, but for those it holds
+// already: a failover that lost the group's last reads makes the next
+// read bring them again, and reconcile reads all that is pending.
+func (s *session) add(ctx context.Context, msgs []redis.XMessage) {
+	msgs = slices.DeleteFunc(msgs, func(m redis.XMessage) bool { return s.holds(m.ID) })
+	entries := s.t.parse(ctx, msgs)
+	inOrder := len(s.queue) == 0 || len(entries) == 0 || cmpID(s.queue[len(s.queue)-1].id, entries[0].id) < 0
+	s.queue = append(s.queue, entries...)
+	if !inOrder { // events taken back
+		slices.SortStableFunc(s.queue, func(a, b *entry) int { return cmpID(a.id, b.id) })
+	}
+}
+
+// holds reports whether the queue holds the event id.
+func (s *session) holds(id string) bool {
+	_, ok := slices.BinarySearchFunc(s.queue, id, func(e *entry, id string) int { return cmpID(e.id, id) })
+	return ok
+}
+
+// pause waits a second after Redis failed, settling the attempts that
+// finish meanwhile.
+func (s *session) pause(ctx context.Context) {
+	wait := time.NewTimer(time.Second)
+	defer wait.Stop()
+	for {
+		select {
+		case r := <-s.results:
+			s.finish(r)
+		case <-wait.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -149,9 +268,12 @@ type session struct {
 	inFlight int // attempts started and not collected
 	// posts is the attempts' context: it outlives the holding by up to
 	// finishGrace (windDown).
-	posts    context.Context
-	acks     []string // ids finished since the last ack
-	lastTrim time.Time
+	posts context.Context
+	acks  []string // ids finished and not acknowledged yet
+	// nextCheck is when reconcile next compares the group's pending
+	// events with the queue; zero: before anything more is started.
+	nextCheck time.Time
+	lastTrim  time.Time
 	// sweep is the cursor of the sweep of the log's index (trim).
 	sweep uint64
 	// lastFullLog is when the log-full warning was last logged (trim).
@@ -159,13 +281,17 @@ type session struct {
 }
 
 // ack acknowledges what is finished (one round trip), then forgets it.
-func (s *session) ack(ctx context.Context) {
+// false: Redis failed, and what is finished is kept to acknowledge next
+// time (forgotten, it would be pending and not held: reconcile would send
+// it again).
+func (s *session) ack(ctx context.Context) bool {
 	if len(s.acks) == 0 || ctx.Err() != nil {
-		return // a holding that ended acknowledges in windDown
+		return true // a holding that ended acknowledges in windDown
 	}
 	t := s.t
 	if err := t.d.rdb.XAck(ctx, t.key, t.group, s.acks...).Err(); err != nil {
-		t.log.Warn("cannot acknowledge delivered webhook events; they may be sent again", "error", err)
+		t.log.Warn("cannot acknowledge delivered webhook events; retrying (they are sent again if this holding ends first)", "error", err)
+		return false
 	}
 	s.acks = s.acks[:0]
 	kept := s.queue[:0]
@@ -176,6 +302,7 @@ func (s *session) ack(ctx context.Context) {
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
+	return true
 }
 
 // due returns the entries that may be posted now, in log order: per
@@ -187,12 +314,15 @@ func (s *session) due(now time.Time) (due []*entry, wake time.Time) {
 	t := s.t
 	wake = now.Add(time.Second)
 	blocked := map[string]bool{}
+	// A channel in flight waits, even for an event reconcile took back
+	// that goes before the one in flight.
 	for _, e := range s.queue {
-		if e.done {
-			continue
-		}
-		if blocked[e.ev.Channel] || e.inFlight {
+		if e.inFlight {
 			blocked[e.ev.Channel] = true
+		}
+	}
+	for _, e := range s.queue {
+		if e.done || blocked[e.ev.Channel] {
 			continue
 		}
 		if until := t.debounced(e); now.Before(until) {
@@ -286,9 +416,13 @@ func (s *session) read(ctx context.Context, wake time.Time) {
 	res, err := t.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: t.group, Consumer: t.d.opts.Replica, Streams: []string{t.key, ">"}, Count: readBatch, Block: block}).Result()
 	switch {
 	case err == nil && len(res) > 0:
-		s.queue = t.add(ctx, s.queue, res[0].Messages)
+		s.add(ctx, res[0].Messages)
+		// A read whose reply was lost and retried unseen left older events
+		// pending: reconcile before these are started.
+		s.nextCheck = time.Time{}
 	case err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil:
 		t.log.Warn("cannot read webhook events; retrying", "error", err)
+		s.nextCheck = time.Time{} // it may have read events whose reply was lost
 		clock.Sleep(ctx, time.Second)
 	}
 }
@@ -348,9 +482,9 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// add parses read messages into entries; events this webhook does not ask
-// for, and unreadable ones, are acknowledged at once.
-func (t *target) add(ctx context.Context, queue []*entry, msgs []redis.XMessage) []*entry {
+// parse parses read messages into entries; events this webhook does not
+// ask for, and unreadable ones, are acknowledged at once.
+func (t *target) parse(ctx context.Context, msgs []redis.XMessage) (queue []*entry) {
 	var skip []string
 	now := time.Now()
 	for _, m := range msgs {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func (t *target) trim(ctx context.Context) {
 			}
 			floor = p.Lower
 		}
-		if lowest == "" || idLess(floor, lowest) {
+		if lowest == "" || cmpID(floor, lowest) < 0 {
 			lowest = floor
 		}
 	}
@@ -88,16 +89,16 @@ func (t *target) trim(ctx context.Context) {
 	}
 }
 
-// idLess compares stream ids "ms-seq".
-func idLess(a, b string) bool {
+// cmpID compares stream ids "ms-seq" as cmp.Compare does.
+func cmpID(a, b string) int {
 	am, as, _ := strings.Cut(a, "-")
 	bm, bs, _ := strings.Cut(b, "-")
 	ai, _ := strconv.ParseUint(am, 10, 64)
 	bi, _ := strconv.ParseUint(bm, 10, 64)
 	if ai != bi {
-		return ai < bi
+		return cmp.Compare(ai, bi)
 	}
 	asi, _ := strconv.ParseUint(as, 10, 64)
 	bsi, _ := strconv.ParseUint(bs, 10, 64)
-	return asi < bsi
+	return cmp.Compare(asi, bsi)
 }
