@@ -11,6 +11,10 @@ type streamCase struct {
 	stream []byte
 	limit  int64
 	want   []byte
+	// parts: the node answers node instead, on purpose (the package doc
+	// says where and why); want is still what coder sends.
+	parts bool
+	node  []byte
 }
 
 const (
@@ -54,8 +58,9 @@ func streamCases() []streamCase {
 		{name: "rsv3 on ping", stream: cf(0x99, "a"), want: closeF(1002, "received header with unexpected rsv bits set: false:false:true")},
 		{name: "rsv on continuation", stream: cat(cf(text, "a"), cf(0xf0, "b")),
 			want: closeF(1002, "received header with unexpected rsv bits set: true:true:true")},
-		{name: "unmasked", stream: cat(cf(finText, "a"), unmasked(finText, "b")), want: echo(OpText, "a")},
-		{name: "unmasked ping", stream: unmasked(finPing, "b")},
+		{name: "unmasked", stream: cat(cf(finText, "a"), unmasked(finText, "b")), want: echo(OpText, "a"),
+			parts: true, node: cat(echo(OpText, "a"), closeF(1002, "received unmasked frame from client"))},
+		{name: "unmasked ping", stream: unmasked(finPing, "b"), parts: true, node: closeF(1002, "received unmasked frame from client")},
 		{name: "unmasked with rsv", stream: unmasked(0xc1, "b"), want: closeF(1002, "received header with unexpected rsv bits set: true:false:false")},
 		{name: "unknown opcode 3", stream: cf(0x83, "a"), want: closeF(1002, "received unknown opcode opcode(3)")},
 		{name: "unknown opcode 11", stream: cf(0x8b, "a"), want: closeF(1002, "received unknown opcode opcode(11)")},
@@ -78,7 +83,12 @@ func streamCases() []streamCase {
 			want: cat(echo(OpPong, "p"), echo(OpText, long(64)))},
 		{name: "huge length, limit+1 bytes sent", stream: frame{b0: finText, masked: true, key: testKey, rawLen: 1 << 40, payload: []byte(long(65))}.bytes(),
 			want: closeF(1009, "read limited at 65 bytes")},
-		{name: "huge length, few bytes then EOF", stream: frame{b0: finText, masked: true, key: testKey, rawLen: 1 << 40, payload: []byte(long(10))}.bytes()},
+		{name: "huge length, few bytes then EOF", stream: frame{b0: finText, masked: true, key: testKey, rawLen: 1 << 40, payload: []byte(long(10))}.bytes(),
+			parts: true, node: closeF(1009, "read limited at 65 bytes")},
+		{name: "2^62 bytes claimed, header only", stream: frame{b0: finBinary, masked: true, key: testKey, rawLen: 1 << 62}.bytes(),
+			want: echo(OpBinary, ""), parts: true, node: closeF(1009, "read limited at 65 bytes")},
+		{name: "fragment claims past the limit", stream: cat(cf(text, long(40)), frame{b0: cont, masked: true, key: testKey, rawLen: 25}.bytes()),
+			want: echo(OpText, long(40)), parts: true, node: closeF(1009, "read limited at 65 bytes")},
 		{name: "limit zero", limit: 0, stream: cat(cf(finText, ""), cf(finText, "a")), want: cat(echo(OpText, ""), closeF(1009, "read limited at 1 bytes"))},
 		{name: "16-bit length", limit: 1000, stream: cf(finText, long(300)), want: echo(OpText, long(300))},
 		{name: "64-bit length", limit: 1 << 17, stream: cf(finBinary, long(70000)), want: echo(OpBinary, long(70000))},
@@ -89,7 +99,9 @@ func streamCases() []streamCase {
 		{name: "close one byte", stream: cf(finClose, "\x03"),
 			want: closeF(1002, `received invalid close payload: close payload "\x03" too small, cannot even contain the 2 byte status code`)},
 		{name: "close empty", stream: cat(cf(finClose, ""), cf(finText, "a")), want: closeF(1005, "")},
-		{name: "close reason not UTF-8", stream: cf(finClose, closePayload(1000, "\xff\xfe")), want: closeF(1000, "\xff\xfe")},
+		{name: "close reason not UTF-8", stream: cf(finClose, closePayload(1000, "\xff\xfe")), want: closeF(1000, "\xff\xfe"),
+			parts: true, node: closeF(1007, "received invalid close payload: the reason is not UTF-8")},
+		{name: "close reason UTF-8", stream: cf(finClose, closePayload(1000, "é ✓")), want: closeF(1000, "é ✓")},
 		{name: "close reason of 123 bytes", stream: cf(finClose, closePayload(4000, long(123))), want: closeF(4000, long(123))},
 		{name: "EOF in a header", stream: cat(cf(finText, "a"), cf(finText, "b")[:3]), want: echo(OpText, "a")},
 		{name: "EOF in a payload", stream: cat(cf(finText, "a"), cf(finText, "bcd")[:8]), want: echo(OpText, "a")},

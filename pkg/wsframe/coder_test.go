@@ -96,19 +96,38 @@ func askCoder(t testing.TB, stream []byte, limit int64) []byte {
 }
 
 // TestAgainstCoder: for every case, coder/websocket's server sends back
-// what the Decoder's events make, in every chunking of the stream.
+// what the Decoder's events make, in every chunking of the stream, but
+// where the node parts from coder on purpose.
 func TestAgainstCoder(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range streamCases() {
 		t.Run(c.name, func(t *testing.T) {
 			got := askCoder(t, c.stream, c.limit)
 			require.Equal(t, string(c.want), string(got), "coder/websocket")
+			if c.parts {
+				got = c.node
+			}
 			for _, ch := range chunkings(r, len(c.stream)) {
 				out, _, _ := serve(c.stream, ch, c.limit)
 				require.Equal(t, string(got), string(out), "chunks %v", ch)
 			}
 		})
 	}
+}
+
+// partsFromCoder reports whether the Decoder fails stream where the node
+// parts from coder on purpose (the package doc): an unmasked frame (1002,
+// where coder just closes), a length past the limit (1009 at the header,
+// where coder waits for limit+1 bytes) and a close reason that is not
+// UTF-8 (1007, where coder echoes it).
+func partsFromCoder(stream []byte, limit int64) bool {
+	var d Decoder
+	parts := false
+	decodeReads(&d, stream, nil, limit, func(_ []byte, ev Event, _ int) {
+		parts = parts || ev.Kind == Fail && (errors.Is(ev.Err, errUnmasked) || errors.Is(ev.Err, errCloseReason) ||
+			ev.Code == StatusMessageTooBig)
+	}, nil)
+	return parts
 }
 
 // askCoderOpen sends stream to the coder/websocket server, keeping its

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Kind is what an Event reports.
@@ -23,6 +24,9 @@ const (
 	Close
 	// Fail: the client broke the protocol; send Event.Reply and close.
 	Fail
+	// Budget: NextN's budget of frames is used up and the next frame
+	// starts at in[n:], not consumed.
+	Budget
 )
 
 // Event is what Decoder.Next found.
@@ -107,32 +111,50 @@ func (d *Decoder) SentClose() {
 // message in bytes (negative: none), as coder/websocket's SetReadLimit.
 // After a Close or a Fail, Next returns None and consumes nothing.
 func (d *Decoder) Next(in []byte, limit int64) (Event, int) {
-	sent := d.flags&fSent != 0
-	ev, n := d.next(in, limit)
-	if sent && ev.Kind != None {
-		ev = d.quiet(ev)
-	}
+	ev, n, _ := d.NextN(in, limit, -1)
 	return ev, n
 }
 
-func (d *Decoder) next(in []byte, limit int64) (Event, int) {
+// NextN is Next that starts at most budget frames (negative: no bound)
+// and also returns how many it started: a frame counts once its header is
+// whole, whatever its kind (data, control, an empty continuation). With
+// the budget used up it stops where the next frame starts and returns
+// Budget, so the caller can keep in[n:] and go on later, after SentClose,
+// say. So a client's frames can be counted before any of them is acted on.
+func (d *Decoder) NextN(in []byte, limit int64, budget int) (Event, int, int) {
+	sent := d.flags&fSent != 0
+	ev, n, frames := d.next(in, limit, budget)
+	if sent && ev.Kind != None && ev.Kind != Budget {
+		ev = d.quiet(ev)
+	}
+	return ev, n, frames
+}
+
+func (d *Decoder) next(in []byte, limit int64, budget int) (Event, int, int) {
 	d.drop()
-	n := 0
+	n, frames := 0, 0
 	for d.flags&fDone == 0 {
 		if d.flags&fFrame == 0 {
-			ev, used, ok := d.header(in[n:])
+			if d.pend == 0 && n < len(in) && budget >= 0 && frames >= budget {
+				return Event{Kind: Budget}, n, frames
+			}
+			ev, used, ok := d.header(in[n:], limit)
 			n += used
-			if !ok || ev.Kind != None {
-				return ev, n
+			if !ok {
+				return ev, n, frames
+			}
+			frames++
+			if ev.Kind != None {
+				return ev, n, frames
 			}
 		}
 		ev, used := d.payload(in[n:], limit)
 		n += used
 		if ev.Kind != None || n == len(in) && d.flags&fFrame != 0 {
-			return ev, n
+			return ev, n, frames
 		}
 	}
-	return Event{}, n
+	return Event{}, n, frames
 }
 
 // quiet turns ev, decoded after SentClose, into what coder does then.
@@ -230,7 +252,7 @@ func headerLen(h []byte) int {
 // header reads a frame header from in, or what in holds of it. It returns
 // ok with the bytes used once the header is whole and checked (with a Fail
 // if it breaks the protocol), else the event to return and the bytes used.
-func (d *Decoder) header(in []byte) (Event, int, bool) {
+func (d *Decoder) header(in []byte, limit int64) (Event, int, bool) {
 	var h []byte
 	used := 0
 	if d.pend == 0 {
@@ -270,12 +292,14 @@ func (d *Decoder) header(in []byte) (Event, int, bool) {
 			used++
 		}
 	}
-	return d.parseHeader(h), used, true
+	return d.parseHeader(h, limit), used, true
 }
 
 // parseHeader checks the whole header h as coder/websocket does, in its
-// order, and makes it the current frame.
-func (d *Decoder) parseHeader(h []byte) Event {
+// order, and makes it the current frame; then, where the node parts from
+// coder (see the package doc), whether the data frame's length takes its
+// message past limit.
+func (d *Decoder) parseHeader(h []byte, limit int64) Event {
 	fin, rsv, op, masked := h[0]&0x80 != 0, h[0]&0x70, Opcode(h[0]&0x0f), h[1]&0x80 != 0
 	length := int64(h[1] & 0x7f)
 	switch length {
@@ -292,7 +316,7 @@ func (d *Decoder) parseHeader(h []byte) Event {
 			rsv&0x40 != 0, rsv&0x20 != 0, rsv&0x10 != 0))
 	}
 	if !masked {
-		return d.fail(StatusAbnormalClosure, errUnmasked)
+		return d.fail(StatusProtocolError, errUnmasked)
 	}
 	switch op {
 	case OpClose, OpPing, OpPong:
@@ -312,6 +336,14 @@ func (d *Decoder) parseHeader(h []byte) Event {
 		}
 	default:
 		return d.fail(StatusProtocolError, fmt.Errorf("received unknown opcode %v", op))
+	}
+	if op < OpClose && limit >= 0 && d.flags&fSent == 0 {
+		// Refused on the length it claims: waiting for bytes that can only
+		// be refused would let a client hold the socket open with nothing.
+		// The message so far is buf (a continuation's message is in one).
+		if length > limit-int64(len(d.buf)) {
+			return d.fail(StatusMessageTooBig, fmt.Errorf("read limited at %d bytes", limit+1))
+		}
 	}
 	d.op, d.rem = op, length
 	d.key = binary.LittleEndian.Uint32(h[len(h)-4:])
@@ -336,6 +368,7 @@ var (
 	errContinuation      = errors.New("received continuation frame without text or binary frame")
 	errUnfinished        = errors.New("received new data message without finishing the previous message")
 	errPingAfterClose    = errors.New("received a ping after the close frame was sent: no pong can follow it")
+	errCloseReason       = errors.New("received invalid close payload: the reason is not UTF-8")
 )
 
 func (d *Decoder) fail(code StatusCode, err error) Event {
@@ -354,7 +387,6 @@ func (d *Decoder) payload(in []byte, limit int64) (Event, int) {
 	if d.op >= OpClose {
 		return d.control(in)
 	}
-	msgLen := int64(len(d.buf))
 	k := int64(len(in))
 	if k > d.rem {
 		k = d.rem
@@ -366,12 +398,6 @@ func (d *Decoder) payload(in []byte, limit int64) (Event, int) {
 			d.flags &^= fFrame
 		}
 		return Event{}, int(k)
-	}
-	if limit >= 0 && msgLen+k > limit {
-		// coder/websocket reads one byte past the limit, then fails.
-		d.end()
-		return Event{Kind: Fail, Code: StatusMessageTooBig, Err: fmt.Errorf("read limited at %d bytes", limit+1)},
-			int(limit + 1 - msgLen)
 	}
 	fin := d.flags&fFin != 0
 	if k == d.rem && fin && d.flags&fMsg == 0 && d.buf == nil {
@@ -465,6 +491,11 @@ func closeEvent(p []byte) Event {
 	if !validWireCloseCode(code) {
 		return Event{Kind: Fail, Code: StatusProtocolError, Err: fmt.Errorf(
 			"received invalid close payload: invalid status code %v", code)}
+	}
+	if !utf8.Valid(p[2:]) {
+		// RFC 6455 5.5.1: the reason is UTF-8; echoed, it would be
+		// invalid in turn (coder echoes it).
+		return Event{Kind: Fail, Code: StatusInvalidFramePayloadData, Err: errCloseReason}
 	}
 	return Event{Kind: Close, Code: code, Payload: p[2:]}
 }

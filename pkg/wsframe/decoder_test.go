@@ -16,7 +16,11 @@ func TestDecoderCases(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, ch := range chunkings(r, len(c.stream)) {
 				out, _, idle := serve(c.stream, ch, c.limit)
-				require.Equal(t, string(c.want), string(out), "chunks %v", ch)
+				want := c.want
+				if c.parts {
+					want = c.node
+				}
+				require.Equal(t, string(want), string(out), "chunks %v", ch)
 				_ = idle
 			}
 		})
@@ -27,6 +31,43 @@ func TestDecoderSize(t *testing.T) {
 	size := unsafe.Sizeof(Decoder{})
 	t.Logf("unsafe.Sizeof(Decoder{}) = %d bytes", size)
 	require.LessOrEqual(t, size, uintptr(48))
+}
+
+// TestNextNStopsAtItsBudget: NextN counts every frame it starts, empty
+// continuations and control frames too, and with its budget used up
+// stops before the next frame, which decodes later as it would have.
+func TestNextNStopsAtItsBudget(t *testing.T) {
+	frames := [][]byte{cf(text, "a"), cf(cont, ""), cf(finPing, "p"), cf(cont, ""), cf(finCont, "b")}
+	stream := cat(frames...)
+	for budget := range len(frames) + 1 {
+		var d Decoder
+		in := append([]byte(nil), stream...)
+		used, pongs := 0, 0
+		var msg string
+		for len(in) > 0 {
+			ev, n, k := d.NextN(in, 64, budget-used)
+			used += k
+			in = in[n:]
+			switch ev.Kind {
+			case Ping:
+				pongs++
+			case Message:
+				msg = string(ev.Payload)
+			case Budget:
+				require.Equal(t, budget, used)
+				require.Equal(t, len(cat(frames[budget:]...)), len(in), "stopped before frame %d", budget)
+				ev, n, k = d.NextN(in, 64, -1) // the rest, as the caller would after its close
+				used += k
+				in = in[n:]
+			}
+			require.NotEqual(t, Fail, ev.Kind)
+		}
+		require.Equal(t, len(frames), used, "budget %d", budget)
+		if budget == len(frames) {
+			require.Equal(t, 1, pongs)
+			require.Equal(t, "ab", msg)
+		}
+	}
 }
 
 // TestZeroCopy: a whole frame in the input comes back aliasing it.

@@ -21,28 +21,36 @@
 //     message's bytes (plus one partial header or control payload).
 //   - Text messages are not checked for UTF-8, as coder does not: wsnode
 //     checks the whole message itself and closes with 1007.
+//   - NextN counts the frames it starts (every header: data, control,
+//     empty continuation) and stops before the first frame past its
+//     budget, so wsnode charges each frame to the socket's budget before
+//     acting on it.
 //
 // What coder/websocket does with each client misbehaviour, and so Next
 // (Reply is the frame the server sends back; "1006" means it sends none
 // and just closes the connection; every Fail and Close ends the
-// connection at once, without waiting for the client):
+// connection at once, without waiting for the client). Three rows, marked
+// "node", part from coder on purpose, as wsnode's goroutine transport
+// does too (its socketConn checks them before coder reads the frame):
 //
 //	RSV1, RSV2 or RSV3 set               Fail 1002 "received header with unexpected rsv bits set: true:false:false"
-//	unmasked frame                       Fail 1006 (after the RSV check: RSV bits win)
+//	unmasked frame                       node: Fail 1002 "received unmasked frame from client" (RFC 6455
+//	                                     5.1; coder closes with no close frame); after the RSV check
 //	64-bit length with its top bit set   Fail 1006
 //	opcode 3-7 or 11-15                  Fail 1002 "received unknown opcode opcode(3)"
 //	control frame payload > 125          Fail 1002 "received control frame payload with invalid length: 126"
 //	control frame without FIN            Fail 1002 "received fragmented control frame"
 //	continuation, no message started     Fail 1002 "received continuation frame without text or binary frame"
 //	text/binary inside a message         Fail 1002 "received new data message without finishing the previous message"
-//	message over the limit L             Fail 1009 "read limited at L+1 bytes", once L+1 bytes of the
-//	                                     message arrived: on the bytes received, not on the lengths
-//	                                     the headers claim (a header claiming 2^40 bytes is fine
-//	                                     until byte L+1 arrives)
+//	message over the limit L             node: Fail 1009 "read limited at L+1 bytes" as soon as a data
+//	                                     frame's header claims a length that takes the message past L
+//	                                     (coder waits until L+1 bytes arrived, so a header claiming
+//	                                     2^62 bytes held the socket with nothing sent)
 //	close frame with a 1-byte payload    Fail 1002 "received invalid close payload: close payload "\x03" too small, ..."
 //	close code 1004-1006, 1015, <1000,   Fail 1002 "received invalid close payload: invalid status code StatusCode(999)"
 //	1016-2999, >4999                     (the code as coder's stringer names it)
-//	close reason not UTF-8               accepted and echoed as sent (RFC 6455 says fail with 1007)
+//	close reason not UTF-8               node: Fail 1007 "received invalid close payload: the reason is
+//	                                     not UTF-8" (RFC 6455 5.5.1, Autobahn 7.5.1; coder echoes it)
 //	client close frame                   Close; Reply echoes its code and reason; an empty payload
 //	                                     gives Code 1005 and an empty close frame back
 //	ping                                 Ping; Reply is a pong echoing its payload

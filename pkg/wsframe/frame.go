@@ -48,8 +48,11 @@ const (
 	StatusProtocolError   StatusCode = 1002
 	StatusNoStatusRcvd    StatusCode = 1005
 	StatusAbnormalClosure StatusCode = 1006
-	StatusMessageTooBig   StatusCode = 1009
-	StatusInternalError   StatusCode = 1011
+	// StatusInvalidFramePayloadData is 1007: text (or a close reason)
+	// that is not UTF-8.
+	StatusInvalidFramePayloadData StatusCode = 1007
+	StatusMessageTooBig           StatusCode = 1009
+	StatusInternalError           StatusCode = 1011
 )
 
 var statusNames = [...]string{
