@@ -361,6 +361,9 @@ func (d *Decoder) parseHeader(h []byte, limit int64) Event {
 	return Event{}
 }
 
+// ErrUnmasked fails a client frame without a mask (RFC 6455 5.1), with 1002.
+var ErrUnmasked = errUnmasked
+
 // coder/websocket's reasons, sent in its close frames.
 var (
 	errUnmasked          = errors.New("received unmasked frame from client")
@@ -478,7 +481,12 @@ func (d *Decoder) control(in []byte) (Event, int) {
 	return ev, used
 }
 
-// closeEvent parses a close frame's payload as coder/websocket does.
+// CloseEvent is what Next returns for a client close frame whose
+// unmasked payload is p: a Close, or a Fail when p breaks the protocol.
+func CloseEvent(p []byte) Event { return closeEvent(p) }
+
+// closeEvent parses a close frame's payload as coder/websocket does, and
+// checks its reason is UTF-8 as coder does not.
 func closeEvent(p []byte) Event {
 	if len(p) == 0 {
 		return Event{Kind: Close, Code: StatusNoStatusRcvd}

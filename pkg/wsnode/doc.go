@@ -10,10 +10,13 @@
 // Guarantees:
 //   - No client makes the node wait: each socket has a bounded send queue
 //     and every write a timeout; a socket whose deliveries overflow is cut
-//     as a slow consumer, and its own replies only slow its reads.
+//     as a slow consumer, and its own replies, and the WebSocket pongs it
+//     is owed, only slow its reads (they count against the same budgets).
 //   - What one client can hold or send is bounded (the port's
 //     --max-sockets, a socket's channels, frames, message size, client
-//     events; REFERENCE.md, "What bounds one client").
+//     events; REFERENCE.md, "What bounds one client"). Every frame counts
+//     against the frame budget, control frames and empty continuations
+//     too, before it is acted on, on both transports.
 //   - member_added and member_removed are sent once per user cluster-wide,
 //     from the recorder's edges, and a presence channel never seats more
 //     than its member limit across nodes.

@@ -50,6 +50,18 @@ func (a *App) LiftFrameBudget() {
 	a.tun.frameBudget = func(*apps.App) (int64, int64) { return 1 << 30, 1 << 30 }
 }
 
+// SetFrameBudget gives every socket a burst of frames and a rate per
+// second after it; call it before Run.
+func (a *App) SetFrameBudget(rate, burst int64) {
+	a.tun.frameBudget = func(*apps.App) (int64, int64) { return rate, burst }
+}
+
+// Per-socket send queue budgets, which also bound the pongs owed.
+const (
+	MaxQueueFrames = maxQueueFrames
+	MaxQueueBytes  = maxQueueBytes
+)
+
 // WritesWaiting counts the sockets with a write in progress, which for a
 // client that stopped reading means waiting for room in its buffer.
 func (a *App) WritesWaiting() int {

@@ -2,6 +2,7 @@ package wsnode
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/coder/websocket"
@@ -57,6 +58,9 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	wire, _ := wsfront.Upgraded(w).(*socketConn)
 	l := &goLink{s: s, conn: c, wire: wire}
 	s.link = l
+	if wire != nil {
+		wire.s = s // its frames count against s's budget (socketConn.check)
+	}
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
@@ -117,15 +121,24 @@ func (l *goLink) serveFrame() error {
 	// read path arms no timer.
 	typ, rd, err := l.conn.Reader(context.Background())
 	if err != nil {
-		return err
+		return l.readFailed(err)
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer putScratch(sc)
 	sc.in.Reset()
 	if _, err := sc.in.ReadFrom(rd); err != nil {
-		return err
+		return l.readFailed(err)
 	}
 	return l.s.serveMessage(sc, typ == websocket.MessageText)
+}
+
+// readFailed ends the socket after a failed read: with the frame budget's
+// close when the socketConn found the client past it.
+func (l *goLink) readFailed(err error) error {
+	if errors.Is(err, errFrameRate) {
+		return l.s.overFrameRate()
+	}
+	return err
 }
 
 // write waits for room in the socket's buffer (the socketConn keeps

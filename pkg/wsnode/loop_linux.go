@@ -43,8 +43,9 @@ type loopLink struct {
 	// busy is set while a goroutine handles the inbox (run); at most one
 	// does, so a socket's frames are handled one at a time.
 	busy bool
-	// paused is set while reading is paused because the inbox is full.
-	paused bool
+	// paused says why reading is paused (pauseInbox, pausePongs,
+	// pauseOver); it resumes once no reason is left.
+	paused uint8
 	// ended is set once the connection ended or the handler gave up on
 	// it; endErr says why. closed runs once, after the last handler.
 	ended bool
@@ -61,13 +62,49 @@ type loopLink struct {
 	head []byte
 	// flushSent is how many frames a flush left pending (link.flush),
 	// or 0: the socket's flushDone is due when they are out.
-	flushSent int
+	flushSent int32
+	// pongs and pongBytes are the pongs owed: written while output was
+	// pending, not out yet. They count against the send queue's budgets
+	// (maxQueueFrames, maxQueueBytes), past which reading pauses until the
+	// output drains, as a handler waits for room for its replies; the
+	// goroutine transport's reader waits on its pong's write the same way.
+	pongs, pongBytes int32
 }
 
-// inMessage is one client message for the socket's handler.
+// Why reading is paused (loopLink.paused).
+const (
+	pauseInbox uint8 = 1 << iota // the handler is inboxLimit behind
+	pausePongs                   // the pongs owed fill the send queue's budget
+	pauseOver                    // over the frame budget: the rest waits for the close
+)
+
+// pauseLocked pauses reading for why (l.mu held).
+func (l *loopLink) pauseLocked(why uint8) {
+	if l.paused == 0 {
+		l.c.PauseRead()
+	}
+	l.paused |= why
+}
+
+// resumeLocked lifts why (l.mu held) and reads again if nothing else
+// holds reading paused.
+func (l *loopLink) resumeLocked(why uint8) {
+	if l.paused&why == 0 {
+		return
+	}
+	l.paused &^= why
+	if l.paused == 0 {
+		l.c.ResumeRead()
+	}
+}
+
+// inMessage is one client message for the socket's handler, or (over)
+// the mark that the client went past its frame budget, holding the bytes
+// read behind the last frame within it.
 type inMessage struct {
 	sc   *scratch
 	text bool
+	over bool
 }
 
 // subscribeEvent marks a queued message that is likely a subscribe: the
@@ -129,15 +166,21 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 	if len(early) > 0 {
 		l.OnData(c, early)
 	}
-	c.ResumeRead()
+	l.mu.Lock()
+	if l.paused == 0 { // else early paused it: whatever did resumes it
+		c.ResumeRead()
+	}
+	l.mu.Unlock()
 	l.run()
 	return true
 }
 
 // OnData decodes what the loop read (or what came behind the request
 // head): messages go to the handler's inbox, pings and a close are
-// answered. It runs on the loop, or on the upgrade's goroutine before
-// reading resumes, never both.
+// answered. Every frame is charged to the socket's frame budget before
+// it is acted on; the first frame past it, and what follows, wait for the
+// handler's close (overBudget). It runs on the loop, or with reading
+// paused on the upgrade's goroutine or the handler's, never two at once.
 func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
 	if l.readDone {
 		return
@@ -147,13 +190,26 @@ func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
 		l.quiet = true
 		l.dec.SentClose()
 	}
+	s := l.s
 	start := false
 	for {
-		ev, n := l.dec.Next(b, l.s.node.tun.readLimit)
+		budget := -1 // none once our close is out: nothing but its answer is read
+		if !l.quiet {
+			budget = int(max(s.frameTokens(), 0))
+		}
+		ev, n, frames := l.dec.NextN(b, s.node.tun.readLimit, budget)
+		if budget >= 0 {
+			s.frames -= int32(frames) //nolint:gosec // G115: at most budget, an int32
+		}
 		b = b[n:]
 		switch ev.Kind {
 		case wsframe.None:
 			if start {
+				go l.run()
+			}
+			return
+		case wsframe.Budget:
+			if l.overBudget(b) || start {
 				go l.run()
 			}
 			return
@@ -168,7 +224,14 @@ func (l *loopLink) OnData(_ *evloop.Conn, b []byte) {
 			l.s.lastSeen.Store(l.s.node.hub.now.Load())
 			l.mu.Lock()
 			if !l.closeSent {
-				_, _ = l.send(ev.Reply(nil))
+				pong := ev.Reply(nil)
+				if done, err := l.send(pong); !done && err == nil {
+					l.pongs++
+					l.pongBytes += int32(len(pong)) //nolint:gosec // G115: a pong is at most 127 bytes
+					if l.pongs >= maxQueueFrames || l.pongBytes >= maxQueueBytes {
+						l.pauseLocked(pausePongs)
+					}
+				}
 			}
 			l.mu.Unlock()
 		case wsframe.Pong:
@@ -194,13 +257,53 @@ func (l *loopLink) push(m inMessage, size int) bool {
 	}
 	l.inbox = append(l.inbox, m)
 	l.inboxBytes += size
-	if l.inboxBytes > inboxLimit && !l.paused {
-		l.paused = true
-		l.c.PauseRead()
+	if l.inboxBytes > inboxLimit {
+		l.pauseLocked(pauseInbox)
 	}
 	start := !l.busy
 	l.busy = true
 	return start
+}
+
+// overBudget stops reading at the first frame past the socket's frame
+// budget: rest, that frame and what followed it in the read, goes to the
+// inbox behind the messages before it, and reading pauses. The handler
+// then answers as the goroutine transport does (overFloodMark): the
+// messages first, then pusher:error and close 4100, and only then are
+// rest and what follows read, as a close's answer is.
+func (l *loopLink) overBudget(rest []byte) bool {
+	sc := scratchPool.Get().(*scratch)
+	sc.in.Reset()
+	sc.in.Write(rest)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pauseLocked(pauseOver)
+	if l.ended {
+		putScratch(sc)
+		return false
+	}
+	l.inbox = append(l.inbox, inMessage{sc: sc, over: true})
+	start := !l.busy
+	l.busy = true
+	return start
+}
+
+// overFloodMark is the handler's turn at the mark overBudget left: the
+// frame budget's close, then the bytes held back, read as the close's
+// answer, and reading again. Without a close of its own out (another
+// close was under way), the connection is cut.
+func (l *loopLink) overFloodMark(sc *scratch) error {
+	_ = l.s.answerHeld(sc)
+	err := l.s.overFrameRate()
+	if !l.closeSentRead() {
+		l.c.Close()
+		return err
+	}
+	l.OnData(l.c, sc.in.Bytes()) // reading is paused: the loop does not call it meanwhile
+	l.mu.Lock()
+	l.resumeLocked(pauseOver)
+	l.mu.Unlock()
+	return err
 }
 
 // closeRead answers the client's close frame, or a frame that fails the
@@ -258,18 +361,21 @@ func (l *loopLink) run() {
 		m := l.inbox[0]
 		l.inbox[0] = inMessage{}
 		l.inbox = l.inbox[1:]
-		held.more = len(l.inbox) > 0 && bytes.Contains(l.inbox[0].sc.in.Bytes(), subscribeEvent)
-		l.inboxBytes -= m.sc.in.Len()
-		resume := l.paused && l.inboxBytes <= inboxLimit/2
-		if resume {
-			l.paused = false
+		held.more = len(l.inbox) > 0 && !l.inbox[0].over && bytes.Contains(l.inbox[0].sc.in.Bytes(), subscribeEvent)
+		if !m.over {
+			l.inboxBytes -= m.sc.in.Len()
+		}
+		if l.inboxBytes <= inboxLimit/2 {
+			l.resumeLocked(pauseInbox)
 		}
 		l.mu.Unlock()
-		if resume {
-			l.c.ResumeRead()
-		}
 		m.sc.held = &held
-		err := l.s.serveMessage(m.sc, m.text)
+		var err error
+		if m.over {
+			err = l.overFloodMark(m.sc)
+		} else {
+			err = l.s.serveMessage(m.sc, m.text)
+		}
 		m.sc.held = nil
 		putScratch(m.sc)
 		if err != nil {
@@ -300,9 +406,11 @@ func (l *loopLink) OnDrained(*evloop.Conn) {
 	l.mu.Lock()
 	sent := l.flushSent
 	l.flushSent = 0
+	l.pongs, l.pongBytes = 0, 0
+	l.resumeLocked(pausePongs)
 	l.mu.Unlock()
 	if sent > 0 {
-		l.s.flushDone(sent, nil)
+		l.s.flushDone(int(sent), nil)
 	}
 }
 
@@ -363,7 +471,7 @@ func (l *loopLink) flush(batch []frame) (int, bool, error) {
 	case err != nil:
 		return 0, false, err
 	case !out:
-		l.flushSent = len(batch)
+		l.flushSent = int32(len(batch)) //nolint:gosec // G115: a batch is at most the queue's frames
 		return 0, true, nil
 	}
 	return len(batch), false, nil

@@ -58,7 +58,9 @@ type socket struct {
 	tokensAt int64
 	// frames and framesAt (hub clock, unix seconds) are the frame rate
 	// limiter's bucket (allowFrame): 8 bytes that were padding, so a socket
-	// costs what it did.
+	// costs what it did. The read path alone touches them (the event
+	// loop, or the socket's goroutine), since it counts every frame,
+	// control frames too, before any is acted on.
 	frames   int32
 	framesAt uint32
 
@@ -217,10 +219,23 @@ func frameBudget(app *apps.App) (rate, burst int64) {
 	return rate, 3*int64(channels) + rate
 }
 
-// allowFrame is a token bucket of s's frames (frameBudget) on the hub's
-// coarse clock, in whole frames and seconds: no timer, and two 4-byte
-// fields per socket.
+// allowFrame takes one frame from s's bucket (frameTokens), if it holds
+// one.
 func (s *socket) allowFrame() bool {
+	if s.frameTokens() <= 0 {
+		return false
+	}
+	s.frames--
+	return true
+}
+
+// frameTokens refills s's token bucket of frames (frameBudget) on the
+// hub's coarse clock, in whole frames and seconds (no timer, and two
+// 4-byte fields per socket), and returns how many frames it holds. Every
+// frame counts: each of a message's frames, pings, pongs and closes, so
+// that no frame a client sends costs the node work (a pong, a decode)
+// outside the budget.
+func (s *socket) frameTokens() int32 {
 	a := s.node
 	rate, burst := a.tun.frameBudget(s.app.Load())
 	now := uint32(a.hub.now.Load() / 1000) //nolint:gosec // G115: unix seconds fit until 2106, and only differences are used
@@ -231,14 +246,11 @@ func (s *socket) allowFrame() bool {
 		s.frames = int32(min(burst, int64(s.frames)+int64(now-s.framesAt)*rate)) //nolint:gosec // G115: at most the burst
 	}
 	s.framesAt = now
-	if s.frames <= 0 {
-		return false
-	}
-	s.frames--
-	return true
+	return s.frames
 }
 
-// errFrameRate ends the read loop of a socket over its frame rate.
+// errFrameRate ends the read loop of a socket over its frame rate (the
+// read path found it; the socket's handler answers with overFrameRate).
 var errFrameRate = errors.New("over the frame rate")
 
 // overFrameRate closes s, whose client sends more frames than any Pusher
@@ -268,10 +280,6 @@ func (s *socket) overFrameRate() error {
 func (s *socket) serveMessage(sc *scratch, text bool) error {
 	a := s.node
 	s.lastSeen.Store(a.hub.now.Load())
-	if !s.allowFrame() {
-		_ = s.answerHeld(sc)
-		return s.overFrameRate()
-	}
 	if text {
 		if !utf8.Valid(sc.in.Bytes()) {
 			_ = s.answerHeld(sc)

@@ -3,12 +3,16 @@ package wsnode
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/coder/websocket"
+
+	"github.com/headcount/headcount/pkg/wsframe"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 
@@ -21,6 +25,12 @@ import (
 //     the chunk has unread bytes, so an idle socket holds no read buffer:
 //     the bufio.Reader in front of it is bufio's minimum, 16 bytes (was
 //     512).
+//   - It checks each frame's header before websocket.Conn reads it, for
+//     the node's rules where coder/websocket falls short (check): the
+//     socket's frame budget counts every frame, control frames and empty
+//     continuations too, and an unmasked frame, a length past the read
+//     limit and a close reason that is not UTF-8 fail the connection as
+//     the event loop's wsframe.Decoder does.
 //   - It hands out no byte past the end of the frame being read, so the
 //     bufio.Reader is empty once a frame is read, and unread tells the
 //     socket's goroutine, without a race with websocket.Conn's own readers,
@@ -46,15 +56,22 @@ type socketConn struct {
 	// frameLeft is how many bytes of the frame being handed out are left,
 	// its header included; 0 at a frame boundary.
 	frameLeft int64
+	// s is the socket, whose frame budget check charges; nil until the
+	// socket is open. msgLen is the length of the message in progress so
+	// far (inMsg), as its headers claim.
+	s      *socket
+	msgLen int64
+	inMsg  bool
 
 	// The write side (wire.go). mu keeps each frame whole on the wire.
 	mu sync.Mutex
 	// pending is the handshake's 101 response, sent in one write with the
 	// first frame (one write(2) fewer per socket).
 	pending []byte
-	// closeSent is set once websocket.Conn sent a close frame: no data
-	// frame may follow it.
-	closeSent bool
+	// closeSent is set, under mu, once a close frame was sent: no data
+	// frame may follow it, and the frames read after it are only the
+	// close's answer (check lets them by).
+	closeSent atomic.Bool
 	// gather holds the pieces of a frame websocket.Conn is writing (Write);
 	// only websocket.Conn's writer, one at a time, touches it.
 	gather []byte
@@ -143,12 +160,22 @@ func (sr *socketConn) fill() error {
 	return nil
 }
 
-// fillHeader reads until the unread bytes hold a whole frame header, then
-// sets frameLeft to the frame's length, header included.
+// fillHeader reads until the unread bytes hold a whole frame header (and
+// a close frame's whole payload, for check), checks it, then sets
+// frameLeft to the frame's length, header included.
 func (sr *socketConn) fillHeader() error {
 	for {
 		if sr.chunk != nil {
-			if n, ok := frameLength((*sr.chunk)[sr.r:sr.w]); ok {
+			b := (*sr.chunk)[sr.r:sr.w]
+			if n, ok := frameLength(b); ok {
+				if b[0]&0x0f == byte(wsframe.OpClose) && int64(len(b)) < n && n <= maxCloseFrame {
+					if sr.fillMore() == nil {
+						continue
+					}
+					// The read failed: websocket.Conn meets it in the payload.
+				} else if err := sr.check(b, n); err != nil {
+					return err
+				}
 				sr.frameLeft = n
 				return nil
 			}
@@ -157,6 +184,97 @@ func (sr *socketConn) fillHeader() error {
 			return err
 		}
 	}
+}
+
+// maxCloseFrame is the longest close frame that may be valid: the longest
+// header and 125 bytes of payload. It fits a read chunk.
+const maxCloseFrame = 14 + 125
+
+// check applies the node's rules to the frame b starts with, n bytes
+// long, before websocket.Conn reads it, in the order wsframe.Decoder
+// does: the frame budget first (errFrameRate, nothing consumed: the
+// handler answers with overFrameRate and the frame is read again as its
+// close's answer), then, where coder/websocket would not, an unmasked
+// frame (1002), a data frame taking its message past the read limit
+// (1009, on the length claimed) and a close reason that is not UTF-8
+// (1007). What coder refuses itself (RSV bits, a length with its top bit
+// set, the opcodes and their order, control frame lengths) is left to it.
+// Once a close frame was sent, frames pass unchecked, as on the loop.
+func (sr *socketConn) check(b []byte, n int64) error {
+	if sr.s == nil || sr.closeSent.Load() {
+		return nil
+	}
+	if !sr.s.allowFrame() {
+		return errFrameRate
+	}
+	fin, op, masked := b[0]&0x80 != 0, wsframe.Opcode(b[0]&0x0f), b[1]&0x80 != 0
+	if b[0]&0x70 != 0 || b[1]&0x7f == 127 && b[2]&0x80 != 0 {
+		return nil
+	}
+	if !masked {
+		return sr.fail(wsframe.StatusProtocolError, wsframe.ErrUnmasked)
+	}
+	length := payloadLength(b)
+	head := n - length
+	limit := sr.s.node.tun.readLimit
+	switch op {
+	case wsframe.OpClose:
+		if !fin || length < 2 || length > 125 || int64(len(b)) < n {
+			return nil
+		}
+		var p [125]byte
+		key := b[head-4 : head]
+		for i := range length {
+			p[i] = b[head+i] ^ key[i&3]
+		}
+		if ev := wsframe.CloseEvent(p[:length]); ev.Kind == wsframe.Fail && ev.Code == wsframe.StatusInvalidFramePayloadData {
+			return sr.fail(ev.Code, ev.Err)
+		}
+	case wsframe.OpText, wsframe.OpBinary:
+		if sr.inMsg {
+			return nil // coder refuses it
+		}
+		sr.msgLen = 0
+		fallthrough
+	case wsframe.OpContinuation:
+		if !sr.inMsg && op == wsframe.OpContinuation {
+			return nil // coder refuses it
+		}
+		if limit >= 0 && length > limit-sr.msgLen {
+			err := fmt.Errorf("read limited at %d bytes", limit+1)
+			return fmt.Errorf("%w: %w", websocket.ErrMessageTooBig, sr.fail(wsframe.StatusMessageTooBig, err))
+		}
+		sr.msgLen += length
+		sr.inMsg = !fin
+	}
+	return nil
+}
+
+// payloadLength is the payload length the whole header b starts with
+// claims (its top bit clear).
+func payloadLength(b []byte) int64 {
+	switch n := b[1] & 0x7f; n {
+	case 126:
+		return int64(binary.BigEndian.Uint16(b[2:]))
+	case 127:
+		return int64(binary.BigEndian.Uint64(b[2:])) //nolint:gosec // G115: check let no top bit through
+	default:
+		return int64(n)
+	}
+}
+
+// fail sends the close frame coder/websocket would for code and err,
+// unless a close frame went out already, and returns err: the read fails
+// and the socket's goroutine cuts the connection, as wsnode does when
+// coder fails one.
+func (sr *socketConn) fail(code wsframe.StatusCode, err error) error {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if !sr.closeSent.Load() {
+		sr.closeSent.Store(true)
+		_, _ = sr.send(wsframe.AppendClose(nil, code, err.Error()))
+	}
+	return err
 }
 
 // fillMore reads more behind the unread bytes, which are less than a frame

@@ -72,7 +72,7 @@ func diffApps(t testing.TB) *apps.Registry {
 // startTransport runs a node on transport against srv, in a Redis key
 // space of its own (so two nodes on one server share no channel), and
 // returns its WebSocket address once it is ready.
-func startTransport(tb testing.TB, srv *redistest.Server, transport string, log hclog.Logger) string {
+func startTransport(tb testing.TB, srv *redistest.Server, transport string, log hclog.Logger, tune ...func(*wsnode.App)) string {
 	tb.Helper()
 	cfg := config.WSNode{
 		Common: config.Common{
@@ -89,6 +89,9 @@ func startTransport(tb testing.TB, srv *redistest.Server, transport string, log 
 	}
 	a, err := wsnode.New(wsnode.Options{Config: cfg, Logger: log, Registry: prometheus.NewRegistry()})
 	require.NoError(tb, err)
+	for _, f := range tune {
+		f(a)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -961,6 +964,9 @@ func diffCorpus() []diffCase {
 	add("mask/zero", connected(newMasker(0, true).text(ping)))
 	add("mask/unmasked", connected(wsFrame{op: opText, fin: true, payload: []byte(ping)}.bytes()))
 	add("mask/unmasked-close", connected(wsFrame{op: opClose, fin: true, payload: closePayload(1000, "")}.bytes()))
+	add("mask/unmasked-ping", connected(wsFrame{op: opPing, fin: true, payload: []byte("x")}.bytes()))
+	add("mask/unmasked-continuation", connected(concat(m.frame(opText, false, []byte(`{"ev`)),
+		wsFrame{op: opCont, fin: true, payload: []byte(`ent":"pusher:ping","data":{}}`)}.bytes())))
 
 	// UTF-8.
 	bad := []byte(`{"event":"client-x","channel":"private-x","data":"` + "\xff\xfe" + `"}`)
@@ -985,6 +991,11 @@ func diffCorpus() []diffCase {
 	add("size/message-over-limit", connected(m.fragments(opText, pad(diffReadLimit+1), 3)))
 	add("size/message-at-limit", connected(m.fragments(opText, pad(diffReadLimit), 4)))
 	add("size/huge-header", connected(wsFrame{op: opText, fin: true, mask: m.key(), length: 1 << 40}.bytes()))
+	add("size/2^62-header", connected(wsFrame{op: opBinary, fin: true, mask: m.key(), length: 1 << 62}.bytes()))
+	add("size/fragment-claims-past-limit", connected(concat(m.frame(opText, false, pad(diffReadLimit)[:100]),
+		wsFrame{op: opCont, fin: true, mask: m.key(), length: diffReadLimit}.bytes())))
+	add("size/header-past-limit-then-more", connected(concat(wsFrame{op: opText, fin: true, mask: m.key(), length: diffReadLimit + 1}.bytes(),
+		m.text(ping))))
 	add("size/64-bit-top-bit", connected(wsFrame{op: opText, fin: true, mask: m.key(), length: 1 << 63}.bytes()))
 	add("size/127-for-small", connected([]byte{0x81, 0xff, 0, 0, 0, 0, 0, 0, 0, 2, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}))
 	add("size/126-for-small", connected([]byte{0x81, 0xfe, 0, 2, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}))
@@ -997,6 +1008,9 @@ func diffCorpus() []diffCase {
 	add("close/empty", connected(m.frame(opClose, true, nil)))
 	add("close/one-byte", connected(m.frame(opClose, true, []byte{0x03})))
 	add("close/reason-invalid-utf8", connected(m.frame(opClose, true, closePayload(1000, "\xff"))))
+	add("close/reason-truncated-utf8", connected(m.frame(opClose, true, closePayload(4000, "bye \xe2\x82"))))
+	add("close/reason-utf8", connected(m.frame(opClose, true, closePayload(4000, "au revoir é ✓"))))
+	add("close/reason-invalid-utf8-bytewise", synced(m.frame(opClose, true, closePayload(1001, "\xc0\xaf")), bytewise, false))
 	add("close/reason-123", connected(m.frame(opClose, true, closePayload(1000, strings.Repeat("r", 123)))))
 	add("close/reason-124", connected(m.frame(opClose, true, closePayload(1000, strings.Repeat("r", 124)))))
 	add("close/not-fin", connected(m.frame(opClose, false, closePayload(1000, ""))))
@@ -1110,6 +1124,64 @@ func TestTransportsAgree(t *testing.T) {
 			if testing.Verbose() {
 				t.Log("\n" + w)
 			}
+		})
+	}
+}
+
+// TestTransportsAgreeOnTheFrameBudget: on nodes whose sockets may send 20
+// frames and no more (no refill, so the cut does not depend on the
+// clock), floods of control frames and of empty continuations are cut at
+// the same frame with the same answers, and what follows the cut is read
+// as the close's answer on both. Each stream fits one 512-byte read of
+// the goroutine transport: a close with client bytes still unread in the
+// kernel resets the connection, and the reset can drop what the client
+// had not read yet (see endOf).
+func TestTransportsAgreeOnTheFrameBudget(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the event loop transport needs Linux")
+	}
+	const burst = 20
+	srv := redistest.New(t)
+	log := logging.TestLogger(t)
+	log.SetLevel(hclog.Warn)
+	budget := func(a *wsnode.App) { a.SetFrameBudget(0, burst) }
+	oracle := startTransport(t, srv, config.TransportGoroutine, log, budget)
+	subject := startTransport(t, srv, config.TransportEventLoop, log, budget)
+	m := newMasker(3, false)
+	repeat := func(n int, f func(i int) []byte) []byte {
+		var b []byte
+		for i := range n {
+			b = append(b, f(i)...)
+		}
+		return b
+	}
+	emptyPings := repeat(3*burst, func(int) []byte { return m.frame(opPing, true, nil) })
+	conts := concat(m.frame(opText, false, []byte(`{"event":`)), repeat(3*burst, func(int) []byte { return m.frame(opCont, false, nil) }),
+		m.frame(opCont, true, []byte(`"pusher:ping","data":{}}`)))
+	// The budget counts the connection's frames: connection_established
+	// takes none, so frame burst+1 is the first past it.
+	pingsThen := func(n int, tail []byte) []byte {
+		return concat(repeat(n, func(i int) []byte { return m.frame(opPing, true, []byte(strconv.Itoa(i))) }), tail)
+	}
+	once := func(data []byte) clientStream {
+		return clientStream{head: pusherHead(), steps: []step{{await: "pusher:connection_established", data: data}}}
+	}
+	cases := map[string]clientStream{
+		"empty pings":               once(emptyPings),
+		"pongs":                     once(repeat(3*burst, func(int) []byte { return m.frame(opPong, true, []byte("x")) })),
+		"empty continuations":       once(conts),
+		"close within the budget":   once(pingsThen(burst-1, m.frame(opClose, true, closePayload(1000, "bye")))),
+		"close past the budget":     once(pingsThen(burst, m.frame(opClose, true, closePayload(1000, "bye")))),
+		"ping past the budget":      once(pingsThen(burst+1, nil)),
+		"bad frame past the budget": once(pingsThen(burst, m.frame(0x3, true, nil))),
+	}
+	for name, st := range cases {
+		require.LessOrEqual(t, len(st.steps[0].data), 500, name)
+	}
+	for name, st := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			requireSame(t, oracle, subject, st)
 		})
 	}
 }

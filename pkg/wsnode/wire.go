@@ -77,7 +77,7 @@ func (sr *socketConn) Write(p []byte) (int, error) {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
 	if f[0] == opClose {
-		sr.closeSent = true
+		sr.closeSent.Store(true)
 	}
 	_, err := sr.send(f)
 	return len(p), err
@@ -88,7 +88,7 @@ func (sr *socketConn) Write(p []byte) (int, error) {
 func (sr *socketConn) writeFrame(f frame) error {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	if sr.closeSent {
+	if sr.closeSent.Load() {
 		return net.ErrClosed
 	}
 	_, err := sr.send(f)
@@ -101,7 +101,7 @@ func (sr *socketConn) writeFrame(f frame) error {
 // any goroutine): nothing else may go out in between.
 func (sr *socketConn) tryFrame(f frame) (int, error) {
 	sr.mu.Lock()
-	if sr.closeSent {
+	if sr.closeSent.Load() {
 		sr.mu.Unlock()
 		return 0, net.ErrClosed
 	}
