@@ -161,14 +161,17 @@ func (sr *socketConn) fill() error {
 }
 
 // fillHeader reads until the unread bytes hold a whole frame header (and
-// a close frame's whole payload, for check), checks it, then sets
+// a close frame's whole payload, for check: at most 14 + 125 bytes, which
+// fit a read chunk), checks it, then sets
 // frameLeft to the frame's length, header included.
 func (sr *socketConn) fillHeader() error {
 	for {
 		if sr.chunk != nil {
 			b := (*sr.chunk)[sr.r:sr.w]
 			if n, ok := frameLength(b); ok {
-				if b[0]&0x0f == byte(wsframe.OpClose) && int64(len(b)) < n && n <= maxCloseFrame {
+				// Only a close frame check would look into is waited for:
+				// coder fails any other at its header, at once.
+				if pl := payloadLength(b); b[0] == 0x80|byte(wsframe.OpClose) && b[1]&0x80 != 0 && pl >= 0 && pl <= 125 && int64(len(b)) < n {
 					if sr.fillMore() == nil {
 						continue
 					}
@@ -185,10 +188,6 @@ func (sr *socketConn) fillHeader() error {
 		}
 	}
 }
-
-// maxCloseFrame is the longest close frame that may be valid: the longest
-// header and 125 bytes of payload. It fits a read chunk.
-const maxCloseFrame = 14 + 125
 
 // check applies the node's rules to the frame b starts with, n bytes
 // long, before websocket.Conn reads it, in the order wsframe.Decoder
@@ -251,13 +250,13 @@ func (sr *socketConn) check(b []byte, n int64) error {
 }
 
 // payloadLength is the payload length the whole header b starts with
-// claims (its top bit clear).
+// claims (negative if its top bit is set).
 func payloadLength(b []byte) int64 {
 	switch n := b[1] & 0x7f; n {
 	case 126:
 		return int64(binary.BigEndian.Uint16(b[2:]))
 	case 127:
-		return int64(binary.BigEndian.Uint64(b[2:])) //nolint:gosec // G115: check let no top bit through
+		return int64(binary.BigEndian.Uint64(b[2:])) //nolint:gosec // G115: a top bit set turns it negative, and callers refuse that
 	default:
 		return int64(n)
 	}
