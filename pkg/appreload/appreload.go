@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,10 @@ const DefaultEvery = 2 * time.Second
 // repeatEvery is how often the same failure is logged again.
 const repeatEvery = time.Minute
 
+// loadTimeout bounds one read of the source, and so the wait of a
+// request whose app is looked up (Lookup).
+const loadTimeout = 10 * time.Second
+
 // Reloader keeps Registry serving what Source holds.
 type Reloader struct {
 	Registry *apps.Registry
@@ -42,8 +47,13 @@ type Reloader struct {
 	// binary repeats its start-time warnings about them).
 	OnChange func(apps.Diff)
 
-	m       *metrics
-	started chan struct{} // closed once Run watches (tests wait on it)
+	m        *metrics
+	initOnce sync.Once
+	started  chan struct{} // closed once Run watches (tests wait on it)
+	look     lookups
+	// mu makes reads one at a time: the poll's and the lookups' would
+	// otherwise replace the apps in any order, an older read last.
+	mu      sync.Mutex
 	lastErr string
 	lastAt  time.Time
 	// unavailable: the last read failed to reach the source at all.
@@ -113,13 +123,15 @@ func (r *Reloader) Run(ctx context.Context) error {
 }
 
 func (r *Reloader) init() {
-	if r.Log == nil {
-		r.Log = hclog.NewNullLogger()
-	}
-	if r.m == nil {
-		r.m = newMetrics(r.Registerer)
-		r.m.served(r.Registry)
-	}
+	r.initOnce.Do(func() {
+		if r.Log == nil {
+			r.Log = hclog.NewNullLogger()
+		}
+		if r.m == nil {
+			r.m = newMetrics(r.Registerer)
+			r.m.served(r.Registry)
+		}
+	})
 }
 
 func (r *Reloader) every() time.Duration {
@@ -131,10 +143,12 @@ func (r *Reloader) every() time.Duration {
 
 // reload reads the source once and, if it holds a new valid set of apps,
 // serves it. A failure changes nothing: the last apps loaded keep serving.
-// It reports whether the apps changed.
+// It reports whether the source was read (false: the read failed).
 func (r *Reloader) reload(ctx context.Context) bool {
 	r.init()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
 	next, err := r.Source.Load(ctx)
 	switch {
@@ -143,7 +157,7 @@ func (r *Reloader) reload(ctx context.Context) bool {
 		if r.unavailable {
 			r.recovered()
 		}
-		return false
+		return true
 	case err != nil:
 		r.m.reloads.WithLabelValues("failed").Inc()
 		r.m.up.Set(0)
@@ -154,7 +168,7 @@ func (r *Reloader) reload(ctx context.Context) bool {
 	d := r.Registry.Replace(next)
 	if d.Empty() {
 		r.m.reloads.WithLabelValues("unchanged").Inc()
-		return false
+		return true
 	}
 	r.m.reloads.WithLabelValues("changed").Inc()
 	r.m.served(r.Registry)

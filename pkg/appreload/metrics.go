@@ -8,6 +8,7 @@ import (
 
 type metrics struct {
 	reloads *prometheus.CounterVec
+	lookups *prometheus.CounterVec
 	up      prometheus.Gauge
 	version *prometheus.GaugeVec
 	loaded  prometheus.Gauge
@@ -18,6 +19,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headcount_apps_reloads_total",
 			Help: "Reads of the apps' source, by result: changed (a new set served), unchanged, failed (the last good apps keep serving)."}, []string{"result"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headcount_apps_lookups_total",
+			Help: "Requests naming an app this process did not serve (an unknown key or id, a disabled app, a key not of its app), by result: found (served after a read of the source), unknown (not after it), failed (the read failed or outlasted 10 s), remembered (named in vain within 3 s: refused without a read)."}, []string{"result"}),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headcount_apps_source_up",
 			Help: "1 if the last read of the apps' source succeeded, 0 if it failed."}),
 		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "headcount_apps_version_info",
@@ -28,10 +31,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Apps this process serves."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.reloads, m.up, m.version, m.loaded, m.count)
+		reg.MustRegister(m.reloads, m.lookups, m.up, m.version, m.loaded, m.count)
 	}
 	for _, r := range []string{"changed", "unchanged", "failed"} {
 		m.reloads.WithLabelValues(r)
+	}
+	for _, r := range []string{"found", "unknown", "failed", "remembered"} {
+		m.lookups.WithLabelValues(r)
 	}
 	return m
 }
