@@ -3,8 +3,11 @@
 // keep them, so a soketi deployment's apps table serves headcount
 // unchanged. A Source is an apps.Source: its Load reads the whole table
 // anew in one SELECT, bounded by Config.Timeout, and decodes it with
-// apps.Decode; a reloader calls it every few seconds and keeps the last
-// good set when it fails. Nothing is queried per connection or request.
+// apps.Decode; a reloader calls it every few seconds, and at once (at most
+// twice a second) when a connection or request names an app it does not
+// serve, and keeps the last good set when it fails. Nothing else is
+// queried per connection or request, and a connection of an app served
+// queries nothing.
 // Load returns apps.ErrUnchanged when the rows are those it read last
 // time (a digest of the values; decoding is most of a reload's cost), and
 // an *apps.UnavailableError when the table cannot be read (the database

@@ -100,7 +100,7 @@ func (d *server) dashboardApp(w http.ResponseWriter, r *http.Request) (*apps.App
 			return all[0], true
 		}
 	}
-	app := d.apps.ByID(id)
+	app := d.byID(r.Context(), id)
 	if app == nil {
 		d.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
 		return nil, false

@@ -5,6 +5,10 @@
 //	dashboard.Register(mux, dashboard.Options{API: routes, Apps: reg,
 //		DemoWS: "127.0.0.1:6001", Hosts: []string{"dash.example.com"}})
 //
+// An app id the dashboard names that httpapi does not serve yet is looked
+// up in the apps' source first (Options.Lookup), as the API's own requests
+// are.
+//
 // The pages' handlers (/dashboard/api/, /demo/api/) sign each request they
 // need with the app's own key and secret, as a Pusher server SDK would,
 // and run it through Options.API in-process: the dashboard reads what any

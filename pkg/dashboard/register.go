@@ -4,6 +4,7 @@ package dashboard
 // (assets/, embedded), and the answers every handler here shares.
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,10 @@ type Options struct {
 	// Apps are the apps the dashboard shows; the demo room is the first's.
 	// Required.
 	Apps *apps.Registry
+	// Lookup returns the app of an id a request names, first reading the
+	// apps' source when Apps does not serve it (httpapi's, through
+	// appreload.Reloader.Lookup); nil reads Apps only.
+	Lookup func(ctx context.Context, id string) *apps.App
 	// DemoWS is the wsnode host:port the demo page's pusher-js connects to
 	// (--demo-ws, already validated); an empty host or an unspecified
 	// address (0.0.0.0, ::) stands for the page's own host.
@@ -55,6 +60,7 @@ type Options struct {
 type server struct {
 	api    http.Handler
 	apps   *apps.Registry
+	byID   func(ctx context.Context, id string) *apps.App
 	demoWS string
 	hosts  map[string]bool
 	log    hclog.Logger
@@ -67,7 +73,10 @@ func Register(mux *http.ServeMux, opts Options) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	d := &server{api: opts.API, apps: opts.Apps, demoWS: opts.DemoWS, hosts: hostSet(opts.Hosts), log: log.Named("dashboard")}
+	d := &server{api: opts.API, apps: opts.Apps, byID: opts.Lookup, demoWS: opts.DemoWS, hosts: hostSet(opts.Hosts), log: log.Named("dashboard")}
+	if d.byID == nil {
+		d.byID = func(_ context.Context, id string) *apps.App { return d.apps.ByID(id) }
+	}
 	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, d.guard(h)) }
 	handle("GET /dashboard", servePage("dashboard.html"))
 	handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/assets/", noCache(http.FileServerFS(assets))))

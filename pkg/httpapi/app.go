@@ -122,8 +122,16 @@ func New(opts Options) (_ *App, err error) {
 	if opts.Config.Dashboard {
 		a.dash = &dashboard.Options{
 			// a.routes is set below, from a handler that includes these routes.
-			API:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.routes.ServeHTTP(w, r) }),
-			Apps:   a.apps,
+			API:  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.routes.ServeHTTP(w, r) }),
+			Apps: a.apps,
+			// Only an unknown id is looked up: the dashboard shows a
+			// disabled app too.
+			Lookup: func(ctx context.Context, id string) *apps.App {
+				if app := a.apps.ByID(id); app != nil {
+					return app
+				}
+				return a.app(ctx, id, "")
+			},
 			DemoWS: opts.Config.DemoWS,
 			Hosts:  dashboardHosts(opts.Config),
 			Logger: a.log,

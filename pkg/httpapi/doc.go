@@ -13,6 +13,11 @@
 //     before its signature proved anything closes its connection: nobody
 //     without an app's secret makes the server read a body or keep a
 //     connection.
+//   - An app id not served, or served disabled or without the request's
+//     auth_key, is looked up in the apps' source (appreload.Reloader.Lookup)
+//     before the request is refused: an app inserted, enabled or given a
+//     key a moment ago answers its first request. A request of an app
+//     served never waits for such a read.
 //   - A count is exact as of the Redis read that answers it, and a Redis
 //     failure is a 503, never a made-up answer; only a shared full listing
 //     is older, by at most --listing-cache-ttl.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +70,40 @@ type apiRequest struct {
 	body []byte
 }
 
+// app returns the app of id, or nil. An id the process does not serve, or
+// serves disabled or without key (the request's auth_key, "" if none), is
+// first looked up in the apps' source (appreload.Reloader.Lookup), so an
+// app inserted, enabled or given a key a moment ago answers its first
+// request rather than a 404, 403 or 401 until the next poll.
+func (a *App) app(ctx context.Context, id, key string) *apps.App {
+	app := a.apps.ByID(id)
+	serves := func() bool {
+		if app == nil || !app.Enabled {
+			return false
+		}
+		_, ok := app.SecretFor(key)
+		return ok || key == ""
+	}
+	if !serves() {
+		a.reload.Lookup(ctx, "id "+id+" key "+key, func() bool {
+			app = a.apps.ByID(id)
+			return serves()
+		})
+	}
+	return app
+}
+
+// authKey is a parsed query's auth_key; the signature check reads keys
+// without regard to case.
+func authKey(query url.Values) string {
+	for k, v := range query {
+		if strings.EqualFold(k, "auth_key") && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
 // signed checks an /apps/{app_id}/ request before h sees it: known app
 // (404), announced body within maxBodyBytes (413), well-formed query
 // (400), valid signature over method, path and query (401, also when the
@@ -83,7 +118,8 @@ type apiRequest struct {
 func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("app_id")
-		app := a.apps.ByID(id)
+		query, err := auth.ParseQuery(r.URL.RawQuery)
+		app := a.app(r.Context(), id, authKey(query))
 		if app == nil {
 			a.refuseUnread(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
 			return
@@ -92,7 +128,6 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 			a.refuseUnread(w, r, http.StatusRequestEntityTooLarge, bodyTooLarge)
 			return
 		}
-		query, err := auth.ParseQuery(r.URL.RawQuery)
 		if err != nil {
 			a.refuseUnread(w, r, http.StatusBadRequest, fmt.Sprintf("Malformed query string: %v", err))
 			return

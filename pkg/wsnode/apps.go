@@ -3,8 +3,25 @@ package wsnode
 import (
 	"context"
 
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
+
+// appByKey returns the app one of whose keys is key, or nil. A key the
+// node does not serve, or serves disabled, is first looked up in the
+// apps' source (appreload.Reloader.Lookup), so an app inserted, enabled or
+// given a key a moment ago admits its first client rather than refusing
+// it with 4001 or 4003 until the next poll: pusher-js never retries those.
+func (a *App) appByKey(ctx context.Context, key string) *apps.App {
+	app := a.cfg.Apps.ByKey(key)
+	if app == nil || !app.Enabled {
+		a.reload.Lookup(ctx, "key "+key, func() bool {
+			app = a.cfg.Apps.ByKey(key)
+			return app != nil && app.Enabled
+		})
+	}
+	return app
+}
 
 // watchApps applies each reload of the apps (package appreload) to the
 // sockets open on this node until ctx ends.

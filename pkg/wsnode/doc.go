@@ -12,6 +12,11 @@
 //     and every write a timeout; a socket whose deliveries overflow is cut
 //     as a slow consumer, and its own replies, and the WebSocket pongs it
 //     is owed, only slow its reads (they count against the same budgets).
+//   - A key the node does not serve, or serves disabled, is looked up in
+//     the apps' source (appreload.Reloader.Lookup) before its socket is
+//     refused with 4001 or 4003, which pusher-js never retries: an app
+//     inserted a moment ago admits its first client. Only that handshake
+//     waits (at most 10 s); one of an app served never does.
 //   - What one client can hold or send is bounded (the port's
 //     --max-sockets, a socket's channels, frames, message size, client
 //     events; REFERENCE.md, "What bounds one client"). Every frame counts

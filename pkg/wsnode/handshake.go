@@ -22,7 +22,7 @@ import (
 // a browser page gets an HTTP error rather than a socket. An unknown or
 // disabled app is left to admit, which answers it the Pusher way.
 func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
-	app := a.cfg.Apps.ByKey(strings.TrimPrefix(r.URL.Path, "/app/"))
+	app := a.appByKey(r.Context(), strings.TrimPrefix(r.URL.Path, "/app/"))
 	// Two Origin headers are joined, and so refused by any list: the
 	// first alone would let a non-browser client choose what is checked.
 	origin := strings.Join(r.Header.Values("Origin"), " ")
@@ -37,6 +37,8 @@ func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
 
 // admit checks the app key and protocol version; on refusal it returns the
 // error to send (its code is also the close code) and the metric reason.
+// A key the node did not serve was looked up in the apps' source by
+// originAllowed, which both transports' handshakes call first.
 func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
 	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
 	app := a.cfg.Apps.ByKey(key)
