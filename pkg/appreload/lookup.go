@@ -99,7 +99,7 @@ func (r *Reloader) Lookup(ctx context.Context, name string, serves func() bool) 
 	l.running = true
 	l.mu.Unlock()
 	if start {
-		go r.rounds()
+		go r.rounds() //nolint:gosec // G118: the reads serve every waiting request, so no one request may cancel them; loadTimeout bounds each
 	}
 
 	t := time.NewTimer(loadTimeout)
