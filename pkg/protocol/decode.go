@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Frame is a decoded client frame: {"event","channel"?,"data"?,"user_id"?}.
@@ -143,7 +144,8 @@ func (f Frame) EventData() string { return rawOrString(f.Data) }
 // Member is a presence channel member: what channel_data and signin
 // user_data describe.
 type Member struct {
-	// UserID is the user id as a string (a JSON number is kept as written).
+	// UserID is the user id as a string (a JSON number as its plain
+	// decimal, see ParseChannelData).
 	UserID string
 	// UserInfo is the raw user_info JSON, or nil when absent.
 	UserInfo json.RawMessage
@@ -151,8 +153,8 @@ type Member struct {
 
 // ParseChannelData parses presence channel_data
 // {"user_id": string|number, "user_info"?: any}. A numeric user_id (the
-// Pusher docs use 10) becomes its decimal text, so "10" and 10 are one
-// user. Errors are *Error.
+// Pusher docs use 10) becomes its exact value in plain decimal, so "10",
+// 10, 1e1 and 10.0 are one user. Errors are *Error.
 func ParseChannelData(s string) (Member, error) {
 	var d struct {
 		UserID   json.RawMessage `json:"user_id"`
@@ -205,12 +207,57 @@ func userID(raw json.RawMessage) (string, error) {
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return "", fmt.Errorf("is malformed: %w", err)
 		}
-		if i, err := n.Int64(); err == nil {
-			return strconv.FormatInt(i, 10), nil
-		}
-		return n.String(), nil
+		return plainDecimal(string(n))
 	}
 	return "", errors.New("must be a string or a number")
+}
+
+// maxNumericID bounds the digits of a numeric user id's plain decimal, so
+// an exponent cannot make it long; no user id may be longer anyway.
+const maxNumericID = 256
+
+// plainDecimal spells the JSON number n as its exact value in plain
+// decimal: no exponent, no leading or trailing zeros, no "-0". So 1, 1.0,
+// 1e0 and 10E-1 are one user, "1", as pusher-js keys its members (String
+// of the number) for every safe integer and short decimal; a larger
+// integer keeps all its digits, so two users never become one.
+func plainDecimal(n string) (string, error) {
+	mant, exp10, _ := strings.Cut(strings.ToLower(n), "e")
+	neg := strings.HasPrefix(mant, "-")
+	mant = strings.TrimPrefix(mant, "-")
+	whole, frac, _ := strings.Cut(mant, ".")
+	exp := 0
+	if exp10 != "" {
+		e, err := strconv.Atoi(strings.TrimPrefix(exp10, "+"))
+		if err != nil || e > maxNumericID || e < -maxNumericID {
+			return "", errors.New("is a number too long to spell")
+		}
+		exp = e
+	}
+	// The value is digits × 10^exp.
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	for strings.HasSuffix(digits, "0") {
+		digits, exp = digits[:len(digits)-1], exp+1
+	}
+	if digits == "" {
+		return "0", nil
+	}
+	var out string
+	switch {
+	case len(digits)+max(exp, -exp) > maxNumericID:
+		return "", errors.New("is a number too long to spell")
+	case exp >= 0:
+		out = digits + strings.Repeat("0", exp)
+	case -exp >= len(digits):
+		out = "0." + strings.Repeat("0", -exp-len(digits)) + digits
+	default:
+		out = digits[:len(digits)+exp] + "." + digits[len(digits)+exp:]
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out, nil
 }
 
 // compactInfo returns user_info compacted (it is embedded in other frames

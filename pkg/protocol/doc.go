@@ -11,8 +11,8 @@
 //
 // Presence channel_data and signin user_data are parsed with
 // ParseChannelData and ParseUserData; the raw strings stay what is signed.
-// A numeric user_id is normalized to its decimal text, so 10 and "10" are
-// the same member.
+// A numeric user_id is normalized to its exact value in plain decimal, so
+// 10, 1e1, 10.0 and "10" are the same member.
 //
 // Everything here is safe for concurrent use; all but NewSocketID, which
 // reads crypto/rand, is pure.

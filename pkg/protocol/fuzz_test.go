@@ -121,7 +121,8 @@ func FuzzEncodeString(f *testing.F) {
 // whatever the page sent).
 func FuzzParseMember(f *testing.F) {
 	for _, s := range []string{`{"user_id":10,"user_info":{"name":"Mr. Channels"}}`, `{"user_id":"7"}`, `{"user_id":-1.5e3}`,
-		`{"user_id":true}`, `{"user_id":""}`, `{"id":"12345"}`, `{"id":"7","user_info":{"a":[1,2]},"watchlist":["1"]}`, `{"id":"7","watchlist":["1",2,"1"]}`, `{"watchlist":[null]}`, `{"id":7}`, `[]`, `null`, `{"user_id":"\u0000"}`} {
+		`{"user_id":true}`, `{"user_id":""}`, `{"id":"12345"}`, `{"id":"7","user_info":{"a":[1,2]},"watchlist":["1"]}`, `{"id":"7","watchlist":["1",2,"1"]}`, `{"watchlist":[null]}`, `{"id":7}`, `[]`, `null`, `{"user_id":"\u0000"}`,
+		`{"user_id":1e0}`, `{"user_id":-0.0}`, `{"user_id":10E-1}`, `{"user_id":1e256}`, `{"user_id":1e-300}`, `{"user_id":12345678901234567890}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -151,6 +152,13 @@ func FuzzParseMember(f *testing.F) {
 				}
 			}
 		}
+		// A numeric user_id's spelling is canonical: spelled again, it is
+		// the same user.
+		if m, err := protocol.ParseChannelData(s); err == nil && isNumericID(s) {
+			if again, err := protocol.ParseChannelData(`{"user_id":` + m.UserID + `}`); err != nil || again.UserID != m.UserID {
+				t.Fatalf("%q: user id %q reads back as %q (%v)", s, m.UserID, again.UserID, err)
+			}
+		}
 		// The watchlist of signin user_data: distinct non-empty ids whose
 		// frame is valid JSON, or a *protocol.Error.
 		ids, err := protocol.ParseWatchlist(s)
@@ -172,4 +180,12 @@ func FuzzParseMember(f *testing.F) {
 			t.Fatalf("%q: invalid frame %q", s, b)
 		}
 	})
+}
+
+// isNumericID reports whether s's user_id is a JSON number.
+func isNumericID(s string) bool {
+	var d struct {
+		UserID json.RawMessage `json:"user_id"`
+	}
+	return json.Unmarshal([]byte(s), &d) == nil && len(d.UserID) > 0 && d.UserID[0] != '"'
 }

@@ -279,12 +279,26 @@ func TestParseChannelData(t *testing.T) {
 		`{"user_id":"7","user_info":null}`:        {UserID: "7"},
 		`{"user_id":"a","user_info":{ "x" : 1 }}`: {UserID: "a", UserInfo: json.RawMessage(`{"x":1}`)},
 		`{"user_id":1.5}`:                         {UserID: "1.5"},
+		// A number is one user however it is spelled: its plain decimal,
+		// as JavaScript's String gives it (pusher-js keys members so).
+		`{"user_id":1e0}`:                  {UserID: "1"},
+		`{"user_id":1.0}`:                  {UserID: "1"},
+		`{"user_id":10E-1}`:                {UserID: "1"},
+		`{"user_id":-0}`:                   {UserID: "0"},
+		`{"user_id":0.000}`:                {UserID: "0"},
+		`{"user_id":1.50}`:                 {UserID: "1.5"},
+		`{"user_id":-15e-1}`:               {UserID: "-1.5"},
+		`{"user_id":12e2}`:                 {UserID: "1200"},
+		`{"user_id":0.25E+1}`:              {UserID: "2.5"},
+		`{"user_id":1234567890123456789}`:  {UserID: "1234567890123456789"},
+		`{"user_id":12345678901234567890}`: {UserID: "12345678901234567890"},
 	} {
 		got, err := protocol.ParseChannelData(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	for _, in := range []string{``, `{}`, `{"user_id":""}`, `{"user_id":true}`, `{"user_id":{}}`, `[1]`, `{"user_id":null}`} {
+	for _, in := range []string{``, `{}`, `{"user_id":""}`, `{"user_id":true}`, `{"user_id":{}}`, `[1]`, `{"user_id":null}`,
+		`{"user_id":1e999999999}`, `{"user_id":1e-999999999}`, `{"user_id":1e99999999999999999999}`} {
 		_, err := protocol.ParseChannelData(in)
 		var perr *protocol.Error
 		require.True(t, errors.As(err, &perr), "%s: %v", in, err)
