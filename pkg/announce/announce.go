@@ -145,11 +145,13 @@ func (a *Announcer) member(ctx context.Context, ap *apps.App, app string, m coun
 		a.online(ctx, app, m)
 		return
 	}
-	msg := fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID)}
+	// The version lets a node skip the subscribers whose member list
+	// holds the edge already.
+	msg := fanout.Message{Channel: m.Channel, Event: protocol.EventMemberRemoved, Data: protocol.MemberRemovedData(m.UserID), Version: m.Version}
 	if m.Added {
 		// The user's own sockets are not told they joined.
 		msg = fanout.Message{Channel: m.Channel, Event: protocol.EventMemberAdded,
-			Data: protocol.MemberAddedData(m.UserID, m.UserInfo), ExceptUser: m.UserID}
+			Data: protocol.MemberAddedData(m.UserID, m.UserInfo), ExceptUser: m.UserID, Version: m.Version}
 	} else {
 		a.left(ctx, ap, m.Channel, m.UserID)
 	}

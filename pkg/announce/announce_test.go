@@ -75,7 +75,7 @@ func listen(t *testing.T, rdb redis.UniversalClient, app string, channels ...str
 			if m.ExceptUser != "" {
 				line += " except " + m.ExceptUser
 			}
-			if m.Version != 0 {
+			if m.Version != 0 && m.Event == protocol.EventSubscriptionCount {
 				line += " v" + strconv.FormatInt(m.Version, 10)
 			}
 			l.got = append(l.got, line)

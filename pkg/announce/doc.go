@@ -7,7 +7,8 @@
 //
 //   - member_added for a presence member's first socket in the cluster, to
 //     everyone but the member's own sockets, and member_removed for their
-//     last;
+//     last, each with its unit's version (counts.MemberEdge.Version), so a
+//     node skips the subscribers whose member list holds it already;
 //   - for protocol.SignedInChannel, whose members are the users signed in
 //     anywhere, neither of those but the user's online or offline edge on
 //     protocol.WatchUserChannel, which reaches the nodes holding sockets

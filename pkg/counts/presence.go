@@ -21,6 +21,9 @@ type MemberEdge struct {
 	Added bool
 	// UserInfo is the member's user_info (joins only; may be nil).
 	UserInfo json.RawMessage
+	// Version is the unit's (see Edges.Versions): a member list read with
+	// MembersAt at a version at least this one holds the edge already.
+	Version int64
 }
 
 // Edges reports what one atomic unit of one app changed cluster-wide: a
@@ -159,7 +162,7 @@ func parseResult(cmd *redis.Cmd) (scriptResult, error) {
 		if err != nil {
 			return res, err
 		}
-		e := MemberEdge{Added: added == 1}
+		e := MemberEdge{Added: added == 1, Version: res.version}
 		e.Channel, _ = edges[i+1].(string)
 		e.UserID, _ = edges[i+2].(string)
 		if info, _ := edges[i+3].(string); info != "" {
@@ -188,26 +191,30 @@ func toInt(v any) (int64, error) {
 // Members returns the cluster-wide members of a presence channel: user id
 // to user_info (null when none was given).
 func (s *Store) Members(ctx context.Context, app, channel string) (map[string]json.RawMessage, error) {
-	return s.MembersWith(ctx, app, channel, nil)
+	m, _, err := s.MembersAt(ctx, app, channel)
+	return m, err
 }
 
-// MembersWith is Members with also's commands queued first in the same
-// MULTI/EXEC (they must keep to the app's slot): one round trip for a
-// caller that needs another read of the channel at the same moment. Their
-// results are theirs to check; an error of theirs is returned too.
-func (s *Store) MembersWith(ctx context.Context, app, channel string, also func(redis.Pipeliner)) (map[string]json.RawMessage, error) {
+// MembersAt is Members with the version of the app's counts it read (0
+// when none was made since Redis began), in one MULTI/EXEC: the list holds
+// every member edge of that version or lower (MemberEdge.Version), and
+// none higher, so a subscriber given the list needs only the edges above.
+func (s *Store) MembersAt(ctx context.Context, app, channel string) (map[string]json.RawMessage, int64, error) {
 	var ids *redis.MapStringStringCmd
 	var infos *redis.MapStringStringCmd
+	var seq *redis.StringCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if also != nil {
-			also(p)
-		}
+		seq = p.Get(ctx, s.versionKey(app))
 		ids = p.HGetAll(ctx, s.membersKey(app, channel))
 		infos = p.HGetAll(ctx, s.infoKey(app, channel))
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read members of %s: %w", channel, err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("read members of %s: %w", channel, err)
+	}
+	version, err := seq.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("read the version of %s's members: %w", channel, err)
 	}
 	out := make(map[string]json.RawMessage, len(ids.Val()))
 	for user := range ids.Val() {
@@ -217,7 +224,7 @@ func (s *Store) MembersWith(ctx context.Context, app, channel string, also func(
 		}
 		out[user] = json.RawMessage(info)
 	}
-	return out, nil
+	return out, version, nil
 }
 
 // UserCount returns the number of distinct users in a presence channel

@@ -26,7 +26,7 @@ func TestSignedInChannel(t *testing.T) {
 		var edges []MemberEdge
 		rec := func(node string) *Recorder {
 			return NewRecorder(rdb, node, RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t), LogEvents: logs,
-				OnFlushed: func(e Edges) { edges = append(edges, e.Members...) }})
+				OnFlushed: func(e Edges) { edges = append(edges, unversioned(e.Members)...) }})
 		}
 		n1, n2 := rec("n1"), rec("n2")
 		s := NewStore(rdb, testKeys.ks)
@@ -54,7 +54,7 @@ func TestSignedInChannel(t *testing.T) {
 		ok, reaped, err := s.ReapNode(ctx, "app", "n2", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, []MemberEdge{{Channel: ch, UserID: "u2"}}, reaped.Members)
+		require.Equal(t, []MemberEdge{{Channel: ch, UserID: "u2"}}, unversioned(reaped.Members))
 		edges = nil
 		n1.AddMember("app", ch, "u1", nil, -1)
 		require.NoError(t, n1.Flush(ctx))

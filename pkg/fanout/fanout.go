@@ -30,9 +30,11 @@ type Message struct {
 	ExceptSocket string `json:"except_socket,omitempty"`
 	// ExceptUser is a presence user id whose sockets must not receive it (member_added goes to the others).
 	ExceptUser string `json:"except_user,omitempty"`
-	// Version orders the messages of one channel that say the same thing
-	// anew (a subscription count: counts.Edges.Versions): a receiver that
-	// got a higher one drops a lower one. 0: unversioned.
+	// Version places the message among the count changes of its app
+	// (counts.Edges.Versions, counts.MemberEdge.Version): a receiver that
+	// got a higher subscription count drops a lower one, and a member
+	// event reaches no subscriber whose member list was read at its
+	// version or later. 0: unversioned.
 	Version int64 `json:"version,omitempty"`
 }
 

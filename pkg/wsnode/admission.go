@@ -57,7 +57,7 @@ func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
 		}
 		s.unwait(ch)
 	}
-	members, err := a.store.Members(ctx, s.app.Load().ID, ch)
+	members, version, err := a.store.MembersAt(ctx, s.app.Load().ID, ch)
 	if err != nil {
 		// The seat the gate held frees at the hold's end.
 		a.m.errors[reasonRedis].Inc()
@@ -65,7 +65,7 @@ func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
 		return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
 			Message: "the member list cannot be read right now; try again"})
 	}
-	return s.presenceReply(sc, ch, p, members)
+	return s.presenceReply(sc, ch, p, members, version)
 }
 
 // refuseAdmission answers AdmissionRequired and, if the user is on the

@@ -81,15 +81,21 @@ func (s *socket) presenceLimit(sc *scratch, ch, msg string) error {
 }
 
 // presenceReply records a presence subscription the gate let in and answers
-// it with members, Redis's list, merged with this node's members whose
-// join may not be flushed yet, and p itself.
-func (s *socket) presenceReply(sc *scratch, ch string, p presence, members map[string]json.RawMessage) error {
+// it with members, Redis's list as of version, merged with this node's
+// members whose join may not be flushed yet, and p itself. Member events
+// that list holds already are not sent to s (listed).
+func (s *socket) presenceReply(sc *scratch, ch string, p presence, members map[string]json.RawMessage, version int64) error {
 	if members == nil {
 		members = map[string]json.RawMessage{}
 	}
+	p.listed = &listed{version: version}
 	s.node.index.each(chanKey{s.app.Load().ID, ch}, func(_ *socket, q presence) {
 		if _, ok := members[q.user]; !ok && q.user != "" {
 			members[q.user] = q.info
+			if p.listed.pending == nil {
+				p.listed.pending = map[string]bool{}
+			}
+			p.listed.pending[q.user] = true
 		}
 	})
 	s.join(ch, p)
@@ -271,7 +277,12 @@ func (a *App) control(app string, m fanout.Message) {
 // the excepted user. Queueing never blocks: a subscriber that cannot keep
 // up is disconnected instead.
 func (a *App) deliver(app string, m fanout.Message) {
-	if m.Version > 0 && !a.index.newer(chanKey{app, m.Channel}, m.Version) {
+	member, added := "", m.Event == protocol.EventMemberAdded
+	switch {
+	case m.Version <= 0:
+	case added || m.Event == protocol.EventMemberRemoved:
+		member = memberOf(m.Data)
+	case !a.index.newer(chanKey{app, m.Channel}, m.Version):
 		a.m.superseded.Inc() // a count older than one delivered already
 		return
 	}
@@ -280,6 +291,9 @@ func (a *App) deliver(app string, m fanout.Message) {
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
 			return
+		}
+		if member != "" && !p.listed.news(member, added, m.Version) {
+			return // its subscription_succeeded said so
 		}
 		if f == nil {
 			f = framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
@@ -291,6 +305,15 @@ func (a *App) deliver(app string, m fanout.Message) {
 		}
 		s.enqueue(f)
 	})
+}
+
+// memberOf is the user_id of a member event's data.
+func memberOf(data string) string {
+	var d struct {
+		UserID string `json:"user_id"`
+	}
+	_ = json.Unmarshal([]byte(data), &d)
+	return d.UserID
 }
 
 // watchTerminate makes s, just signed in as user, reachable by the HTTP

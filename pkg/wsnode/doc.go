@@ -23,8 +23,9 @@
 //     against the frame budget, control frames and empty continuations
 //     too, before it is acted on, on both transports.
 //   - member_added and member_removed are sent once per user cluster-wide,
-//     from the recorder's edges, and a presence channel never seats more
-//     than its member limit across nodes.
+//     from the recorder's edges, never for what a subscriber's
+//     subscription_succeeded listed already, and a presence channel never
+//     seats more than its member limit across nodes.
 //   - Delivery is at most once, as with Pusher: an event published during
 //     a Redis outage is lost for the node's sockets; counts never are. A
 //     subscribe is answered once Redis has confirmed the node's

@@ -10,10 +10,42 @@ import (
 type chanKey struct{ app, channel string }
 
 // presence is what the channel index keeps per subscribed socket: for
-// presence channels the member it joined as, else zero.
+// presence channels the member it joined as, and what its
+// subscription_succeeded listed; else zero.
 type presence struct {
-	user string
-	info json.RawMessage
+	user   string
+	info   json.RawMessage
+	listed *listed
+}
+
+// listed is what a presence subscriber's member list held, so deliver
+// sends it only the member events that list did not: the list read from
+// Redis holds every member edge up to its version, and the members this
+// node added from its own sockets (not flushed yet) are pending, their
+// member_added still to come.
+type listed struct {
+	version int64
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+// news reports whether the member event of user (a join if added) at
+// version v is news to the subscriber, and forgets a pending user it
+// announces. Unversioned events (v 0) are news.
+func (l *listed) news(user string, added bool, v int64) bool {
+	if l == nil || v <= 0 {
+		return true
+	}
+	if v <= l.version {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending[user] {
+		delete(l.pending, user)
+		return !added
+	}
+	return true
 }
 
 const numChanShards = 64

@@ -168,7 +168,7 @@ local function apply_channels(chs, ns)
   if nr > 0 then call_in_chunks('ZREM', K.global, zrem) end
 end
 
--- next_version returns the version of this unit's channel counts (see
+-- next_version returns the version of this unit's changes (see
 -- changes): above every earlier unit's of the app, whose last K.seq
 -- keeps, and never below this shard's clock in microseconds. So a shard
 -- that lost the key (a restart without persistence, a failover to a
@@ -183,11 +183,13 @@ local function next_version()
 end
 
 -- changes lists the net effect of this unit: {version, channel, new count,
--- ...} for the touched channels whose count moved (empty if none), and
--- {1|0, channel, user, info} for every presence member that joined
--- (0 -> >0) or left (>0 -> 0). The version orders this unit's counts
--- after every earlier unit's of the app, whichever node ran it, so a
--- receiver can drop a count that arrives after a newer one.
+-- ...} for the touched channels whose count moved (just {version} if only
+-- members did, empty if nothing), and {1|0, channel, user, info} for every
+-- presence member that joined (0 -> >0) or left (>0 -> 0). The version
+-- orders this unit's counts and member edges after every earlier unit's
+-- of the app, whichever node ran it, so a receiver can drop a count that
+-- arrives after a newer one, and a member edge that a member list read
+-- with a later K.seq already holds.
 local function changes()
   local chans, edges = {}, {}
   for _, ch in ipairs(touched_ch) do
@@ -196,9 +198,6 @@ local function changes()
       table.insert(chans, ch)
       table.insert(chans, now)
     end
-  end
-  if #chans > 0 then
-    table.insert(chans, 1, next_version())
   end
   for _, t in ipairs(touched_m) do
     local ch, user, ik, k = t[1], t[2], t[3], t[4]
@@ -214,6 +213,9 @@ local function changes()
       table.insert(edges, user)
       table.insert(edges, '')
     end
+  end
+  if #chans > 0 or #edges > 0 then
+    table.insert(chans, 1, next_version())
   end
   return chans, edges
 end
