@@ -167,6 +167,16 @@ var ErrNoCapacity = fmt.Errorf("capacity must be 1 to %d", apps.MaxCapacity)
 // member limit alone limits it) has no free seat.
 var ErrFull = errors.New("the channel is at its member limit")
 
+// IncompleteError is returned by Join while the channel's members may not
+// hold every live node's (Redis lost its data, or is new, and the nodes
+// are republishing): a seat that looks free may be a member's. Retry
+// after Wait (0: unknown, soon).
+type IncompleteError struct{ Wait time.Duration }
+
+func (e *IncompleteError) Error() string {
+	return "the channel's members are being restored; retry in " + e.Wait.String()
+}
+
 // Check admits user if there is room and nobody waits, else puts them on
 // the list (or, if they are on it, checks them in and tells their place).
 // One Redis round trip.
@@ -246,8 +256,11 @@ func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (
 // ErrFull. A user let in has their seat held for r.Grace: the caller must
 // record the member (its counts flush) within that time, and until the hold
 // ends nothing frees the seat. reentry is true when a member who left came
-// back within the grace. One round trip; the script's work grows with the
-// channel's seats, never with the app.
+// back within the grace. Anyone else gets an *IncompleteError while the
+// members may not hold every live node's (counts.CompleteKey): none has
+// registered since Redis's data began, or they are republishing. One
+// round trip; the script's work grows with the channel's seats, never
+// with the app.
 func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
 	v, err := joinScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
 	if err != nil {
@@ -256,8 +269,11 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 	if len(v) != 4 {
 		return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
 	}
-	if toInt(v[3]) < 0 {
+	switch toInt(v[3]) {
+	case -1:
 		return false, false, 0, 0, ErrFull
+	case -2:
+		return false, false, 0, 0, &IncompleteError{Wait: time.Duration(toInt(v[2])) * time.Millisecond}
 	}
 	return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
 }

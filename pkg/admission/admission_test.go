@@ -50,6 +50,7 @@ func TestRuleFor(t *testing.T) {
 func TestMemberLimit(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		complete(t, rdb, "app")
 		r := Rule{Members: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
 		for _, u := range []string{"a", "b", "a"} {
 			ok, _, _, _, err := g.Join(ctx, "app", "presence-m", u, r)
@@ -97,6 +98,7 @@ func TestMemberLimit(t *testing.T) {
 func TestFIFO(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		complete(t, rdb, "app")
 		for i := range 10 {
 			res, err := g.Check(ctx, "app", "presence-r", fmt.Sprint("u", i), long)
 			require.NoError(t, err)
@@ -187,6 +189,7 @@ func TestConcurrentCapacity(t *testing.T) {
 func TestDropout(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
+	complete(t, rdb, "app")
 	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
 	for _, u := range []string{"in", "silent", "faithful"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, r)
@@ -209,6 +212,7 @@ func TestDropout(t *testing.T) {
 func TestGrace(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		complete(t, rdb, "app")
 		rec := counts.NewRecorder(rdb, "n1", counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
 		member := func(u string, delta int64) {
 			rec.AddMember("app", "presence-r", u, []byte(`{}`), delta)
@@ -272,6 +276,7 @@ func TestGrace(t *testing.T) {
 func TestCapacityOverride(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
+	complete(t, rdb, "app")
 	for _, u := range []string{"a", "b", "c", "d", "e"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, long)
 		require.NoError(t, err)
@@ -292,6 +297,7 @@ func TestCapacityOverride(t *testing.T) {
 func TestCheckIn(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
+	complete(t, rdb, "app")
 	r := Rule{Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: 300 * time.Millisecond}
 	for _, u := range []string{"a", "b", "c"} {
 		_, err := g.Check(ctx, "app", "presence-r", u, r)
@@ -326,6 +332,7 @@ func TestCheckIn(t *testing.T) {
 func TestHolds(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		complete(t, rdb, "app")
 		r := Rule{Capacity: 2, Ticket: time.Hour, Grace: 300 * time.Millisecond, Dropout: time.Hour}
 		const ch = "presence-r"
 		recs := map[string]*counts.Recorder{}
@@ -416,4 +423,12 @@ func TestHolds(t *testing.T) {
 		require.Equal(t, Admitted, check("erin").Status)
 		require.False(t, join("dave"))
 	})
+}
+
+// complete marks app's counts complete, as the nodes' first registration
+// in a Redis does once it has settled (counts.CompleteKey): these tests
+// have no node, and Join seats nobody new before it.
+func complete(t testing.TB, rdb redis.UniversalClient, app string) {
+	t.Helper()
+	require.NoError(t, rdb.Set(context.Background(), counts.CompleteKey(keyspace.Space{}, app), "0", 0).Err())
 }

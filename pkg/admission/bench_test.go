@@ -93,6 +93,7 @@ func benchJoinFull(b *testing.B, held bool) {
 	rdb := redistest.New(b).Client(b)
 	ctx := context.Background()
 	g := New(rdb, keyspace.Space{})
+	complete(b, rdb, "app")
 	r := Rule{Members: seats, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
 	for i := range seats {
 		u := fmt.Sprint("u", i)

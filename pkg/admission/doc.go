@@ -30,6 +30,13 @@
 //     already (their other sockets, on another node, may leave first). A
 //     node stalled past the grace between the two is as good as dead: like
 //     a reaped node that comes back, it can overfill the channel.
+//   - Redis losing its data loses no seat: while the members may not hold
+//     every live node's (counts.CompleteKey: absent, or ahead of now while
+//     the nodes republish), Join seats only members and held users (others
+//     get an IncompleteError and retry), Check admits nobody new and
+//     nobody is promoted. Check is the one exception: with the key absent
+//     (no node wrote since the loss, or ever) it cannot tell an empty
+//     Redis from a fresh one, and admits as on an empty channel.
 //   - DELETE (Leave) takes the user off the list and gives up their slot:
 //     an unused ticket, a leaver's grace, or a member's claim to one. It
 //     takes no seat from a user in the channel: a member holds theirs until

@@ -35,6 +35,9 @@ type channelKeys struct {
 	// Members is counts' member hash of the channel, read only.
 	Members     string
 	Grace, Hold string
+	// Complete is counts' time from which Members holds every live
+	// node's members (counts.CompleteKey), read only.
+	Complete string
 }
 
 func (k keys) channel(app, channel string) channelKeys {
@@ -48,13 +51,15 @@ func (k keys) channel(app, channel string) channelKeys {
 		Members: counts.MembersKey(k.ks, app, channel),
 		Grace:   p + kindGrace + channel,
 		Hold:    p + kindHold + channel,
+		// Complete is the app's, not the channel's.
+		Complete: counts.CompleteKey(k.ks, app),
 	}
 }
 
 // scriptKeys are the keys in the order of every script's KEYS (the K table
 // of scripts/lib.lua).
 func (c channelKeys) scriptKeys() []string {
-	return []string{c.Cap, c.Slots, c.Wait, c.Seen, c.Seq, c.Members, c.Grace, c.Hold}
+	return []string{c.Cap, c.Slots, c.Wait, c.Seen, c.Seq, c.Members, c.Grace, c.Hold, c.Complete}
 }
 
 // gatedKinds are the keys whose presence means a channel is gated right

@@ -21,7 +21,9 @@ import (
 func TestLists(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		complete(t, rdb, "app")
 		const app = "app*[x]" // glob characters are matched literally
+		complete(t, rdb, app)
 		rules := map[string]Rule{
 			"presence-busy":  {Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
 			"presence-calm":  {Capacity: 2, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
@@ -109,6 +111,7 @@ func TestLists(t *testing.T) {
 func TestMaxCapacity(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
+	complete(t, rdb, "app")
 	r := Rule{Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
 	st, _, err := g.SetCapacity(ctx, "app", "presence-max", apps.MaxCapacity, r)
 	require.NoError(t, err)

@@ -244,6 +244,7 @@ type propNode struct {
 func newPropWorld(t testing.TB, client func() redis.UniversalClient, rule Rule, app, ch string, seed uint64) *propWorld {
 	w := &propWorld{t: t, ctx: context.Background(), app: app, ch: ch, rule: rule,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), snapRDB: client(), count: map[string]int{}}
+	complete(t, w.snapRDB, app)
 	for i := range w.replicas {
 		w.replicas[i] = New(client(), keyspace.Space{})
 	}
@@ -670,7 +671,9 @@ var snapshotScript = redis.NewScript(`
 local t = redis.call('TIME')
 local holds = {}
 for i = 8, #KEYS do
-  for _, v in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES')) do holds[#holds + 1] = v end
+  if redis.call('TYPE', KEYS[i]).ok == 'zset' then
+    for _, v in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES')) do holds[#holds + 1] = v end
+  end
 end
 return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), redis.call('GET', KEYS[1]) or '',
   redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES'), redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'),

@@ -197,6 +197,10 @@ func TestMembers(t *testing.T) {
 		lefts = append(lefts, left{app, ch, user, kept})
 	}})
 	rule := admission.RuleFor(registry(t).ByID("app"), ch)
+	// The node registers, as with its first socket: the gate seats nobody
+	// new before some node has (counts.CompleteKey).
+	rec.AddConnections("app", 1)
+	require.NoError(t, rec.Flush(ctx))
 
 	res, err := gate.Check(ctx, "app", ch, "alice", rule)
 	require.NoError(t, err)

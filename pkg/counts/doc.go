@@ -15,7 +15,11 @@
 //   - A node reaped while alive, or whose Redis lost its data, learns it from
 //     its next write or heartbeat and republishes its whole state. An epoch
 //     fences each republish: a unit sent before it that Redis runs after it
-//     is refused.
+//     is refused. CompleteKey says from when Redis holds every live node's
+//     contribution: absent until a node registers, and two heartbeats
+//     ahead of a republish of a node that found its contribution gone.
+//   - Every member edge carries its unit's version, and MembersAt reads a
+//     member list with the version it holds.
 //   - No unit grows with an app: a reap, a republish and an audit run in
 //     units of at most Store.SliceSize fields, and two cleaners draining one
 //     reap subtract each field once.

@@ -179,7 +179,7 @@ func TestStaleRetireAfterRepublishIsFenced(t *testing.T) {
 		require.NoError(t, r.Flush(ctx))
 
 		// The retire the recorder gave up on, run only now.
-		_, ok, _, err := store.startReap(ctx, "app", "n", -1, newEpoch())
+		_, ok, _, err := store.startReap(ctx, "app", "n", -1, newEpoch(), "")
 		require.NoError(t, err)
 		require.True(t, ok)
 		r.Add("app", "x", 1)

@@ -53,6 +53,17 @@ func (k keys) reapsKey(app string) string       { return k.appPrefix(app) + "rea
 // field with its registration, so the hash holds registered nodes only.
 func (k keys) epochsKey(app string) string { return k.appPrefix(app) + "epochs" }
 
+// completeKey holds the time (unix ms, by the app's shard's clock) from
+// which this Redis holds every live node's contribution to app. It has no
+// TTL and nothing deletes it, so it exists only while Redis's data is
+// intact; the admission gate (CompleteKey) seats no newcomer before it
+// exists and that time has come. Nodes set it as they register (reap.lua,
+// retiring): the first registration of a fresh Redis to now, and one of a
+// node that finds its contribution gone (Redis lost its data, or reaped
+// it while alive) to a settle time ahead, by which every live node has
+// found the same within a heartbeat and republished.
+func (k keys) completeKey(app string) string { return k.appPrefix(app) + "complete" }
+
 // Fields of a node's contribution hash. A channel name cannot hold "\n",
 // so the first one separates it from the user id.
 func channelField(ch string) string      { return "c:" + ch }
@@ -287,6 +298,11 @@ func (k keys) snapshotLockKey(app string) string { return k.appPrefix(app) + "sn
 // for the scripts of packages that must read counts inside their own atomic
 // unit (the event log's claims); only counts writes it.
 func ChannelsKey(ks keyspace.Space, app string) string { return keys{ks}.globalKey(app) }
+
+// CompleteKey names, in ks, the time from which app's counts hold every
+// live node's contribution (see completeKey). It is exported for the
+// admission gate's scripts, which read it; only counts writes it.
+func CompleteKey(ks keyspace.Space, app string) string { return keys{ks}.completeKey(app) }
 
 // MembersKey names, in ks, the hash of a presence channel's members (user
 // id -> their sockets cluster-wide). It is exported for the scripts of

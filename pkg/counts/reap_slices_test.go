@@ -143,7 +143,7 @@ func TestReapSlicedZombieRepublishes(t *testing.T) {
 		loadNode(t, rdb, "app", "other", 10, 3, 2)
 		zombie := loadNode(t, rdb, "app", "zombie", 30, 10, 4)
 
-		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, "")
+		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, "", "")
 		require.NoError(t, err)
 		require.True(t, ok)
 		for range 3 {
@@ -181,7 +181,7 @@ func TestReapSlicedLeftHalfDone(t *testing.T) {
 		loadNode(t, rdb, "app", "other", 5, 2, 1)
 		loadNode(t, rdb, "app", "dead", 20, 4, 3)
 
-		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0, "")
+		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0, "", "")
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 5), &reaped))
@@ -339,7 +339,7 @@ func TestReapSlicesOverlappingInFlight(t *testing.T) {
 		store := NewStore(rdb, testKeys.ks)
 		loadNode(t, rdb, "app", "other", 30, 10, 2)
 		zombie := loadNode(t, rdb, "app", "zombie", 150, 40, 5)
-		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, "")
+		id, ok, reaped, err := store.startReap(ctx, "app", "zombie", 0, "", "")
 		require.NoError(t, err)
 		require.True(t, ok)
 		fields, err := rdb.HKeys(ctx, testKeys.reapingKey("app", id)).Result()
@@ -412,7 +412,7 @@ func TestFinishReapsLeavesOwnDrains(t *testing.T) {
 	rdb := newSingle(t)
 	store := NewStore(rdb, testKeys.ks)
 	loadNode(t, rdb, "app", "dead", 20, 4, 3)
-	id, ok, _, err := store.startReap(ctx, "app", "dead", 0, "")
+	id, ok, _, err := store.startReap(ctx, "app", "dead", 0, "", "")
 	require.NoError(t, err)
 	require.True(t, ok)
 

@@ -476,7 +476,10 @@ func (r *Recorder) republish(ctx context.Context, ops []*op) ([]*op, map[string]
 			continue
 		}
 		epoch := newEpoch()
-		id, _, _, err := s.startReap(ctx, o.app, r.node, -1, epoch)
+		r.mu.Lock()
+		prev := r.apps[o.app].epoch
+		r.mu.Unlock()
+		id, _, _, err := s.startReap(ctx, o.app, r.node, -1, epoch, prev)
 		if err != nil {
 			// Nothing of this flush is written: every op fails with it, so
 			// every app it took changes from replaces next time.
@@ -540,7 +543,23 @@ func (r *Recorder) store() *Store {
 	s := NewStore(r.rdb, r.ks)
 	s.LogEvents = r.opts.LogEvents
 	s.SliceSize = r.opts.SliceSize
+	// A retire that finds this node's contribution gone makes the app's
+	// counts complete only once every live node has found the same and
+	// republished: each heartbeats within a heartbeat of Redis coming
+	// back; the second is slack for a flush under way then (completeKey).
+	s.settle = 2 * r.opts.Heartbeat
 	return s
+}
+
+// Registered reports whether, as far as this node knows, Redis holds its
+// contribution to app as it last wrote it: false before its first flush
+// of app, and from a write that failed or was refused until the
+// republish that follows has written all of it.
+func (r *Recorder) Registered(app string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.apps[app]
+	return st != nil && st.registered
 }
 
 // maxPairs bounds the changes one script call applies, so a storm over many

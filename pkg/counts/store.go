@@ -31,6 +31,10 @@ type Store struct {
 	// DefaultSliceSize; at most 4096. Tests make it small so every
 	// operation takes many units.
 	SliceSize int
+	// settle: a recorder's retire that is the first registration of the
+	// app Redis sees marks its counts complete this much later (see
+	// completeKey).
+	settle time.Duration
 
 	mu sync.Mutex
 	// draining counts the drains of each reap (by its key) this store
@@ -208,7 +212,7 @@ func (s *Store) sliceSize() int {
 }
 
 func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (bool, Reaped, error) {
-	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs, "")
+	id, ok, reaped, err := s.startReap(ctx, app, node, deadAfterMs, "", "")
 	if err != nil || !ok {
 		return false, Reaped{}, err
 	}
@@ -223,15 +227,17 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 // startReap runs a reap's first unit (reap.lua). It returns the reap's id,
 // "" when the node had no contribution to drain. A non-empty epoch
 // retires: the node's own recorder moves its contribution aside to
-// republish, under that new epoch (see reap.lua and newEpoch).
-func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, epoch string) (id string, ok bool, reaped Reaped, err error) {
+// republish, under that new epoch (see reap.lua and newEpoch); prev is the
+// epoch it last republished under, which tells reap.lua whether the node
+// lost its registration (see completeKey).
+func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, epoch, prev string) (id string, ok bool, reaped Reaped, err error) {
 	id = newReapID(node)
-	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app), s.epochsKey(app)}
+	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app), s.epochsKey(app), s.completeKey(app)}
 	retireArg := "0"
 	if epoch != "" {
 		retireArg = "1"
 	}
-	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg, epoch).Int64Slice()
+	v, err := reapScript.Run(ctx, s.rdb, keys, node, deadAfterMs, id, retireArg, epoch, s.settle.Milliseconds(), prev).Int64Slice()
 	if err == nil && len(v) < 2 && (len(v) == 0 || v[0] != statusSpared) {
 		err = errors.New("short script result")
 	}

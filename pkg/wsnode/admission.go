@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/admission"
+	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -29,6 +30,8 @@ const waiterTick = 250 * time.Millisecond
 // covers them until the node's flush.
 // A user refused who is on the waiting list is registered as a waiter of
 // ch: the socket then gets its place as it changes (EventAdmission*).
+// While Redis's members may miss some node's (joinGate) a newcomer waits,
+// within the Redis timeout, and is then refused with 503.
 func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
 	a := s.node
 	local := false
@@ -37,8 +40,14 @@ func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
 	defer cancel()
 	if !local {
 		rule := admission.RuleFor(s.app.Load(), ch)
-		ok, reentry, position, waiting, err := a.gate.Join(ctx, s.app.Load().ID, ch, p.user, rule)
+		ok, reentry, position, waiting, err := s.joinGate(ctx, ch, p.user, rule)
+		var incomplete *admission.IncompleteError
 		switch {
+		case errors.As(err, &incomplete):
+			a.m.errors[reasonRedis].Inc()
+			a.log.Warn("presence members still being restored in Redis; refused a newcomer", "app", s.app.Load().ID, "channel", ch)
+			return s.sendError(sc, &protocol.SubscriptionError{Channel: ch, Type: protocol.SubscriptionServer, Status: http.StatusServiceUnavailable,
+				Message: "the channel's members are being restored after a Redis outage; try again"})
 		case errors.Is(err, admission.ErrFull):
 			a.m.errors[reasonPresenceLimit].Inc()
 			// soketi's refusal, word for word, then the limit.
@@ -66,6 +75,33 @@ func (s *socket) joinPresence(sc *scratch, ch string, p presence) error {
 			Message: "the member list cannot be read right now; try again"})
 	}
 	return s.presenceReply(sc, ch, p, members, version)
+}
+
+// joinGate is the gate's Join, waiting (within ctx) while the members may
+// not hold every live node's: Redis lost its data (or is new) and the
+// nodes are republishing, this one included. Seating a newcomer before
+// then could overfill the channel with members Redis has not seen yet.
+func (s *socket) joinGate(ctx context.Context, ch, user string, rule admission.Rule) (ok, reentry bool, position, waiting int, err error) {
+	a := s.node
+	app := s.app.Load().ID
+	for {
+		pause := 10 * time.Millisecond
+		if a.rec.Registered(app) {
+			ok, reentry, position, waiting, err = a.gate.Join(ctx, app, ch, user, rule)
+			var incomplete *admission.IncompleteError
+			if !errors.As(err, &incomplete) {
+				return ok, reentry, position, waiting, err
+			}
+			pause = min(max(incomplete.Wait, pause), a.cfg.Heartbeat)
+		} else {
+			// This node's own members are not all in Redis: its first
+			// flush of the app, or the republish after a failed one.
+			err = &admission.IncompleteError{}
+		}
+		if !clock.Sleep(ctx, pause) {
+			return false, false, 0, 0, err
+		}
+	}
 }
 
 // refuseAdmission answers AdmissionRequired and, if the user is on the

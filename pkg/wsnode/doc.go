@@ -25,7 +25,8 @@
 //   - member_added and member_removed are sent once per user cluster-wide,
 //     from the recorder's edges, never for what a subscriber's
 //     subscription_succeeded listed already, and a presence channel never
-//     seats more than its member limit across nodes.
+//     seats more than its member limit across nodes, after Redis lost its
+//     data too (a newcomer waits until every live node has republished).
 //   - Delivery is at most once, as with Pusher: an event published during
 //     a Redis outage is lost for the node's sockets; counts never are. A
 //     subscribe is answered once Redis has confirmed the node's

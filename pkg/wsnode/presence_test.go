@@ -1,12 +1,19 @@
 package wsnode_test
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/config"
 )
 
 // TestMemberAddedNeverRepeatsTheList: user A joins a presence channel and
@@ -78,5 +85,63 @@ func TestMemberAddedNeverRepeatsTheList(t *testing.T) {
 			t.Logf("B's list held A in %d of 30 trials", listed)
 			require.Zero(t, repeated, "member_added for a member B's subscription_succeeded listed")
 		})
+	}
+}
+
+// TestMemberLimitHoldsAfterRedisLostItsData: five users fill a presence
+// channel of member limit 5 over two nodes; Redis is killed and restarted
+// empty, and at once eight newcomers subscribe, four on each node. Until
+// both nodes have republished their members Redis shows an empty
+// channel, yet nobody new is seated: each newcomer is refused for the
+// limit, and the channel ends with the five it had.
+func TestMemberLimitHoldsAfterRedisLostItsData(t *testing.T) {
+	const app, key, ch = "app-five", "key-five", "presence-five"
+	reg, err := apps.New([]*apps.App{{ID: app, Key: key, Secret: secret, Enabled: true, MaxPresenceMembersPerChannel: 5}})
+	require.NoError(t, err)
+	nodes := startNodes(t, 2, func(c *config.WSNode) {
+		c.Apps = reg
+		// Slow enough that the newcomers reach Redis before either node's
+		// heartbeat finds its contribution gone.
+		c.Heartbeat = 500 * time.Millisecond
+	})
+	for _, n := range nodes {
+		n.run(t)
+	}
+	var members []string
+	for i := range 5 {
+		c, id := nodes[i%2].connectKey(t, key)
+		user := fmt.Sprintf("member-%d", i)
+		subscribePresenceKey(t, c, key, id, ch, `{"user_id":"`+user+`"}`)
+		members = append(members, user)
+	}
+	nodes[0].requireUsers(t, app, ch, 5)
+	newcomers := make([]*websocket.Conn, 8)
+	frames := make([]string, len(newcomers))
+	for i := range newcomers {
+		var id string
+		newcomers[i], id = nodes[i%2].connectKey(t, key)
+		cd := fmt.Sprintf(`{"user_id":"new-%d"}`, i)
+		frames[i] = subscribeFrame(ch, signKey(key, id+":"+ch+":"+cd), cd)
+	}
+
+	nodes[0].redis.Kill()
+	nodes[0].redis.Restart(t) // empty
+	for i, c := range newcomers {
+		send(t, c, frames[i])
+	}
+	for i, c := range newcomers {
+		f := readSkippingMembers(t, c)
+		require.Equal(t, "pusher:subscription_error", f.Event, "newcomer %d was seated: %s", i, f.raw)
+		require.Equal(t, "LimitReached", f.data(t)["type"], f.raw)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := nodes[0].store.Members(context.Background(), app, ch)
+		require.NoError(c, err)
+		assert.ElementsMatch(c, members, slices.Collect(maps.Keys(got)))
+	}, wait, tick, "the members republished")
+	// Stop now: the restarted server is stopped before the nodes' cleanup.
+	for _, n := range nodes {
+		n.cancel()
+		n.waitRun(t)
 	}
 }

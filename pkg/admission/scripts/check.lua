@@ -20,7 +20,7 @@ if exp or is_member(user) or is_held(user, now) then
 end
 local rank = redis.call('ZRANK', K.wait, user)
 if not rank then
-  if occ < cap then
+  if occ < cap and incomplete(now) <= 0 then
     -- settle admitted the head while there was room, so the list is empty:
     -- nobody is ahead of this newcomer.
     redis.call('ZADD', K.slots, now + ticket, user)

@@ -8,11 +8,19 @@
 -- sockets leaving elsewhere, an expiry, another user's join) can give the
 -- seat to someone else. Returns {ok, reentry, position, waiting}: reentry
 -- 1 when a leaver came back within the grace; position 0 when the user is
--- not on the list; waiting -1 when a channel without a list is full.
+-- not on the list; waiting -1 when a channel without a list is full, and
+-- -2, with position the ms to wait (0: unknown), when the members may not
+-- hold every live node's yet (lib.lua, incomplete): only a member or a
+-- held user joins then, since the seat the others want may be a member's
+-- whose node has not republished.
 local user, grace, dropout = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
 local cap, listed = seats()
 if cap <= 0 then return {1, 0, 0, 0} end
 local now = now_ms()
+local wait_ms = incomplete(now)
+if wait_ms ~= 0 and not (is_member(user) or is_held(user, now)) then
+  return {0, 0, math.max(wait_ms, 0), -2}
+end
 if not listed then
   if not (is_member(user) or is_held(user, now)) then
     -- Members alone filling the seats is the common full channel: O(1).

@@ -9,6 +9,8 @@
 --   KEYS[8] hold     ZSET    user -> end (ms) of the hold a subscribe the
 --                            gate let in put on their seat: a grace, time
 --                            enough for the node to record the member
+--   KEYS[9] complete STRING  the app's: from when (ms) the members hold
+--                            every live node's (owned by counts; read only)
 -- ARGV, the same in every script: ARGV[1] user, ARGV[2] the apps file's
 -- capacity rule (0: none), ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5]
 -- dropout ms, ARGV[6] the member limit (0: none); waiters.lua adds users.
@@ -21,7 +23,18 @@
 -- to the membership, so the member's arrival never adds a user the gate did
 -- not count (a node records a subscribe within milliseconds; a node stalled
 -- longer than the grace is as good as dead).
-local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7], hold = KEYS[8]}
+local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7], hold = KEYS[8], complete = KEYS[9]}
+
+-- incomplete returns how long (ms) until the members hold every live
+-- node's: 0 once they do, and -1 when no node registered since Redis's
+-- data began (a fresh Redis, or one that lost its data: the nodes'
+-- republish sets the time). Until then members may be missing, so a seat
+-- that looks free may not be: nobody new is seated or admitted.
+local function incomplete(now)
+  local v = redis.call('GET', K.complete)
+  if not v then return -1 end
+  return math.max(tonumber(v) - now, 0)
+end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -139,9 +152,12 @@ local function occupancy()
   return n
 end
 
--- promote admits waiters from the head of the list while there is room.
+-- promote admits waiters from the head of the list while there is room,
+-- none while the members are incomplete (a gate no node registered with
+-- yet is taken as complete: an app may admit before any socket).
 local function promote(now, cap, ticket, occ)
   local promoted = {}
+  if incomplete(now) > 0 then return occ, promoted end
   while occ < cap do
     local head = redis.call('ZPOPMIN', K.wait)
     if #head == 0 then break end

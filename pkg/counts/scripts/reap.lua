@@ -13,6 +13,8 @@
 -- KEYS[3] reaping  HASH where the contribution goes (unique to this reap)
 -- KEYS[4] reaps    SET of the reaps under way (their reaping keys' suffix)
 -- KEYS[5] epochs   HASH node -> token of its current contribution
+-- KEYS[6] complete STRING from when (ms) the app's counts hold every live
+--         node's contribution (keys.go, completeKey)
 -- ARGV[1] node id
 -- ARGV[2] dead-after in ms: reap only if last-seen is at least this old by
 --         this shard's clock (re-checked here, so a node that came back after
@@ -23,9 +25,13 @@
 --         (Recorder): no check, and the node stays registered, with an
 --         empty contribution its deltas then fill; else '0'.
 -- ARGV[5] when retiring, the node's new epoch (a fresh random token)
+-- ARGV[6] when retiring, the settle time (ms): how long every live node
+--         takes to find its contribution gone and republish
+-- ARGV[7] when retiring, the epoch the node last republished under ('' for
+--         its first republish in the app)
 -- Returns {STATUS_SPARED} if nothing was reaped (statuses: keys.go), else {fields moved, ms from the
 -- node's last-seen to this reap by this shard's clock (0 when retiring)}.
-local nodes, node, reaping, reaps, epochs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodes, node, reaping, reaps, epochs, complete = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, dead_after, retire = ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1'
 
 if retire and (ARGV[5] or '') == '' then
@@ -34,6 +40,18 @@ end
 local now = now_ms()
 local seen = redis.call('ZSCORE', nodes, id)
 if retire then
+  -- A node that republished before and is not registered lost its
+  -- contribution: Redis lost its data (or reaped the node while alive),
+  -- so other nodes' may be gone too, until each has republished. The
+  -- counts are complete a settle time from now, not earlier. The first
+  -- registration Redis sees of a node without such a past makes them
+  -- complete at once (a fresh Redis).
+  local ready = now
+  if (ARGV[7] or '') ~= '' and not seen then ready = now + tonumber(ARGV[6]) end
+  local was = tonumber(redis.call('GET', complete) or '-1')
+  if was < 0 or ready > math.max(was, now) then
+    redis.call('SET', complete, string.format('%d', ready))
+  end
   seen = now
 elseif not seen then
   -- An epoch of a node not registered is no one's (one an older cleaner
