@@ -48,14 +48,7 @@ func TestALostReadIsTakenBack(t *testing.T) {
 	ctx := context.Background()
 	key := eventlog.Key(keyspace.Space{}, f.app.ID)
 	group := groupName(f.app.Webhooks[0].URL)
-	// Delivered and acknowledged: the holding is past its takeover,
-	// reading new events.
-	f.append(t, Event{Name: ChannelOccupied, Channel: "warm-up"})
-	f.rcv.waitFor(t, 1)
-	require.Eventually(t, func() bool {
-		p, err := direct.XPending(ctx, key, group).Result()
-		return err == nil && p.Count == 0
-	}, 10*time.Second, 10*time.Millisecond, "the warm-up event was never acknowledged")
+	warmUp(t, f, direct, key, group)
 
 	// The holder's link breaks; meanwhile a channel is occupied, and its
 	// two markers are read under the holder's name: by its own read, whose
@@ -113,14 +106,7 @@ func TestADeposedHoldersReadIsTakenBack(t *testing.T) {
 	ctx := context.Background()
 	key := eventlog.Key(keyspace.Space{}, f.app.ID)
 	group := groupName(f.app.Webhooks[0].URL)
-	// Delivered and acknowledged: the holding is past its takeover,
-	// reading new events.
-	f.append(t, Event{Name: ChannelOccupied, Channel: "warm-up"})
-	f.rcv.waitFor(t, 1)
-	require.Eventually(t, func() bool {
-		p, err := direct.XPending(ctx, key, group).Result()
-		return err == nil && p.Count == 0
-	}, 10*time.Second, 10*time.Millisecond, "the warm-up event was never acknowledged")
+	warmUp(t, f, direct, key, group)
 
 	// Cut off for a moment, so the holder cannot read the event first;
 	// then it is another consumer's.
@@ -236,4 +222,16 @@ func TestRedisCrashesLoseNoWebhook(t *testing.T) {
 		n, err := rdb.XLen(ctx, key).Result()
 		return err == nil && n <= 1
 	})
+}
+
+// warmUp delivers an event and waits for its acknowledgement, so the
+// holding is past its takeover, reading new events.
+func warmUp(t *testing.T, f *fixture, direct *redis.Client, key, group string) {
+	t.Helper()
+	f.append(t, Event{Name: ChannelOccupied, Channel: "warm-up"})
+	f.rcv.waitFor(t, 1)
+	require.Eventually(t, func() bool {
+		p, err := direct.XPending(context.Background(), key, group).Result()
+		return err == nil && p.Count == 0
+	}, 10*time.Second, 10*time.Millisecond, "the warm-up event was never acknowledged")
 }
