@@ -1,7 +1,8 @@
 // Package prometheus_test checks the alerting rules in alerts.yaml: promtool
 // accepts them and passes their unit tests (alerts_test.yaml), every alert
 // links a runbook section of docs/OPERATIONS.md that exists, and every
-// metric the rules and runbooks name is one the binaries register.
+// metric the rules and runbooks name is one the binaries register (or one
+// listed as pending, until they do).
 package prometheus_test
 
 import (
@@ -83,8 +84,13 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// TestAlertsHaveRunbooks: every alert has a severity of page or ticket, a
-// summary and a description, and a runbook_url whose anchor is the
+// severities are the severity labels kube-prometheus-stack's Alertmanager
+// routes and inhibitions match.
+var severities = []string{"critical", "warning", "info"}
+
+// TestAlertsHaveRunbooks: every alert has one of severities, a static
+// summary (no template: pods' addresses and values go in the description)
+// and a description, and a runbook_url whose anchor is the
 // GitHub anchor of a ### section named after it in docs/OPERATIONS.md's
 // runbooks; and every such section is an alert's.
 func TestAlertsHaveRunbooks(t *testing.T) {
@@ -93,8 +99,9 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	sections := runbookSections(t, string(b))
 	seen := map[string]bool{}
 	for _, r := range alerts(t) {
-		require.Contains(t, []string{"page", "ticket"}, r.Labels["severity"], "%s: severity", r.Alert)
+		require.Contains(t, severities, r.Labels["severity"], "%s: severity", r.Alert)
 		require.NotEmpty(t, r.Annotations["summary"], "%s: summary", r.Alert)
+		require.NotContains(t, r.Annotations["summary"], "{{", "%s: summary is not static", r.Alert)
 		require.NotEmpty(t, r.Annotations["description"], "%s: description", r.Alert)
 		url := r.Annotations["runbook_url"]
 		anchor, ok := strings.CutPrefix(url, runbookBase)
@@ -138,8 +145,16 @@ func runbookSections(t *testing.T, doc string) map[string]section {
 // uses it.
 var metricName = regexp.MustCompile(`\bheadcount_[a-z0-9_]*[a-z0-9]\b`)
 
+// pending are metrics the rules use before the binaries register them,
+// each with the change adding it; a pending metric that is registered
+// fails the test, so the list does not outlive its reason.
+var pending = map[string]string{
+	"headcount_tls_cert_expiry_timestamp_seconds": "the expiry of the Redis TLS certificates loaded, being added to the binaries",
+}
+
 // TestRuleMetricsExist: every headcount metric the rules' expressions and
-// the runbooks name is registered by wsnode, cleaner or httpapi. A metric
+// the runbooks name is registered by wsnode, cleaner or httpapi, or is
+// pending. A metric
 // vector nobody has touched yet is not on /metrics, so the binaries are
 // built (New, which dials nothing) on fresh registries and each name is
 // looked up in them.
@@ -160,6 +175,10 @@ func TestRuleMetricsExist(t *testing.T) {
 	}
 	require.NotEmpty(t, used)
 	for name, where := range used {
+		if why, ok := pending[name]; ok {
+			require.False(t, registered(t, regs, name), "%s is registered now: remove it from pending (%s)", name, why)
+			continue
+		}
 		require.True(t, registered(t, regs, name), "%s (used by %s) is registered by no binary", name, strings.Join(slices.Compact(where), ", "))
 	}
 }
