@@ -7,7 +7,10 @@
 // apps database URL from a Secret), Redis TLS files from Secrets, no
 // secret in a ConfigMap, an Ingress that routes the Pusher paths to the
 // binaries that serve them, and well-formed alerting rules. Its tests also
-// keep the chart's renders equal to the overlays (TestChartMatchesKustomize).
+// keep the chart's renders equal to the overlays (TestChartMatchesKustomize)
+// and deploy/prometheus/alerts.yaml equal to the chart's rules
+// (TestAlertsFileIsChartRender), and run promtool on the rules rendered
+// with other values and per release.
 // It needs no cluster; cmd/k8s-dryrun adds the checks only an API server
 // can make.
 //

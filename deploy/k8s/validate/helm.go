@@ -93,8 +93,8 @@ func (c *Chart) run(args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// helmStderr drops helm's notes on the chart's symbolic links
-// (files/alerts.yaml, files/headcount.json), which it follows on purpose.
+// helmStderr drops helm's notes on the chart's symbolic link
+// (files/headcount.json), which it follows on purpose.
 func helmStderr(b []byte) string {
 	var out strings.Builder
 	for _, l := range strings.SplitAfter(string(b), "\n") {
