@@ -13,8 +13,9 @@
 #     database table (pkg/appsdb: they start private servers on loopback;
 #     no system service is left running). `make run` does not need them;
 #   - prometheus (Debian's package: promtool and the server), for the tests
-#     of the alerting rules in deploy/prometheus and the end-to-end test
-#     that runs a real Prometheus (no system service is left running).
+#     of the alerting rules in deploy/prometheus and deploy/k8s/validate (the
+#     chart's), and the end-to-end test that runs a real Prometheus (no
+#     system service is left running).
 #
 # `ensure-deps.sh run` (what `make run` calls) installs only what the local
 # cluster runs: redis-server. The README's node test/compat/... steps say
