@@ -244,6 +244,10 @@ func TestReapAnnouncesMembersRemoved(t *testing.T) {
 
 	select {
 	case m := <-got:
+		// The reap's edge carries the app's version, which sockets whose
+		// member list was read later leave out.
+		require.Positive(t, m.Version)
+		m.Version = 0
 		require.Equal(t, fanout.Message{Channel: "presence-x", Event: "pusher_internal:member_removed", Data: `{"user_id":"alone"}`}, m)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no member_removed announced")
