@@ -150,7 +150,9 @@ func TestSharedListingRenewsLock(t *testing.T) {
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
-		const lockTTL = 100 * time.Millisecond
+		// Long enough that a renewal is not late on a loaded 2-core
+		// machine under -race (100 ms was, once: a waiter computed).
+		const lockTTL = 250 * time.Millisecond
 		opts := ListingOptions{CacheTTL: time.Minute, LockTTL: lockTTL}
 		var calls atomic.Int64
 		gate := make(chan struct{})
