@@ -32,6 +32,7 @@ var kinds = map[string]func() any{
 	"networking.k8s.io/v1/Ingress":            func() any { return &networkingv1.Ingress{} },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &ServiceMonitor{} },
 	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &PrometheusRule{} },
+	"gateway.networking.k8s.io/v1/HTTPRoute":  func() any { return &HTTPRoute{} },
 }
 
 // Object is one rendered object: its YAML as kustomize wrote it, and the
@@ -109,6 +110,43 @@ type ServiceMonitorEndpoint struct {
 	Interval      string `json:"interval,omitempty"`
 	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
 	Scheme        string `json:"scheme,omitempty"`
+	// Relabelings and MetricRelabelings are the operator's RelabelConfigs,
+	// passed through from values unread.
+	Relabelings       []map[string]any `json:"relabelings,omitempty"`
+	MetricRelabelings []map[string]any `json:"metricRelabelings,omitempty"`
+}
+
+// HTTPRoute is the part of the Gateway API's gateway.networking.k8s.io/v1
+// HTTPRoute that the chart uses, decoded strictly as ServiceMonitor is.
+type HTTPRoute struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              HTTPRouteSpec `json:"spec"`
+}
+
+// HTTPRouteSpec is the subset of the real spec the chart writes.
+type HTTPRouteSpec struct {
+	ParentRefs []struct {
+		Group       string `json:"group,omitempty"`
+		Kind        string `json:"kind,omitempty"`
+		Namespace   string `json:"namespace,omitempty"`
+		Name        string `json:"name"`
+		SectionName string `json:"sectionName,omitempty"`
+		Port        int32  `json:"port,omitempty"`
+	} `json:"parentRefs"`
+	Hostnames []string `json:"hostnames,omitempty"`
+	Rules     []struct {
+		Matches []struct {
+			Path *struct {
+				Type  string `json:"type"`
+				Value string `json:"value"`
+			} `json:"path,omitempty"`
+		} `json:"matches,omitempty"`
+		BackendRefs []struct {
+			Name string `json:"name"`
+			Port int32  `json:"port"`
+		} `json:"backendRefs"`
+	} `json:"rules"`
 }
 
 // PrometheusRule is the Prometheus Operator's monitoring.coreos.com/v1

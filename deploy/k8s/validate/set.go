@@ -35,6 +35,7 @@ type Set struct {
 	ServiceMonitors []*ServiceMonitor
 	PrometheusRules []*PrometheusRule
 	Ingresses       []*networkingv1.Ingress
+	HTTPRoutes      []*HTTPRoute
 }
 
 // DecodeSet decodes rendered documents strictly; every failure is reported.
@@ -80,6 +81,8 @@ func (s *Set) Add(o *Object) {
 		s.PrometheusRules = append(s.PrometheusRules, t)
 	case *networkingv1.Ingress:
 		s.Ingresses = append(s.Ingresses, t)
+	case *HTTPRoute:
+		s.HTTPRoutes = append(s.HTTPRoutes, t)
 	}
 }
 

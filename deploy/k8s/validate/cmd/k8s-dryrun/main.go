@@ -363,7 +363,8 @@ func (a *applier) takeWarnings() []string {
 // skipped are kinds whose CRDs the throwaway server does not have; k8s-
 // validate checks them structurally instead.
 var skipped = map[string]string{
-	"monitoring.coreos.com": "the Prometheus Operator's CRDs are not installed here; k8s-validate checks it structurally",
+	"monitoring.coreos.com":     "the Prometheus Operator's CRDs are not installed here; k8s-validate checks it structurally",
+	"gateway.networking.k8s.io": "the Gateway API's CRDs are not installed here; k8s-validate checks it structurally",
 }
 
 func (a *applier) apply(ctx context.Context, target string, docs [][]byte, out io.Writer) error {
