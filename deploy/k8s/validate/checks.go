@@ -46,7 +46,7 @@ var Checks = []Check{
 	{"commands", "each headcount container runs its own binary from the image", checkCommands},
 	{"redis", "Redis is configured, and an in-cluster Redis URL names a Service of the render", checkRedis},
 	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount", checkNetworkPolicies},
-	{"spread", "replicated headcount workloads spread over nodes and zones", checkSpread},
+	{"spread", "replicated headcount workloads spread over nodes and zones, never hard over nodes they may not run on", checkSpread},
 	{"servicemonitor", "ServiceMonitors select a Service that has their port", checkServiceMonitors},
 	{"ingress", "an Ingress routes /app/ to wsnode and /apps/ to httpapi, with TLS and WebSocket-long proxy timeouts", checkIngresses},
 	{"prometheusrule", "PrometheusRule groups are named once each; each rule alerts or records an expression", checkPrometheusRules},
@@ -963,6 +963,9 @@ func checkSpread(s *Set) []error {
 		keys := map[string]bool{}
 		for _, tsc := range w.Template.Spec.TopologySpreadConstraints {
 			keys[tsc.TopologyKey] = true
+			if err := spreadSchedules(tsc); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", w.ID(), err))
+			}
 			ls, err := metav1.LabelSelectorAsSelector(tsc.LabelSelector)
 			if err != nil || tsc.LabelSelector == nil || !ls.Matches(labels.Set(w.Template.Labels)) {
 				errs = append(errs, fmt.Errorf("%s: spread over %s counts pods its labelSelector %v does not match, not its own", w.ID(), tsc.TopologyKey, tsc.LabelSelector))
@@ -975,6 +978,23 @@ func checkSpread(s *Set) []error {
 		}
 	}
 	return errs
+}
+
+// spreadSchedules refuses a hard spread that counts nodes the pod may not
+// run on. Cordoned, tainted or outside its node affinity, such a node is an
+// empty domain: the skew to it is already at its bound, so a pod (an
+// evicted one behind its disruption budget too) stays Pending.
+func spreadSchedules(tsc corev1.TopologySpreadConstraint) error {
+	if tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
+		return nil
+	}
+	if tsc.NodeTaintsPolicy == nil || *tsc.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor {
+		return fmt.Errorf("spread over %s is DoNotSchedule but counts cordoned and tainted nodes as empty domains (nodeTaintsPolicy is not Honor): a drain can stall", tsc.TopologyKey)
+	}
+	if tsc.NodeAffinityPolicy != nil && *tsc.NodeAffinityPolicy != corev1.NodeInclusionPolicyHonor {
+		return fmt.Errorf("spread over %s is DoNotSchedule but counts nodes outside the pod's node affinity (nodeAffinityPolicy is not Honor)", tsc.TopologyKey)
+	}
+	return nil
 }
 
 func checkServiceMonitors(s *Set) []error {

@@ -124,9 +124,14 @@ func TestStrictDecode(t *testing.T) {
 
 // Helpers to reach into a decoded Set.
 
+// deploy finds a Deployment by its kustomize name: the chart's carry
+// chartPrefix.
 func deploy(t *testing.T, s *Set, name string) *appsv1.Deployment {
 	t.Helper()
 	if d := s.Deployment(name); d != nil {
+		return d
+	}
+	if d := s.Deployment(chartPrefix + name); d != nil {
 		return d
 	}
 	t.Fatalf("no Deployment %s", name)
@@ -513,7 +518,15 @@ func TestChecksCatch(t *testing.T) {
 		{"no default deny", cluster, "networkpolicy", "no default-deny policy", func(t *testing.T, s *Set) *Set {
 			return without(s, "NetworkPolicy", "default-deny")
 		}},
-		{"no DNS egress", cluster, "networkpolicy", "no policy lets every pod reach DNS", func(t *testing.T, s *Set) *Set {
+		{"a policy over the whole namespace", cluster, "networkpolicy", "NetworkPolicy/default-deny: podSelector {} selects every pod of the namespace", func(t *testing.T, s *Set) *Set {
+			netpol(t, s, "default-deny").Spec.PodSelector = metav1.LabelSelector{}
+			return s
+		}},
+		{"Redis isolated for ingress only", single, "networkpolicy", "StatefulSet/redis: no policy isolates it both ways", func(t *testing.T, s *Set) *Set {
+			netpol(t, s, "redis-ingress").Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+			return s
+		}},
+		{"no DNS egress", cluster, "networkpolicy", "Deployment/wsnode: no policy lets it reach DNS", func(t *testing.T, s *Set) *Set {
 			return without(s, "NetworkPolicy", "allow-dns")
 		}},
 		{"cleaner reachable from outside", cluster, "networkpolicy", "lets anyone reach Deployment/cleaner", func(t *testing.T, s *Set) *Set {
@@ -559,6 +572,10 @@ func TestChecksCatch(t *testing.T) {
 		{"no zone spread", cluster, "spread", "Deployment/wsnode: no topologySpreadConstraint over topology.kubernetes.io/zone", func(t *testing.T, s *Set) *Set {
 			spec := &deploy(t, s, "wsnode").Spec.Template.Spec
 			spec.TopologySpreadConstraints = spec.TopologySpreadConstraints[:1]
+			return s
+		}},
+		{"hard spread over cordoned and tainted nodes", cluster, "spread", "Deployment/wsnode: spread over kubernetes.io/hostname is DoNotSchedule but counts cordoned and tainted nodes", func(t *testing.T, s *Set) *Set {
+			deploy(t, s, "wsnode").Spec.Template.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = nil
 			return s
 		}},
 		{"spread counts another workload's pods", cluster, "spread", "Deployment/httpapi: spread over kubernetes.io/hostname counts pods", func(t *testing.T, s *Set) *Set {

@@ -6,11 +6,15 @@
 // the wsnode drain, resources, hardening, the apps Secret mounted (or the
 // apps database URL from a Secret), Redis TLS files from Secrets, no
 // secret in a ConfigMap, an Ingress that routes the Pusher paths to the
-// binaries that serve them, and well-formed alerting rules. Its tests also
-// keep the chart's renders equal to the overlays (TestChartMatchesKustomize)
-// and deploy/prometheus/alerts.yaml equal to the chart's rules
-// (TestAlertsFileIsChartRender), and run promtool on the rules rendered
-// with other values and per release.
+// binaries that serve them, NetworkPolicies that select headcount's own
+// pods (never the whole namespace), spreads over nodes that never hold a
+// drain, and well-formed alerting rules. Its tests also keep the chart's
+// renders equal to the overlays but where they differ on purpose
+// (TestChartMatchesKustomize) and deploy/prometheus/alerts.yaml equal to
+// the chart's rules (TestAlertsFileIsChartRender), run promtool on the
+// rules rendered with other values and per release, and keep the chart fit
+// for other people's clusters: two releases in one namespace, a subchart,
+// a password on its Redis, an image that exists (release_test.go).
 // It needs no cluster; cmd/k8s-dryrun adds the checks only an API server
 // can make.
 //

@@ -24,8 +24,8 @@ type Chart struct {
 	// Dir is the chart's directory.
 	Dir string
 	// Release and Namespace are the release's name and namespace. The
-	// chart's object names are fixed; the namespace is the kustomize
-	// base's, so the two renders compare.
+	// chart names its objects after the release; the namespace is the
+	// kustomize base's, so the two renders compare.
 	Release, Namespace string
 }
 

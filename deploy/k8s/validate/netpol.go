@@ -68,14 +68,20 @@ func (s *Set) redisPorts(c *corev1.Container) []string {
 	return nil
 }
 
+// denyAll says whether a policy isolates what it selects both ways and
+// allows nothing: a default deny.
+func denyAll(np *networkingv1.NetworkPolicy) bool {
+	return hasPolicyType(np, networkingv1.PolicyTypeIngress) && hasPolicyType(np, networkingv1.PolicyTypeEgress) && len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0
+}
+
 func checkNetworkPolicies(s *Set) []error {
 	var errs []error
-	deny, dns := false, false
+	denied, dns := map[string]bool{}, map[string]bool{}
 	policiesOf := map[string][]*networkingv1.NetworkPolicy{}
 	for _, np := range s.NetworkPolicies {
 		id := "NetworkPolicy/" + np.Name
-		if emptySelector(np) && hasPolicyType(np, networkingv1.PolicyTypeIngress) && hasPolicyType(np, networkingv1.PolicyTypeEgress) && len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0 {
-			deny = true
+		if emptySelector(np) {
+			errs = append(errs, fmt.Errorf("%s: podSelector {} selects every pod of the namespace, other applications' too; select headcount's own", id))
 		}
 		selected, err := s.Selected(&np.Spec.PodSelector)
 		if err != nil {
@@ -87,6 +93,9 @@ func checkNetworkPolicies(s *Set) []error {
 		}
 		for _, w := range selected {
 			policiesOf[w.ID()] = append(policiesOf[w.ID()], np)
+			if denyAll(np) {
+				denied[w.ID()] = true
+			}
 		}
 		for i, rule := range np.Spec.Ingress {
 			errs = append(errs, s.peersSelect(id, "ingress", i, rule.From)...)
@@ -125,23 +134,26 @@ func checkNetworkPolicies(s *Set) []error {
 		}
 		for i, rule := range np.Spec.Egress {
 			errs = append(errs, s.peersSelect(id, "egress", i, rule.To)...)
-			if emptySelector(np) {
-				for _, p := range rule.Ports {
-					if p.Port != nil && p.Port.String() == "53" && (p.Protocol == nil || *p.Protocol == corev1.ProtocolUDP) {
-						dns = true
+			for _, p := range rule.Ports {
+				if p.Port != nil && p.Port.String() == "53" && (p.Protocol == nil || *p.Protocol == corev1.ProtocolUDP) {
+					for _, w := range selected {
+						dns[w.ID()] = true
 					}
 				}
 			}
 		}
 	}
-	if !deny {
-		errs = append(errs, fmt.Errorf("no default-deny policy (podSelector {}, Ingress and Egress, no rules): whatever no policy selects is open"))
-	}
-	if !dns {
-		errs = append(errs, fmt.Errorf("no policy lets every pod reach DNS (UDP 53): under default deny nothing resolves Redis"))
-	}
 	for _, w := range s.Workloads() {
 		b, c := binaryOf(w)
+		if b != "" && !denied[w.ID()] {
+			errs = append(errs, fmt.Errorf("%s: no default-deny policy (Ingress and Egress, no rules) selects it: what no other policy allows stays open", w.ID()))
+		}
+		if b != "" && !dns[w.ID()] {
+			errs = append(errs, fmt.Errorf("%s: no policy lets it reach DNS (UDP 53): under default deny nothing resolves Redis", w.ID()))
+		}
+		if !hasIsolation(policiesOf[w.ID()], networkingv1.PolicyTypeEgress) || !hasIsolation(policiesOf[w.ID()], networkingv1.PolicyTypeIngress) {
+			errs = append(errs, fmt.Errorf("%s: no policy isolates it both ways (Ingress and Egress policy types): it is open where none applies", w.ID()))
+		}
 		switch {
 		case b != "":
 			for _, port := range s.redisPorts(c) {
@@ -154,6 +166,10 @@ func checkNetworkPolicies(s *Set) []error {
 		}
 	}
 	return errs
+}
+
+func hasIsolation(nps []*networkingv1.NetworkPolicy, t networkingv1.PolicyType) bool {
+	return slices.ContainsFunc(nps, func(np *networkingv1.NetworkPolicy) bool { return hasPolicyType(np, t) })
 }
 
 // peersSelect reports peers whose podSelector (in this namespace) selects

@@ -1,9 +1,54 @@
 {{/*
+The chart's name (nameOverride), and the release-scoped prefix of every
+object's name (fullnameOverride), as `helm create` makes them: two
+releases in one namespace, or this chart as a subchart, never share a name.
+*/}}
+{{- define "headcount.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "headcount.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The name of one of the release's objects: (dict "root" $ "name" "wsnode")
+is <fullname>-wsnode.
+*/}}
+{{- define "headcount.objname" -}}
+{{- printf "%s-%s" (include "headcount.fullname" .root) .name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "headcount.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "headcount.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
 Labels of every object the chart makes.
 */}}
 {{- define "headcount.chartLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -12,27 +57,55 @@ them in the metrics Service and the NetworkPolicies, as in deploy/k8s.
 */}}
 {{- define "headcount.labels" -}}
 app.kubernetes.io/part-of: headcount
-app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "headcount.chartLabels" . }}
 {{- end }}
 
 {{/*
-A headcount workload's pod labels: (dict "root" $ "name" "wsnode"
-"component" "websocket"). The selectors use app.kubernetes.io/name alone,
-as deploy/k8s's do (a Deployment's selector is immutable).
+What selects one workload's pods: (dict "root" $ "name" "wsnode"). The
+component's name, as deploy/k8s selects, and the release, so that another
+release in the namespace is never selected.
 */}}
-{{- define "headcount.podLabels" -}}
+{{- define "headcount.selectorLabels" -}}
 app.kubernetes.io/name: {{ .name }}
-app.kubernetes.io/component: {{ .component }}
-app.kubernetes.io/part-of: headcount
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
+{{/*
+What selects every headcount binary of the release (not its Redis): the
+metrics Service and the NetworkPolicies, never {} (other applications may
+share the namespace).
+*/}}
+{{- define "headcount.binarySelector" -}}
+app.kubernetes.io/part-of: headcount
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+A headcount workload's pod labels: (dict "root" $ "name" "wsnode"
+"component" "websocket"), then podLabels, chart-wide and the workload's.
+*/}}
+{{- define "headcount.podLabels" -}}
+{{- $v := index .root.Values .name }}
+{{- $l := merge (dict) (default (dict) $v.podLabels) (default (dict) .root.Values.podLabels) (default (dict) .root.Values.commonLabels) }}
+{{- $_ := set $l "app.kubernetes.io/name" .name }}
+{{- $_ := set $l "app.kubernetes.io/component" .component }}
+{{- $_ := set $l "app.kubernetes.io/part-of" "headcount" }}
+{{- $_ := set $l "app.kubernetes.io/instance" .root.Release.Name }}
+{{- toYaml $l }}
+{{- end }}
+
+{{/*
+The image: registry/repository, then the digest, or the tag (by default the
+chart's appVersion, the release this chart was made for).
+*/}}
 {{- define "headcount.image" -}}
-{{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- $i := .Values.image }}
+{{- $repo := $i.repository }}
+{{- with $i.registry }}{{ $repo = printf "%s/%s" . $repo }}{{ end }}
+{{- if $i.digest -}}
+{{ $repo }}@{{ $i.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ $repo }}:{{ $i.tag | default .Chart.AppVersion }}
 {{- end }}
 {{- end }}
 
@@ -92,7 +165,7 @@ The data of headcount-config: Redis and apps settings, then config.
 {{- with .Values.apps.database.table }}{{ $_ := set $d "HEADCOUNT_APPS_DB_TABLE" . }}{{ end }}
 {{- end }}
 {{- if eq $r.mode "single" }}
-{{- $_ := set $d "HEADCOUNT_REDIS" "redis://redis:6379/0" }}
+{{- $_ := set $d "HEADCOUNT_REDIS" (printf "redis://%s:6379/0" (include "headcount.objname" (dict "root" . "name" "redis"))) }}
 {{- else if eq $r.mode "url" }}
 {{- $_ := set $d "HEADCOUNT_REDIS" $r.url }}
 {{- else if eq $r.mode "cluster" }}
@@ -195,40 +268,51 @@ The ports the headcount pods dial an external Redis on, as a JSON list.
 {{- end }}
 
 {{/*
-The pod's security context: non-root (the image's nonroot user, 65532),
-RuntimeDefault seccomp; the namespace enforces "restricted".
+The Secret holding the Redis servers' password, and its key: yours
+(redis.password.existingSecret), or in mode single the one the chart
+generates; empty: no password.
 */}}
-{{- define "headcount.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{- define "headcount.redisPasswordSecret" -}}
+{{- if .Values.redis.password.existingSecret }}
+{{- .Values.redis.password.existingSecret }}
+{{- else if eq .Values.redis.mode "single" }}
+{{- include "headcount.objname" (dict "root" . "name" "redis-auth") }}
 {{- end }}
-
-{{- define "headcount.containerSecurityContext" -}}
-runAsNonRoot: true
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
 {{- end }}
 
 {{/*
-Spread over nodes and zones: (dict "name" "wsnode"). ScheduleAnyway for
+A workload's value, or the chart-wide one when the workload's is empty:
+(dict "root" $ "binary" "wsnode" "key" "nodeSelector").
+*/}}
+{{- define "headcount.pick" -}}
+{{- $v := index .root.Values .binary }}
+{{- $x := index $v .key | default (index .root.Values .key) }}
+{{- with $x }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/*
+Topology spread over nodes and zones, unless the workload's
+topologySpreadConstraints replaces it: (dict "root" $ "name" "wsnode").
+DoNotSchedule over nodes, but only among nodes the pod may run on
+(nodeTaintsPolicy and nodeAffinityPolicy Honor): a cordoned node, a tainted
+pool or a node outside nodeSelector is no empty domain that holds an
+evicted pod Pending behind its disruption budget. ScheduleAnyway for
 zones: a DoNotSchedule zone rule leaves pods Pending on nodes without a
 zone label (bare metal, kind).
 */}}
 {{- define "headcount.spread" -}}
+{{- $v := index .root.Values .name }}
+{{- if $v.topologySpreadConstraints }}
+{{- toYaml $v.topologySpreadConstraints }}
+{{- else -}}
 - maxSkew: 1
   topologyKey: kubernetes.io/hostname
   whenUnsatisfiable: DoNotSchedule
+  nodeAffinityPolicy: Honor
+  nodeTaintsPolicy: Honor
   labelSelector:
     matchLabels:
-      app.kubernetes.io/name: {{ .name }}
+      {{- include "headcount.selectorLabels" . | nindent 6 }}
   matchLabelKeys:
     - pod-template-hash
 - maxSkew: 1
@@ -236,9 +320,10 @@ zone label (bare metal, kind).
   whenUnsatisfiable: ScheduleAnyway
   labelSelector:
     matchLabels:
-      app.kubernetes.io/name: {{ .name }}
+      {{- include "headcount.selectorLabels" . | nindent 6 }}
   matchLabelKeys:
     - pod-template-hash
+{{- end }}
 {{- end }}
 
 {{/*
@@ -250,13 +335,16 @@ Passwords and the database URL come from Secrets through secretKeyRef.
 {{- $v := index .root.Values .binary -}}
 envFrom:
   - configMapRef:
-      name: headcount-config
+      name: {{ include "headcount.objname" (dict "root" .root "name" "config") }}
   - configMapRef:
-      name: {{ .binary }}-config
+      name: {{ include "headcount.objname" (dict "root" .root "name" (printf "%s-config" .binary)) }}
+{{- with concat (default (list) .root.Values.extraEnvFrom) (default (list) $v.extraEnvFrom) }}
+{{ toYaml . | indent 2 }}
+{{- end }}
 env:
   - name: GOMEMLIMIT
     value: {{ $v.goMemLimit | quote }}
-{{- with $r.password.existingSecret }}
+{{- with include "headcount.redisPasswordSecret" .root }}
   - name: HEADCOUNT_REDIS_PASSWORD
     valueFrom:
       secretKeyRef:
@@ -277,85 +365,187 @@ env:
         name: {{ .root.Values.apps.database.existingSecret }}
         key: {{ .root.Values.apps.database.key }}
 {{- end }}
-{{- with .root.Values.extraEnv }}
+{{- with concat (default (list) .root.Values.extraEnv) (default (list) $v.extraEnv) }}
 {{ toYaml . | indent 2 }}
 {{- end }}
 {{- end }}
 
 {{/*
-A headcount container's volume mounts. The apps file's Secret is mounted as
-a directory, never with subPath: the kubelet never updates a subPath mount,
-and the binaries reload the file live when the Secret changes.
+A headcount container's volume mounts: (dict "root" $ "binary" "wsnode").
+The apps file's Secret is mounted as a directory, never with subPath: the
+kubelet never updates a subPath mount, and the binaries reload the file
+live when the Secret changes.
 */}}
 {{- define "headcount.volumeMounts" -}}
-{{- if or (eq .Values.apps.source "file") .Values.redis.tls.existingSecret }}
+{{- $v := index .root.Values .binary }}
+{{- $extra := concat (default (list) .root.Values.extraVolumeMounts) (default (list) $v.extraVolumeMounts) }}
+{{- if or (eq .root.Values.apps.source "file") .root.Values.redis.tls.existingSecret $extra }}
 volumeMounts:
-{{- if eq .Values.apps.source "file" }}
+{{- if eq .root.Values.apps.source "file" }}
   - name: apps
     mountPath: /etc/headcount
     readOnly: true
 {{- end }}
-{{- if .Values.redis.tls.existingSecret }}
+{{- if .root.Values.redis.tls.existingSecret }}
   - name: redis-tls
     mountPath: /etc/headcount-redis-tls
     readOnly: true
+{{- end }}
+{{- with $extra }}
+{{ toYaml . | indent 2 }}
 {{- end }}
 {{- end }}
 {{- end }}
 
 {{- define "headcount.volumes" -}}
-{{- if or (eq .Values.apps.source "file") .Values.redis.tls.existingSecret }}
+{{- $v := index .root.Values .binary }}
+{{- $a := .root.Values.apps }}
+{{- $extra := concat (default (list) .root.Values.extraVolumes) (default (list) $v.extraVolumes) }}
+{{- if or (eq $a.source "file") .root.Values.redis.tls.existingSecret $extra }}
 volumes:
-{{- if eq .Values.apps.source "file" }}
+{{- if eq $a.source "file" }}
   - name: apps
     secret:
-      secretName: {{ .Values.apps.existingSecret | default "headcount-apps" }}
-      {{- if and .Values.apps.existingSecret (ne .Values.apps.existingSecretKey "apps.json") }}
+      secretName: {{ $a.existingSecret | default (include "headcount.objname" (dict "root" .root "name" "apps")) }}
+      {{- if and $a.existingSecret (ne $a.existingSecretKey "apps.json") }}
       items:
-        - key: {{ .Values.apps.existingSecretKey }}
+        - key: {{ $a.existingSecretKey }}
           path: apps.json
       {{- end }}
-      defaultMode: 288 # 0440: readable by the user and fsGroup 65532 only
+      defaultMode: 288 # 0440: readable by the user and fsGroup only
 {{- end }}
-{{- if .Values.redis.tls.existingSecret }}
+{{- if .root.Values.redis.tls.existingSecret }}
   - name: redis-tls
     secret:
-      secretName: {{ .Values.redis.tls.existingSecret }}
+      secretName: {{ .root.Values.redis.tls.existingSecret }}
       defaultMode: 288
+{{- end }}
+{{- with $extra }}
+{{ toYaml . | indent 2 }}
 {{- end }}
 {{- end }}
 {{- end }}
 
 {{/*
-Scheduling values of a workload: (index .Values "wsnode").
+A headcount workload's pod spec, but for its containers' own lines:
+(dict "root" $ "binary" "wsnode"). Scheduling values are the workload's,
+or the chart-wide ones when the workload's are empty.
 */}}
-{{- define "headcount.scheduling" -}}
-{{- with .priorityClassName }}
+{{- define "headcount.podSpec" -}}
+{{- $v := index .root.Values .binary -}}
+serviceAccountName: {{ include "headcount.serviceAccountName" .root }}
+automountServiceAccountToken: false
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .root.Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+topologySpreadConstraints:
+  {{- include "headcount.spread" (dict "root" .root "name" .binary) | nindent 2 }}
+{{- with $v.priorityClassName | default .root.Values.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
-{{- with .nodeSelector }}
-nodeSelector:
+{{- range $key := list "nodeSelector" "tolerations" "affinity" }}
+{{- with include "headcount.pick" (dict "root" $.root "binary" $.binary "key" $key) }}
+{{ $key }}:
+  {{- . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- with $v.initContainers }}
+initContainers:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .tolerations }}
-tolerations:
-  {{- toYaml . | nindent 2 }}
+{{- with include "headcount.volumes" . | trim }}
+{{ . }}
 {{- end }}
-{{- with .affinity }}
-affinity:
-  {{- toYaml . | nindent 2 }}
 {{- end }}
+
+{{/*
+A probe: the chart's (dict "root" $ "binary" "wsnode" "probe" "readinessProbe"
+"path" "/readyz" "period" 2 "timeout" 2 "failures" 2 "delay" 0), with the
+workload's probe timings over it.
+*/}}
+{{- define "headcount.probe" -}}
+{{- $v := index .root.Values .binary }}
+{{- $p := dict "httpGet" (dict "path" .path "port" "metrics") "periodSeconds" .period "timeoutSeconds" .timeout "failureThreshold" .failures }}
+{{- if .delay }}{{ $_ := set $p "initialDelaySeconds" .delay }}{{ end }}
+{{- with (default (dict) $v.probes) | dig .probe nil }}{{ $p = mergeOverwrite $p (deepCopy .) }}{{ end }}
+{{- toYaml $p }}
 {{- end }}
 
 {{/*
 The pod template's annotations: a checksum of the settings it reads, so a
 change rolls the pods (the binaries read them only at start; the apps are
-reloaded live and take no part in it).
+reloaded live and take no part in it), then podAnnotations, chart-wide and
+the workload's.
 */}}
 {{- define "headcount.podAnnotations" -}}
 {{- $v := index .root.Values .binary -}}
-checksum/config: {{ printf "%s\n%s" (include "headcount.commonConfig" .root) (include "headcount.binaryConfig" .) | sha256sum }}
-{{- with $v.podAnnotations }}
-{{ toYaml . }}
+{{- $a := merge (dict) (default (dict) $v.podAnnotations) (default (dict) .root.Values.podAnnotations) }}
+{{- $_ := set $a "checksum/config" (printf "%s\n%s" (include "headcount.commonConfig" .root) (include "headcount.binaryConfig" .) | sha256sum) }}
+{{- toYaml $a }}
 {{- end }}
+
+{{/*
+A workload's PodDisruptionBudget: (dict "root" $ "binary" "wsnode").
+*/}}
+{{- define "headcount.pdb" -}}
+{{- $v := index .root.Values .binary }}
+{{- if $v.pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "headcount.objname" (dict "root" .root "name" .binary) }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "headcount.labels" .root | nindent 4 }}
+spec:
+  {{- toYaml (omit $v.pdb "enabled") | nindent 2 }}
+  selector:
+    matchLabels:
+      {{- include "headcount.selectorLabels" (dict "root" .root "name" .binary) | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/*
+A workload's Service: (dict "root" $ "binary" "wsnode" "component"
+"websocket" "port" "ws" "number" 6001).
+*/}}
+{{- define "headcount.service" -}}
+{{- $s := (index .root.Values .binary).service -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "headcount.objname" (dict "root" .root "name" .binary) }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    app.kubernetes.io/name: {{ .binary }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- include "headcount.labels" .root | nindent 4 }}
+  {{- with $s.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ $s.type }}
+  {{- if and $s.externalTrafficPolicy (ne $s.type "ClusterIP") }}
+  externalTrafficPolicy: {{ $s.externalTrafficPolicy }}
+  {{- end }}
+  {{- if and $s.loadBalancerSourceRanges (eq $s.type "LoadBalancer") }}
+  loadBalancerSourceRanges:
+    {{- toYaml $s.loadBalancerSourceRanges | nindent 4 }}
+  {{- end }}
+  selector:
+    {{- include "headcount.selectorLabels" (dict "root" .root "name" .binary) | nindent 4 }}
+  ports:
+    - name: {{ .port }}
+      port: {{ .number }}
+      targetPort: {{ .port }}
+      protocol: TCP
+      {{- if and $s.nodePort (ne $s.type "ClusterIP") }}
+      nodePort: {{ $s.nodePort }}
+      {{- end }}
 {{- end }}
