@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/diff"
 )
@@ -200,7 +201,7 @@ prometheusRule:
 			}
 		}
 		for _, m := range regexp.MustCompile(`container="([^"]*)"`).FindAllStringSubmatch(r.Expr.String(), -1) {
-			if d := s.Deployment(m[1]); d == nil || d.Spec.Template.Spec.Containers[0].Name != m[1] {
+			if !slices.ContainsFunc(s.Deployments, func(d *appsv1.Deployment) bool { return d.Spec.Template.Spec.Containers[0].Name == m[1] }) {
 				t.Errorf("%s names container %s, which is no Deployment's container of that name", name, m[1])
 			}
 		}
@@ -237,8 +238,10 @@ func TestChartRulesPerRelease(t *testing.T) {
 		for _, m := range []string{"headcount_wsnode_ready", "headcount_wsnode_connections_open", "headcount_cleaner_active", "headcount_httpapi_ready", "headcount_httpapi_redis_up"} {
 			series += "      - series: '" + m + `{namespace="` + ns + `", job="headcount-metrics", pod="p"}'` + "\n        values: '" + values + "'\n"
 		}
+		// The release's Deployments: <fullname>-<binary>, and the release
+		// "headcount" is its own fullname.
 		for _, d := range []string{"wsnode", "cleaner", "httpapi"} {
-			series += `      - series: 'kube_deployment_spec_replicas{namespace="` + ns + `", deployment="` + d + `"}'` + "\n        values: '2x40'\n"
+			series += `      - series: 'kube_deployment_spec_replicas{namespace="` + ns + `", deployment="headcount-` + d + `"}'` + "\n        values: '2x40'\n"
 		}
 	}
 	var expect strings.Builder

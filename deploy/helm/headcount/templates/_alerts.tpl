@@ -24,7 +24,8 @@ release alerts on its own pods only. Scope all matches every namespace.
 A namespace whose targets are all gone exports nothing to compare with,
 so the "none is scraped" checks ask kube-state-metrics (part of
 kube-prometheus-stack) which namespaces run headcount: those where the
-Deployments wsnode, cleaner and httpapi all want pods (the three
+release's Deployments <fullname>-wsnode, -cleaner and -httpapi all want
+pods (in scope all, any release's, or deploy/k8s's bare names; the three
 together, so another application's Deployment named httpapi does not
 count). Where kube-state-metrics knows no such Deployment (outside
 Kubernetes), absent() is the check.
@@ -42,8 +43,22 @@ Prometheus's own templates pass through helm as raw strings: {{`{{ $value }}`}}.
 {{- /* The Operator names a ServiceMonitor's job after the Service it
 scrapes; without the chart's, whoever scrapes names the job. */}}
 {{- if .Values.serviceMonitor.enabled }}
-{{- $hcM = append $hcM `job="headcount-metrics"` }}
+{{- $hcM = append $hcM (printf "job=%q" (include "headcount.objname" (dict "root" . "name" "metrics"))) }}
 {{- end }}
+{{- end }}
+{{- /* The Deployments' names: the release's, or, in scope all, any
+release's (<fullname>-wsnode) and the bare names of deploy/k8s. */}}
+{{- $deploy := dict }}
+{{- range $b := list "wsnode" "cleaner" "httpapi" }}
+{{- if eq $v.scope "release" }}
+{{- $_ := set $deploy $b (printf "deployment=%q" (include "headcount.objname" (dict "root" $ "name" $b))) }}
+{{- else }}
+{{- $_ := set $deploy $b (printf "deployment=~\"(.+-)?%s\"" $b) }}
+{{- end }}
+{{- end }}
+{{- $trio := printf "deployment=~\"(.+-)?(wsnode|cleaner|httpapi)\"" }}
+{{- if eq $v.scope "release" }}
+{{- $trio = printf "deployment=~%q" (printf "%s|%s|%s" (include "headcount.objname" (dict "root" . "name" "wsnode")) (include "headcount.objname" (dict "root" . "name" "cleaner")) (include "headcount.objname" (dict "root" . "name" "httpapi"))) }}
 {{- end }}
 {{- /* Matchers of headcount's series, of kube-state-metrics' and cAdvisor's
 (their own job), and of redis_exporter's: alone ({...}) or after others. */}}
@@ -111,10 +126,10 @@ groups:
         expr: |-
           sum by (namespace) (headcount_cleaner_active{{ $hc }}) == 0
           or (
-            count by (namespace) (kube_deployment_spec_replicas{deployment=~"wsnode|cleaner|httpapi"{{ $kAnd }}} > 0) == 3
+            count by (namespace) (kube_deployment_spec_replicas{ {{- $trio }}{{ $kAnd }}} > 0) >= 3
             unless on (namespace) count by (namespace) (headcount_cleaner_active{{ $hc }})
           )
-          or (absent(headcount_cleaner_active{{ $hc }}) unless on () kube_deployment_spec_replicas{deployment="cleaner"{{ $kAnd }}})
+          or (absent(headcount_cleaner_active{{ $hc }}) unless on () kube_deployment_spec_replicas{ {{- get $deploy "cleaner" }}{{ $kAnd }}})
         annotations:
           summary: No cleaner holds the lease
           description: >-
@@ -194,10 +209,10 @@ groups:
         expr: |-
           max by (namespace) (headcount_wsnode_ready{{ $hc }}) == 0
           or (
-            count by (namespace) (kube_deployment_spec_replicas{deployment=~"wsnode|cleaner|httpapi"{{ $kAnd }}} > 0) == 3
+            count by (namespace) (kube_deployment_spec_replicas{ {{- $trio }}{{ $kAnd }}} > 0) >= 3
             unless on (namespace) count by (namespace) (headcount_wsnode_connections_open{{ $hc }})
           )
-          or (absent(headcount_wsnode_connections_open{{ $hc }}) unless on () kube_deployment_spec_replicas{deployment="wsnode"{{ $kAnd }}})
+          or (absent(headcount_wsnode_connections_open{{ $hc }}) unless on () kube_deployment_spec_replicas{ {{- get $deploy "wsnode" }}{{ $kAnd }}})
         annotations:
           summary: No wsnode is ready
           description: >-
@@ -244,10 +259,10 @@ groups:
         expr: |-
           max by (namespace) (headcount_httpapi_ready{{ $hc }}) == 0
           or (
-            count by (namespace) (kube_deployment_spec_replicas{deployment=~"wsnode|cleaner|httpapi"{{ $kAnd }}} > 0) == 3
+            count by (namespace) (kube_deployment_spec_replicas{ {{- $trio }}{{ $kAnd }}} > 0) >= 3
             unless on (namespace) count by (namespace) (headcount_httpapi_redis_up{{ $hc }})
           )
-          or (absent(headcount_httpapi_redis_up{{ $hc }}) unless on () kube_deployment_spec_replicas{deployment="httpapi"{{ $kAnd }}})
+          or (absent(headcount_httpapi_redis_up{{ $hc }}) unless on () kube_deployment_spec_replicas{ {{- get $deploy "httpapi" }}{{ $kAnd }}})
         annotations:
           summary: No httpapi is ready
           description: >-
