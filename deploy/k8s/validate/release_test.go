@@ -41,7 +41,7 @@ func renderRelease(t *testing.T, release string, extra ...string) (*Set, [][]byt
 
 // everythingOn turns on every optional object.
 var everythingOn = []string{
-	"--set", "ingress.enabled=true,serviceMonitor.enabled=true,grafanaDashboard.enabled=true,httpRoute.enabled=true",
+	"--set", "ingress.enabled=true,serviceMonitor.enabled=true,grafanaDashboard.enabled=true,httpRoute.enabled=true,prometheusRule.enabled=true",
 	"--set-json", `httpRoute.parentRefs=[{"name":"gateway","namespace":"gateway-system"}]`,
 }
 
