@@ -40,6 +40,7 @@ func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("unknown command %q (cleaner --help lists the commands: audit)", rest[0])
 	}
 	return lifecycle.Main("cleaner", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
+		cfg.RedisLogger, cfg.RedisRegisterer = log.Named("cleaner"), reg // for the Redis files' reloads
 		return cleaner.New(cleaner.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }
@@ -63,7 +64,8 @@ func audit(cfg config.Cleaner, args []string, stdout, stderr io.Writer) int {
 	}
 	// go-redis logs (dial retries) go through the configured logger, as
 	// in every binary, so --log-format json stays JSON.
-	redis.SetLogger(logging.Redis(logging.New("cleaner", cfg.LogLevel, cfg.LogFormat, stderr)))
+	cfg.RedisLogger = logging.New("cleaner", cfg.LogLevel, cfg.LogFormat, stderr)
+	redis.SetLogger(logging.Redis(cfg.RedisLogger))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	drift, err := cleaner.Audit(ctx, cfg, stdout, *repair)

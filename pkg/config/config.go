@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
@@ -49,6 +51,9 @@ type Common struct {
 	// URL's user and password. Empty means the URL's, or none.
 	RedisUsername string
 	RedisPassword string
+	// RedisPasswordFile is a file holding the password instead: re-read when
+	// it changes, so a rotated Kubernetes Secret needs no restart.
+	RedisPasswordFile string
 	// RedisTLS turns TLS to Redis on in every mode; a rediss:// URL turns it
 	// on by itself. Sentinel mode and bare Cluster seeds need it for TLS.
 	RedisTLS bool
@@ -59,6 +64,11 @@ type Common struct {
 	// its key, for servers that require one (mutual TLS); both or neither.
 	RedisTLSCert string
 	RedisTLSKey  string
+	// RedisLogger and RedisRegisterer receive what redisx reports about
+	// the TLS and password files it re-reads. They are no settings: the
+	// binary sets them before it builds a client; nil discards.
+	RedisLogger     hclog.Logger
+	RedisRegisterer prometheus.Registerer
 	// AppsFile is a JSON apps file; empty means one app from the environment.
 	AppsFile string
 	// AppsDB is a database URL (postgres:// or mysql://) whose apps table

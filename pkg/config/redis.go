@@ -2,12 +2,10 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 
@@ -61,8 +59,8 @@ func (c Common) clusterURL() bool { return strings.Contains(c.RedisCluster, "://
 // ClusterOptions returns the Redis Cluster options of --redis-cluster, bare
 // seeds or a URL (go-redis's redis.ParseClusterURL: credentials, TLS with
 // rediss://, more seeds as addr= parameters), with --redis-username,
-// --redis-password and the TLS settings applied. Timeouts are left to the
-// caller.
+// --redis-password and --redis-tls applied. Timeouts, the TLS files and
+// --redis-password-file are left to the caller (redisx re-reads them).
 func (c Common) ClusterOptions() (*redis.ClusterOptions, error) {
 	o := &redis.ClusterOptions{}
 	if c.clusterURL() {
@@ -79,15 +77,13 @@ func (c Common) ClusterOptions() (*redis.ClusterOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil); err != nil {
-		return nil, err
-	}
+	o.TLSConfig = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil)
 	return o, nil
 }
 
 // SingleOptions returns the options of the single server at --redis
 // (redis.ParseURL: rediss:// for TLS), with --redis-username,
-// --redis-password and the TLS settings applied.
+// --redis-password and --redis-tls applied, as ClusterOptions.
 func (c Common) SingleOptions() (*redis.Options, error) {
 	o, err := redis.ParseURL(c.Redis)
 	if err != nil {
@@ -96,16 +92,14 @@ func (c Common) SingleOptions() (*redis.Options, error) {
 	if o.Username, o.Password, err = c.credentials(o.Username, o.Password); err != nil {
 		return nil, err
 	}
-	if o.TLSConfig, err = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil); err != nil {
-		return nil, err
-	}
+	o.TLSConfig = c.tlsConfig(o.TLSConfig, o.TLSConfig != nil)
 	return o, nil
 }
 
 // FailoverOptions returns the Sentinel options: the master name, the
 // sentinels' addresses and password, and for the master --redis-username,
-// --redis-password and the TLS settings (go-redis uses one TLS
-// configuration for the sentinels and the master).
+// --redis-password and --redis-tls (go-redis uses one TLS configuration
+// for the sentinels and the master), as ClusterOptions.
 func (c Common) FailoverOptions() (*redis.FailoverOptions, error) {
 	o := &redis.FailoverOptions{
 		MasterName:       strings.TrimSpace(c.RedisSentinelMaster),
@@ -115,15 +109,13 @@ func (c Common) FailoverOptions() (*redis.FailoverOptions, error) {
 		Username:         c.RedisUsername,
 		Password:         c.RedisPassword,
 	}
-	var err error
-	if o.TLSConfig, err = c.tlsConfig(nil, false); err != nil {
-		return nil, err
-	}
+	o.TLSConfig = c.tlsConfig(nil, false)
 	return o, nil
 }
 
 // credentials merges a URL's user and password with --redis-username and
-// --redis-password: either may give them, not both.
+// --redis-password: either may give them, not both; a password file
+// excludes both passwords.
 func (c Common) credentials(user, pass string) (string, string, error) {
 	var errs []error
 	if c.RedisUsername != "" {
@@ -137,6 +129,9 @@ func (c Common) credentials(user, pass string) (string, string, error) {
 			errs = append(errs, errors.New("--redis-password: the Redis URL holds a password too: give it in one place (--redis-password keeps it out of the URL)"))
 		}
 		pass = c.RedisPassword
+	}
+	if c.RedisPasswordFile != "" && pass != "" {
+		errs = append(errs, errors.New("--redis-password-file: a password is given too (--redis-password or the Redis URL): give it in one place"))
 	}
 	return user, pass, errors.Join(errs...)
 }
@@ -163,52 +158,20 @@ func tlsURL(s string) bool {
 	return err == nil && u.Scheme == "rediss"
 }
 
-// tlsConfig returns base (a URL's TLS configuration, or a new one) with the
-// CA and client certificate of the settings, or nil when TLS is off.
-// fromURL says the URL asked for TLS itself.
-func (c Common) tlsConfig(base *tls.Config, fromURL bool) (*tls.Config, error) {
+// tlsConfig returns base (a URL's TLS configuration, or a new one), or nil
+// when TLS is off. fromURL says the URL asked for TLS itself. The CA and
+// client certificate are not in it: redisx loads them for each new
+// connection, so renewed files need no restart.
+func (c Common) tlsConfig(base *tls.Config, fromURL bool) *tls.Config {
 	if !c.RedisTLS && !fromURL {
-		return nil, nil
+		return nil
 	}
 	cfg := base
 	if cfg == nil {
 		cfg = &tls.Config{}
 	}
 	cfg.MinVersion = tls.VersionTLS12
-	var errs []error
-	if c.RedisTLSCA != "" {
-		pool, err := loadCA(c.RedisTLSCA)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--redis-tls-ca: %w", err))
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case c.RedisTLSCert != "" && c.RedisTLSKey != "":
-		cert, err := tls.LoadX509KeyPair(c.RedisTLSCert, c.RedisTLSKey)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--redis-tls-cert, --redis-tls-key: %w", err))
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	case c.RedisTLSCert != "":
-		errs = append(errs, errors.New("--redis-tls-cert: set without --redis-tls-key: a client certificate needs its key"))
-	case c.RedisTLSKey != "":
-		errs = append(errs, errors.New("--redis-tls-key: set without --redis-tls-cert: a client key needs its certificate"))
-	}
-	return cfg, errors.Join(errs...)
-}
-
-// loadCA reads a PEM file of one or more CA certificates.
-func loadCA(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path) //nolint:gosec // G304: the path is the operator's --redis-tls-ca setting
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
+	return cfg
 }
 
 // validateRedis checks the Redis settings of every mode, dialing nothing:
@@ -267,8 +230,11 @@ func validateRedis(c *Common) []error {
 		}
 	}
 	if c.TLSOn() {
-		if _, err := c.tlsConfig(nil, true); err != nil {
-			errs = append(errs, err)
+		errs = append(errs, c.checkTLSFiles()...)
+	}
+	if c.RedisPasswordFile != "" {
+		if _, err := ReadRedisPassword(c.RedisPasswordFile); err != nil {
+			errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
 		}
 	}
 	// Credentials given both in a URL and by the settings.

@@ -62,6 +62,9 @@ func TestRedisSettingErrors(t *testing.T) {
 	files := redistest.NewTLSFiles(t)
 	garbage := filepath.Join(t.TempDir(), "garbage.pem")
 	require.NoError(t, os.WriteFile(garbage, []byte("not a certificate"), 0o600))
+	pwFile, emptyFile := filepath.Join(t.TempDir(), "password"), filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(pwFile, []byte("secret\n"), 0o600))
+	require.NoError(t, os.WriteFile(emptyFile, []byte("\n"), 0o600))
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -84,6 +87,11 @@ func TestRedisSettingErrors(t *testing.T) {
 		{[]string{"--redis-tls", "--redis-tls-key", files.ClientKey}, []string{"--redis-tls-key: set without --redis-tls-cert"}},
 		{[]string{"--redis-tls", "--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ServerKey}, []string{"--redis-tls-cert, --redis-tls-key:", "private key does not match"}},
 		{[]string{"--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-tls", "--redis-tls-ca", garbage}, []string{"--redis-tls-ca:"}},
+		{[]string{"--redis-password-file", "/does/not/exist"}, []string{"--redis-password-file:", "no such file"}},
+		{[]string{"--redis-password-file", emptyFile}, []string{"--redis-password-file:", "is empty"}},
+		{[]string{"--redis-password-file", pwFile, "--redis-password", "q"}, []string{"--redis-password-file: a password is given too"}},
+		{[]string{"--redis-password-file", pwFile, "--redis", "redis://:p@r:6379"}, []string{"--redis-password-file: a password is given too"}},
+		{[]string{"--redis-password-file", pwFile, "--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-password", "q"}, []string{"--redis-password-file: a password is given too"}},
 		// Every problem at once, not the first.
 		{[]string{"--redis-cluster", "rediss://h:x", "--redis-tls-ca", garbage, "--redis-sentinel-master", "m"},
 			[]string{"--redis-cluster:", "--redis-tls-ca:", "--redis-sentinel-master:"}},
@@ -98,6 +106,7 @@ func TestRedisSettingErrors(t *testing.T) {
 		{"--redis", "rediss://r:6380", "--redis-tls-ca", files.CA, "--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ClientKey},
 		{"--redis-cluster", "rediss://h:1", "--redis-tls-ca", files.CA},
 		{"--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-tls", "--redis-tls-ca", files.CA},
+		{"--redis", "rediss://u@r:6380", "--redis-password-file", pwFile, "--redis-tls-ca", files.CA},
 	} {
 		c, err := ParseWSNode(args, env(nil), io.Discard)
 		require.NoError(t, err, args)

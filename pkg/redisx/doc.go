@@ -10,6 +10,15 @@
 // map at least once a second while it sends commands, so it follows a
 // failover even when the dead primary answers nothing (no MOVED).
 //
+// Each new connection (never each command) uses the Redis TLS files and
+// password file as they are then: they are looked at again at most once
+// a second and reloaded when one changes, so certificates cert-manager
+// renews and rotated passwords need no restart. A file that fails to load
+// leaves the last good one in use (a log line, and
+// headcount_redis_file_reloads_total{result="error"}); each certificate's
+// expiry is headcount_tls_cert_expiry_timestamp_seconds{file}, on the
+// registry config.Common.RedisRegisterer names.
+//
 // The names those packages use come from pkg/keyspace.
 //
 // Everything here is safe for concurrent use.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -30,6 +32,14 @@ func client(t *testing.T, env map[string]string, args ...string) redis.Universal
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// passwordFile writes pw to a file, with the newline editors add.
+func passwordFile(t *testing.T, pw string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(p, []byte(pw+"\n"), 0o600))
+	return p
 }
 
 // countsWork writes counts of several apps (several slots on a Cluster)
@@ -98,8 +108,8 @@ func TestTLSServerOptionalClientCert(t *testing.T) {
 
 // TestPasswordCluster: a 3-master Cluster with requirepass and an ACL user
 // serves counts through the URL form of --redis-cluster, and through bare
-// seeds with --redis-username and --redis-password; without them it is
-// refused.
+// seeds with --redis-username and --redis-password or
+// --redis-password-file; without them it is refused.
 func TestPasswordCluster(t *testing.T) {
 	sc := redistest.NewSecureCluster(t, "headcount", "cluster-secret-1")
 	rdb := client(t, nil, "--redis-cluster", sc.URL())
@@ -108,6 +118,8 @@ func TestPasswordCluster(t *testing.T) {
 	countsWork(t, rdb)
 	countsWork(t, client(t, map[string]string{"HEADCOUNT_REDIS_PASSWORD": sc.Password},
 		"--redis-cluster", sc.Seeds(), "--redis-username", sc.User))
+	countsWork(t, client(t, nil, "--redis-cluster", sc.Seeds(), "--redis-username", sc.User,
+		"--redis-password-file", passwordFile(t, sc.Password)))
 
 	err := redisx.Ping(context.Background(), client(t, nil, "--redis-cluster", sc.Seeds()))
 	require.Error(t, err)
@@ -200,7 +212,9 @@ func TestSentinelFailover(t *testing.T) {
 // down-after-milliseconds and more, no running node is in that case.
 func TestSentinelFailoverHealsALostWrite(t *testing.T) {
 	s := redistest.NewSentinels(t, "master-secret-1")
-	rdb := client(t, map[string]string{"HEADCOUNT_REDIS_PASSWORD": s.Password},
+	// The master's password from a file, as the master's and the
+	// promoted replica's connections read it.
+	rdb := client(t, map[string]string{"HEADCOUNT_REDIS_PASSWORD_FILE": passwordFile(t, s.Password)},
 		"--redis-sentinel", s.Addrs(), "--redis-sentinel-master", redistest.SentinelMaster)
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := counts.NewRecorder(rdb, "node-a", counts.RecorderOptions{Heartbeat: 100 * time.Millisecond, Logger: logging.TestLogger(t)})

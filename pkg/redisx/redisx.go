@@ -29,6 +29,10 @@ const clusterReload = time.Second
 // failover client finds the master through the sentinels and follows a
 // failover), so code that branches on *redis.ClusterClient treats both
 // alike; a Cluster is a *redis.ClusterClient. Errors never show a password.
+//
+// Each new connection uses the TLS files and password file as they are
+// then (re-read when changed, see files), so rotated credentials need no
+// restart; their metrics go to c.RedisRegisterer.
 func NewClient(c config.Common) (redis.UniversalClient, error) {
 	switch c.RedisMode() {
 	case config.RedisCluster:
@@ -36,22 +40,37 @@ func NewClient(c config.Common) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis cluster: %w", err)
 		}
+		f, err := watch(c, opt.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster: %w", err)
+		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
 		opt.ClusterStateReloadInterval = clusterReload
+		opt.Dialer, opt.CredentialsProviderContext = f.hooks(opt.Username)
 		return redis.NewClusterClient(opt), nil
 	case config.RedisSentinel:
 		opt, err := c.FailoverOptions()
 		if err != nil {
 			return nil, fmt.Errorf("redis sentinel: %w", err)
 		}
+		f, err := watch(c, opt.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("redis sentinel: %w", err)
+		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.Dialer, opt.CredentialsProviderContext = f.hooks(opt.Username)
 		return redis.NewFailoverClient(opt), nil
 	default:
 		opt, err := c.SingleOptions()
 		if err != nil {
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
+		f, err := watch(c, opt.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.Dialer, opt.CredentialsProviderContext = f.hooks(opt.Username)
 		return redis.NewClient(opt), nil
 	}
 }
