@@ -31,8 +31,6 @@ type files struct {
 	log hclog.Logger
 	// base is the URL's TLS configuration; nil when TLS is off.
 	base *tls.Config
-	// now is time.Now, or a test's clock.
-	now func() time.Time
 
 	mu      sync.Mutex
 	checked time.Time
@@ -62,7 +60,7 @@ type watched struct {
 // they may have changed since). base is the TLS configuration of the
 // options, nil when TLS is off.
 func newFiles(c config.Common, base *tls.Config) (*files, error) {
-	f := &files{log: c.RedisLogger, base: base, now: time.Now, passwordFile: c.RedisPasswordFile}
+	f := &files{log: c.RedisLogger, base: base, passwordFile: c.RedisPasswordFile}
 	if f.log == nil {
 		f.log = hclog.NewNullLogger()
 	}
@@ -103,7 +101,7 @@ func newFiles(c config.Common, base *tls.Config) (*files, error) {
 			errs = append(errs, err)
 		}
 	}
-	f.checked = f.now()
+	f.checked = time.Now()
 	f.build()
 	return f, errors.Join(errs...)
 }
@@ -155,7 +153,7 @@ func (f *files) build() {
 func (f *files) current() (*tls.Config, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if now := f.now(); now.Sub(f.checked) >= recheck {
+	if now := time.Now(); now.Sub(f.checked) >= recheck {
 		f.checked = now
 		f.reload()
 	}
