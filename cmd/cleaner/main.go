@@ -40,7 +40,6 @@ func run(args []string, env config.Env, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("unknown command %q (cleaner --help lists the commands: audit)", rest[0])
 	}
 	return lifecycle.Main("cleaner", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
-		cfg.RedisLogger, cfg.RedisRegisterer = log.Named("cleaner"), reg // for the Redis files' reloads
 		return cleaner.New(cleaner.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

@@ -25,7 +25,6 @@ func run(args []string, env config.Env, stderr io.Writer) int {
 func runTo(args []string, env config.Env, stdout, stderr io.Writer) int {
 	cfg, err := config.ParseHTTPAPI(args, env, stderr)
 	return lifecycle.Main("httpapi", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
-		cfg.RedisLogger, cfg.RedisRegisterer = log.Named("httpapi"), reg // for the Redis files' reloads
 		return httpapi.New(httpapi.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

@@ -28,7 +28,6 @@ func run(args []string, env config.Env, stderr io.Writer) int {
 func runTo(args []string, env config.Env, stdout, stderr io.Writer) int {
 	cfg, err := config.ParseWSNode(args, env, stderr)
 	return lifecycle.Main("wsnode", stdout, stderr, err, cfg.Common, func(log hclog.Logger, reg *prometheus.Registry) (lifecycle.Service, error) {
-		cfg.RedisLogger, cfg.RedisRegisterer = log.Named("wsnode"), reg // for the Redis files' reloads
 		return wsnode.New(wsnode.Options{Config: cfg, Logger: log, Registry: reg})
 	})
 }

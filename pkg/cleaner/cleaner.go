@@ -198,7 +198,9 @@ func New(opts Options) (_ *App, err error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	rdb, err := redisx.NewClient(opts.Config.Common)
+	common := opts.Config.Common
+	common.RedisLogger, common.RedisRegisterer = log.Named("cleaner"), reg // the Redis files' reloads
+	rdb, err := redisx.NewClient(common)
 	if err != nil {
 		return nil, err
 	}

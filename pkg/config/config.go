@@ -65,8 +65,9 @@ type Common struct {
 	RedisTLSCert string
 	RedisTLSKey  string
 	// RedisLogger and RedisRegisterer receive what redisx reports about
-	// the TLS and password files it re-reads. They are no settings: the
-	// binary sets them before it builds a client; nil discards.
+	// the TLS and password files it re-reads. They are no settings: each
+	// binary's app package sets its own before it builds a client; nil
+	// discards.
 	RedisLogger     hclog.Logger
 	RedisRegisterer prometheus.Registerer
 	// AppsFile is a JSON apps file; empty means one app from the environment.

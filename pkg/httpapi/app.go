@@ -149,7 +149,9 @@ func New(opts Options) (_ *App, err error) {
 		}
 	}()
 
-	if a.rdb, err = redisx.NewClient(opts.Config.Common); err != nil {
+	common := opts.Config.Common
+	common.RedisLogger, common.RedisRegisterer = a.log, reg // the Redis files' reloads
+	if a.rdb, err = redisx.NewClient(common); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.life.Defer(func() { _ = a.rdb.Close() })

@@ -173,7 +173,9 @@ func New(opts Options) (_ *App, err error) {
 		}
 	}()
 
-	if a.rdb, err = redisx.NewClient(cfg.Common); err != nil {
+	common := cfg.Common
+	common.RedisLogger, common.RedisRegisterer = a.log, a.reg // the Redis files' reloads
+	if a.rdb, err = redisx.NewClient(common); err != nil {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
