@@ -26,7 +26,7 @@ HELM              := $(HELM_DIR)/helm
 HELM_LDFLAGS      := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=$(word 1,$(subst ., ,$(HELM_KUBE_VERSION))) -X helm.sh/helm/v3/$(p).k8sVersionMinor=$(word 2,$(subst ., ,$(HELM_KUBE_VERSION))))
 
-.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos soak image k8s-validate k8s-validate-server
+.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos soak image image-push image-test k8s-validate k8s-validate-server
 
 all: lint test ## Lint, then run every test (what CI runs)
 
@@ -35,7 +35,7 @@ help: ## Show this help
 
 # --version prints the VCS revision: Go stamps it in a clone (-buildvcs=auto
 # overrides a GOFLAGS=-buildvcs=false), and the link-time values cover a git
-# worktree and the Docker build, whose context has no .git.
+# worktree. make image stamps its binaries the same way (deploy/image).
 VERSION_LDFLAGS = $(shell bash scripts/version-ldflags.sh)
 
 build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revision)
@@ -108,16 +108,28 @@ chaos: ## Chaos suite: real processes, faults in seeded random order (CHAOS_DURA
 soak: ## Soak: steady churn on real processes; heaps, goroutines, fds and Redis back to baseline (SOAK_DURATION=1h, SOAK_CSV=samples.csv)
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_CSV=$(if $(SOAK_CSV),$(abspath $(SOAK_CSV))) HC_SOAK=1 $(GO) test -count=1 -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) -v ./test/e2e/
 
-IMAGE ?= headcount:dev
+IMAGE     ?= headcount:dev
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_TAR ?= $(BIN)/headcount-image.tar
+# Every time in the image is the commit's, so that two builds of one commit
+# give the same digest (reproducible-builds.org's variable; set it to override).
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_BUILD = cd deploy/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . -root ../.. -go $(GO) -image $(IMAGE) -platforms $(PLATFORMS)
 
-image: ## Build the image IMAGE (headcount:dev) with the three binaries; needs Docker (not in make test)
-	@if ! command -v docker >/dev/null 2>&1; then \
-		echo "make image: docker is not installed on this machine; no image was built."; \
-		echo "  Where Docker is available: make image IMAGE=registry.example.com/headcount:TAG"; exit 1; \
-	elif ! docker info >/dev/null 2>&1; then \
-		echo "make image: the docker command is here but no Docker engine answers (docker info failed); no image was built."; exit 1; \
-	fi
-	docker build -t $(IMAGE) $(foreach kv,$(subst -X github.com/headcount/headcount/pkg/version.,,$(VERSION_LDFLAGS)),--build-arg VCS_$(kv)) .
+# deploy/image is a module of its own (go-containerregistry stays out of
+# this one); it needs no Docker. The first build cross-compiles the three
+# binaries once per platform: minutes on 2 cores, then seconds.
+image: ## Build IMAGE (headcount:dev) for PLATFORMS (linux/amd64,linux/arm64) into IMAGE_TAR (bin/headcount-image.tar), an OCI layout tarball; no Docker needed
+	@bash scripts/ensure-deps.sh image
+	$(IMAGE_BUILD) -out $(abspath $(IMAGE_TAR))
+
+image-push: ## Build IMAGE and push it to its registry (credentials: docker's config and helpers, then GITHUB_TOKEN for ghcr.io)
+	@bash scripts/ensure-deps.sh image
+	$(IMAGE_BUILD) -push
+
+image-test: ## deploy/image's tests: build the image twice (same digest), check its files and config, run its binaries (1 to 2 minutes on 2 cores)
+	@bash scripts/ensure-deps.sh image
+	cd deploy/image && $(GO) test -count=1 -timeout 15m .
 
 k8s-validate: $(HELM) ## Render every deploy/k8s overlay and the Helm chart (helm lint and template: defaults, each example), decode strictly with k8s.io/api, run the semantic checks and their tests, the chart/kustomize drift test among them (offline)
 	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. -helm $(HELM) && HELM=$(HELM) $(GO) test -count=1 .

@@ -18,7 +18,8 @@
 #     system service is left running).
 #
 # `ensure-deps.sh run` (what `make run` calls) installs only what the local
-# cluster runs: redis-server. The README's node test/compat/... steps say
+# cluster runs: redis-server. `ensure-deps.sh image` (make image and its
+# tests) installs only ca-certificates, whose bundle the image ships. The README's node test/compat/... steps say
 # what they need when they are reached (`make deps`).
 #
 # Idempotent and quiet: prints one line per thing it does, nothing when all is
@@ -28,9 +29,9 @@
 set -euo pipefail
 mode=${1:-test}
 case $mode in
-test | run) ;;
+test | run | image) ;;
 *)
-	echo "usage: ensure-deps.sh [test|run]   (default test: everything the tests need; run: what make run runs)" >&2
+	echo "usage: ensure-deps.sh [test|run|image]   (default test: everything the tests need; run: what make run runs; image: what make image ships)" >&2
 	exit 2
 	;;
 esac
@@ -76,6 +77,22 @@ apt_install_no_start() {
 	fi
 	trap - EXIT
 }
+
+# --- ca-certificates (make image copies /etc/ssl/certs/ca-certificates.crt) ---
+if [ "$mode" = image ]; then
+	ca=/etc/ssl/certs/ca-certificates.crt
+	if [ ! -s "$ca" ]; then
+		if can_apt; then
+			apt_install ca-certificates
+			[ -s "$ca" ] || die "$ca still missing after installing ca-certificates"
+		else
+			die "$ca is needed: the image ships it for TLS to Redis and webhooks.
+  Debian/Ubuntu: sudo apt-get install ca-certificates
+  (or run this as root on Debian/Ubuntu and it installs it with apt-get)"
+		fi
+	fi
+	exit 0
+fi
 
 # --- redis-server, redis-cli, redis-sentinel ---------------------------------
 # The Sentinel tests run redis-sentinel (Debian packages it apart from

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the -ldflags that stamp the VCS revision into pkg/version, for
 # builds where Go cannot stamp it itself: a git worktree (its .git is a
-# file), a Docker build context without .git, GOFLAGS=-buildvcs=false.
+# file), GOFLAGS=-buildvcs=false. make build and make image pass them.
 # Where Go does stamp it, its own values win. Prints nothing outside git.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -119,7 +119,7 @@ var Binaries = map[string]map[string]string{
 	"httpapi": {"admin-addr": ":9603", "addr": ":8080"},
 }
 
-// BinaryDir is where the image puts the binaries (Dockerfile).
+// BinaryDir is where the image puts the binaries (deploy/image).
 const BinaryDir = "/usr/local/bin"
 
 // Binary returns the headcount binary a container runs, or "".
