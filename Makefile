@@ -26,7 +26,7 @@ HELM              := $(HELM_DIR)/helm
 HELM_LDFLAGS      := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=$(word 1,$(subst ., ,$(HELM_KUBE_VERSION))) -X helm.sh/helm/v3/$(p).k8sVersionMinor=$(word 2,$(subst ., ,$(HELM_KUBE_VERSION))))
 
-.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos soak image image-push image-test k8s-validate k8s-validate-server
+.PHONY: all help build test test-short lint tools fuzz run bench tidy clean deps chaos soak image image-push image-test image-release-check k8s-validate k8s-validate-server
 
 all: lint test ## Lint, then run every test (what CI runs)
 
@@ -130,6 +130,10 @@ image-push: ## Build IMAGE and push it to its registry (credentials: docker's co
 image-test: ## deploy/image's tests: build the image twice (same digest), check its files and config, run its binaries (1 to 2 minutes on 2 cores)
 	@bash scripts/ensure-deps.sh image
 	cd deploy/image && $(GO) test -count=1 -timeout 15m .
+
+image-release-check: ## Print the version of the release tag TAG (v1.2.3), or fail unless it is v + the chart's appVersion
+	@if [ -z "$(TAG)" ]; then echo "make image-release-check: give TAG=vX.Y.Z" >&2; exit 2; fi
+	@cd deploy/image && $(GO) run . -root ../.. -release-tag "$(TAG)"
 
 k8s-validate: $(HELM) ## Render every deploy/k8s overlay and the Helm chart (helm lint and template: defaults, each example), decode strictly with k8s.io/api, run the semantic checks and their tests, the chart/kustomize drift test among them (offline)
 	cd deploy/k8s/validate && $(GO) run ./cmd/k8s-validate -root .. -helm $(HELM) && HELM=$(HELM) $(GO) test -count=1 .

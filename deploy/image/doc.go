@@ -18,5 +18,6 @@
 // -image (docker load from Docker 25, ctr import, kind load
 // image-archive); -push sends it to -image's registry with the default
 // keychain (docker's config and credential helpers), then $GITHUB_TOKEN
-// for ghcr.io. Exit 0: done; 1: a step failed; 2: bad usage.
+// for ghcr.io. -release-tag only checks a release tag against the chart's
+// appVersion. Exit 0: done; 1: a step failed; 2: bad usage.
 package main

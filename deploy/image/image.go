@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/authn/github"
@@ -35,6 +38,8 @@ const (
 	// user is distroless's nonroot, the manifests' runAsUser and fsGroup.
 	user   = "65532:65532"
 	source = "https://github.com/headcount/headcount"
+	// chart holds appVersion, which a release tag must match.
+	chart = "deploy/helm/headcount/Chart.yaml"
 )
 
 // binaries are the commands under cmd/; the first is the entrypoint.
@@ -274,4 +279,26 @@ func pushIndex(ctx context.Context, idx v1.ImageIndex, ref name.Tag) error {
 		return fmt.Errorf("push %s: %w", ref, err)
 	}
 	return nil
+}
+
+// checkReleaseTag returns the version a release tag names, or why it
+// does not match the chart's appVersion, which is what the chart deploys.
+func checkReleaseTag(root, tag string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(root, chart)) //nolint:gosec // G304: the chart of the tree make runs in
+	if err != nil {
+		return "", err
+	}
+	var c struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		return "", fmt.Errorf("%s: %w", chart, err)
+	}
+	if c.AppVersion == "" {
+		return "", errors.New(chart + " has no appVersion")
+	}
+	if tag != "v"+c.AppVersion {
+		return "", fmt.Errorf("tag %q does not match appVersion %q in %s: a release tag is v<appVersion>; set appVersion first", tag, c.AppVersion, chart)
+	}
+	return c.AppVersion, nil
 }

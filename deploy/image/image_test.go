@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -249,6 +251,93 @@ func TestFullName(t *testing.T) {
 		}
 		if got := fullName(ref); got != want {
 			t.Errorf("fullName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestReleaseTag checks the release workflow's guard: a tag deploys the
+// chart's appVersion or nothing.
+func TestReleaseTag(t *testing.T) {
+	for _, tc := range []struct {
+		chart, tag, want string
+	}{
+		{"appVersion: 0.1.0\n", "v0.1.0", "0.1.0"},
+		{"appVersion: \"0.1.0\"\n", "v0.1.0", "0.1.0"},
+		{"appVersion: 0.1.0\n", "v0.1.1", ""},
+		{"appVersion: 0.1.0\n", "0.1.0", ""},
+		{"appVersion: dev\n", "v0.1.0", ""},
+		{"version: 0.1.0\n", "v0.1.0", ""},
+	} {
+		root := t.TempDir()
+		p := filepath.Join(root, chart)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("apiVersion: v2\nname: headcount\n"+tc.chart), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"-root", root, "-release-tag", tc.tag}, &stdout, &stderr)
+		if tc.want == "" && code != 2 {
+			t.Errorf("chart %q, tag %s: exit %d (%q), want 2", tc.chart, tc.tag, code, stdout.String())
+		}
+		if tc.want != "" && (code != 0 || stdout.String() != tc.want+"\n") {
+			t.Errorf("chart %q, tag %s: exit %d, printed %q (%s), want %q", tc.chart, tc.tag, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestReleaseWorkflow parses .github/workflows/release.yml, which runs
+// only on GitHub: on a v* tag it checks the tag, runs CI, then pushes
+// with make image-push the version the check printed.
+func TestReleaseWorkflow(t *testing.T) {
+	data, err := os.ReadFile("../../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+		Jobs map[string]struct {
+			Steps []struct {
+				Run string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(data, &wf); err != nil {
+		t.Fatalf("release.yml: %v", err)
+	}
+	if strings.Join(wf.On.Push.Tags, ",") != "v*" {
+		t.Errorf("release.yml runs on tags %q, want v*", wf.On.Push.Tags)
+	}
+	var runs []string
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			if s.Run != "" {
+				runs = append(runs, s.Run)
+			}
+		}
+	}
+	all := strings.Join(runs, "\n")
+	order := []string{"make -s image-release-check TAG=\"$GITHUB_REF_NAME\"", "bash .ci/run", "make image-push IMAGE=\"ghcr.io/headcount/headcount:$VERSION\""}
+	at := -1
+	for _, want := range order {
+		i := strings.Index(all, want)
+		if i < 0 || i < at {
+			t.Errorf("release.yml does not run %q after %q", want, order)
+		}
+		at = i
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"image-release-check", "image-push"} {
+		if !regexp.MustCompile(`(?m)^` + target + `:`).Match(mk) {
+			t.Errorf("release.yml runs make %s, which the Makefile does not have", target)
 		}
 	}
 }

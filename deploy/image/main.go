@@ -29,8 +29,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ca := fs.String("ca", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle to ship (Debian's ca-certificates)")
 	goCmd := fs.String("go", "go", "the go command that builds the binaries")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	releaseTag := fs.String("release-tag", "", "only check that this git tag is v + the chart's appVersion, print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *releaseTag != "" {
+		v, err := checkReleaseTag(*root, *releaseTag)
+		if err != nil {
+			fmt.Fprintln(stderr, "image:", err)
+			return 2
+		}
+		fmt.Fprintln(stdout, v)
+		return 0
 	}
 
 	// Every setting is checked before anything is built.
