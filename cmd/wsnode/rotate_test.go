@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/proctest"
@@ -40,13 +38,7 @@ func TestRedisCredentialsRotateUnderSockets(t *testing.T) {
 		ClientCert: secret.Path("tls.crt"), ClientKey: secret.Path("tls.key")}, "yes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	adminTLS := srv.Files.ClientConfig(t)
-	var err error
-	adminCert := ca.Issue(t, false, 10*time.Hour)
-	adminTLS.Certificates[0], err = tls.X509KeyPair(adminCert.PEM, adminCert.Key)
-	require.NoError(t, err)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, TLSConfig: adminTLS, PoolSize: 1, MaxRetries: -1})
-	t.Cleanup(func() { _ = admin.Close() })
+	admin := srv.AdminClient(t, ca)
 	do := func(args ...any) {
 		t.Helper()
 		require.NoError(t, admin.Do(ctx, args...).Err(), args)

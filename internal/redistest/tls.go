@@ -186,6 +186,23 @@ func NewTLS(t testing.TB, files *TLSFiles, authClients string, extra ...string) 
 	}
 }
 
+// AdminClient returns a client on one connection, kept for the whole
+// test, that presents a certificate of ca valid for 10 hours: it outlives
+// the rotations a test makes (existing connections survive them, and
+// CLIENT KILL skips its caller). Closed when the test ends.
+func (s *TLSServer) AdminClient(t testing.TB, ca *CA) *redis.Client {
+	t.Helper()
+	cfg := s.Files.ClientConfig(t)
+	cert := ca.Issue(t, false, 10*time.Hour)
+	var err error
+	if cfg.Certificates[0], err = tls.X509KeyPair(cert.PEM, cert.Key); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: cfg, PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Client returns a client that trusts the test CA and presents the client
 // certificate, closed when the test ends.
 func (s *TLSServer) Client(t testing.TB) *redis.Client {

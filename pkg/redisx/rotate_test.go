@@ -2,7 +2,6 @@ package redisx_test
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"sync"
 	"testing"
@@ -138,13 +137,7 @@ func TestRotateTLSAndPassword(t *testing.T) {
 	// admin keeps its one connection for the whole test (existing
 	// connections survive every rotation; CLIENT KILL skips its caller).
 	ctx := context.Background()
-	var err error
-	adminCert := ca1.Issue(t, false, 10*hour)
-	adminTLS := srv.Files.ClientConfig(t)
-	adminTLS.Certificates[0], err = tls.X509KeyPair(adminCert.PEM, adminCert.Key)
-	require.NoError(t, err)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, TLSConfig: adminTLS, PoolSize: 1, MaxRetries: -1})
-	t.Cleanup(func() { _ = admin.Close() })
+	admin := srv.AdminClient(t, ca1)
 	do := func(args ...any) {
 		t.Helper()
 		require.NoError(t, admin.Do(ctx, args...).Err(), args)
