@@ -855,7 +855,9 @@ func checkConfigMapSecrets(s *Set) []error {
 	}
 	for _, r := range s.containers(true) {
 		for _, e := range r.c.Env {
-			if e.ValueFrom == nil && (secretName.MatchString(e.Name) || secretValue.MatchString(e.Value)) {
+			// A *_FILE variable names where a secret is mounted, not the secret.
+			isPath := strings.HasSuffix(e.Name, "_FILE") && strings.HasPrefix(e.Value, "/")
+			if e.ValueFrom == nil && (secretName.MatchString(e.Name) && !isPath || secretValue.MatchString(e.Value)) {
 				errs = append(errs, fmt.Errorf("%s: env %s is a literal that looks like a secret; take it from a Secret", r.id(), e.Name))
 			}
 		}

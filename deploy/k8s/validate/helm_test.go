@@ -317,8 +317,9 @@ const chartRedisSecret = chartPrefix + "redis-auth"
 //   - The single Redis's password. The chart generates one and its Redis
 //     requires it; overlays/single-redis's Redis has none, and its
 //     NetworkPolicy alone guards it. The chart's Secret, the env vars that
-//     read it and Redis's --requirepass are dropped, and so is the
-//     overlay's --protected-mode no (moot once there is a password).
+//     read it, the binaries' mount of it (and the variable naming the
+//     file) and Redis's --requirepass are dropped, and so is the overlay's
+//     --protected-mode no (moot once there is a password).
 func onPurpose(ch, ku *Set) (*Set, *Set) {
 	names := map[string]bool{}
 	for _, o := range ku.Objects {
@@ -387,8 +388,20 @@ func normalizeValue(v any, rename func(string) string) any {
 				em, _ := e.(map[string]any)
 				from, _ := em["valueFrom"].(map[string]any)
 				ref, _ := from["secretKeyRef"].(map[string]any)
-				return ref["name"] == chartRedisSecret
+				return ref["name"] == chartRedisSecret || em["name"] == "HEADCOUNT_REDIS_PASSWORD_FILE"
 			})
+		}
+		for _, list := range []string{"volumes", "volumeMounts"} {
+			if vs, ok := t[list].([]any); ok {
+				if vs = slices.DeleteFunc(vs, func(v any) bool {
+					vm, _ := v.(map[string]any)
+					return vm["name"] == "redis-password"
+				}); len(vs) == 0 {
+					delete(t, list)
+				} else {
+					t[list] = vs
+				}
+			}
 		}
 		return t
 	case []any:

@@ -381,7 +381,7 @@ func TestChartRedisPassword(t *testing.T) {
 	want := map[string]string{"REDIS_PASSWORD": "", "REDISCLI_AUTH": ""}
 	checkEnvFrom(t, "StatefulSet/"+s.StatefulSets[0].Name, redis.Env, want, "headcount-redis-auth")
 	for _, d := range s.Deployments {
-		checkEnvFrom(t, "Deployment/"+d.Name, d.Spec.Template.Spec.Containers[0].Env, map[string]string{"HEADCOUNT_REDIS_PASSWORD": ""}, "headcount-redis-auth")
+		checkPasswordFile(t, "Deployment/"+d.Name, &d.Spec.Template.Spec, "headcount-redis-auth", "password")
 	}
 
 	s, _ = renderRelease(t, "headcount", "--set", "redis.password.existingSecret=mine,redis.password.key=pw")
@@ -389,7 +389,47 @@ func TestChartRedisPassword(t *testing.T) {
 		t.Error("with redis.password.existingSecret the chart still makes its own Secret")
 	}
 	checkEnvFrom(t, "StatefulSet/redis", s.StatefulSets[0].Spec.Template.Spec.Containers[0].Env, map[string]string{"REDIS_PASSWORD": "", "REDISCLI_AUTH": ""}, "mine")
-	checkEnvFrom(t, "Deployment/wsnode", ctr(t, s, "wsnode").Env, map[string]string{"HEADCOUNT_REDIS_PASSWORD": ""}, "mine")
+	for _, d := range s.Deployments {
+		checkPasswordFile(t, "Deployment/"+d.Name, &d.Spec.Template.Spec, "mine", "pw")
+	}
+}
+
+// checkPasswordFile requires a binary's pod to read the Redis password
+// from key of secret mounted as a directory (never subPath, which the
+// kubelet does not update), named by HEADCOUNT_REDIS_PASSWORD_FILE, so a
+// rotated password needs no restart; and not from the environment.
+func checkPasswordFile(t *testing.T, id string, pod *corev1.PodSpec, secret, key string) {
+	t.Helper()
+	c := pod.Containers[0]
+	var file string
+	for _, e := range c.Env {
+		switch e.Name {
+		case "HEADCOUNT_REDIS_PASSWORD":
+			t.Errorf("%s: the password comes from the environment, which cannot rotate", id)
+		case "HEADCOUNT_REDIS_PASSWORD_FILE":
+			file = e.Value
+		}
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.SubPath == "" && strings.HasPrefix(file, m.MountPath+"/") {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		t.Fatalf("%s: HEADCOUNT_REDIS_PASSWORD_FILE %q is in no directory mount", id, file)
+	}
+	for _, v := range pod.Volumes {
+		if v.Name != mount.Name {
+			continue
+		}
+		if v.Secret == nil || v.Secret.SecretName != secret || len(v.Secret.Items) != 1 ||
+			v.Secret.Items[0].Key != key || mount.MountPath+"/"+v.Secret.Items[0].Path != file {
+			t.Errorf("%s: volume %s is %+v, want key %s of Secret %s at %s", id, v.Name, v.VolumeSource, key, secret, file)
+		}
+		return
+	}
+	t.Errorf("%s: no volume %s", id, mount.Name)
 }
 
 func redisAuthArgs(args []string) []string {

@@ -123,6 +123,7 @@ config maps may not set them: each with the value to use instead.
   "HEADCOUNT_REDIS_SENTINEL_PASSWORD" "redis.sentinel.password"
   "HEADCOUNT_REDIS_USERNAME" "redis.username"
   "HEADCOUNT_REDIS_PASSWORD" "redis.password"
+  "HEADCOUNT_REDIS_PASSWORD_FILE" "redis.password"
   "HEADCOUNT_REDIS_TLS" "redis.tls.enabled"
   "HEADCOUNT_REDIS_TLS_CA" "redis.tls"
   "HEADCOUNT_REDIS_TLS_CERT" "redis.tls"
@@ -344,12 +345,11 @@ envFrom:
 env:
   - name: GOMEMLIMIT
     value: {{ $v.goMemLimit | quote }}
-{{- with include "headcount.redisPasswordSecret" .root }}
-  - name: HEADCOUNT_REDIS_PASSWORD
-    valueFrom:
-      secretKeyRef:
-        name: {{ . }}
-        key: {{ $r.password.key }}
+{{- if include "headcount.redisPasswordSecret" .root }}
+  # A file the kubelet updates when the Secret changes, which the binaries
+  # re-read: a rotated password needs no restart (an env var would).
+  - name: HEADCOUNT_REDIS_PASSWORD_FILE
+    value: /etc/headcount-redis-password/password
 {{- end }}
 {{- with $r.sentinel.password.existingSecret }}
   - name: HEADCOUNT_REDIS_SENTINEL_PASSWORD
@@ -379,7 +379,8 @@ live when the Secret changes.
 {{- define "headcount.volumeMounts" -}}
 {{- $v := index .root.Values .binary }}
 {{- $extra := concat (default (list) .root.Values.extraVolumeMounts) (default (list) $v.extraVolumeMounts) }}
-{{- if or (eq .root.Values.apps.source "file") .root.Values.redis.tls.existingSecret $extra }}
+{{- $pw := include "headcount.redisPasswordSecret" .root }}
+{{- if or (eq .root.Values.apps.source "file") .root.Values.redis.tls.existingSecret $pw $extra }}
 volumeMounts:
 {{- if eq .root.Values.apps.source "file" }}
   - name: apps
@@ -389,6 +390,11 @@ volumeMounts:
 {{- if .root.Values.redis.tls.existingSecret }}
   - name: redis-tls
     mountPath: /etc/headcount-redis-tls
+    readOnly: true
+{{- end }}
+{{- if $pw }}
+  - name: redis-password
+    mountPath: /etc/headcount-redis-password
     readOnly: true
 {{- end }}
 {{- with $extra }}
@@ -401,7 +407,8 @@ volumeMounts:
 {{- $v := index .root.Values .binary }}
 {{- $a := .root.Values.apps }}
 {{- $extra := concat (default (list) .root.Values.extraVolumes) (default (list) $v.extraVolumes) }}
-{{- if or (eq $a.source "file") .root.Values.redis.tls.existingSecret $extra }}
+{{- $pw := include "headcount.redisPasswordSecret" .root }}
+{{- if or (eq $a.source "file") .root.Values.redis.tls.existingSecret $pw $extra }}
 volumes:
 {{- if eq $a.source "file" }}
   - name: apps
@@ -418,6 +425,15 @@ volumes:
   - name: redis-tls
     secret:
       secretName: {{ .root.Values.redis.tls.existingSecret }}
+      defaultMode: 288
+{{- end }}
+{{- with $pw }}
+  - name: redis-password
+    secret:
+      secretName: {{ . }}
+      items:
+        - key: {{ $.root.Values.redis.password.key }}
+          path: password
       defaultMode: 288
 {{- end }}
 {{- with $extra }}
