@@ -130,14 +130,21 @@ func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
 		require.NoError(t, err)
 	}
 	answered := 0
+	var unanswered []string // which connection, and what it read instead
 	deadline := time.Now().Add(10 * time.Second)
-	for _, c := range conns {
+	for i, c := range conns {
 		_ = c.SetReadDeadline(deadline)
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err != nil:
+			unanswered = append(unanswered, fmt.Sprintf("%d: %v", i, err))
+		case resp.StatusCode != http.StatusOK || resp.Close:
+			unanswered = append(unanswered, fmt.Sprintf("%d: %s, close %v", i, resp.Status, resp.Close))
+		default:
+			answered++
+		}
+		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && !resp.Close {
-				answered++
-			}
 		}
 	}
 
@@ -148,7 +155,7 @@ func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
 	require.Empty(t, chans.Channels)
 	status, body := p.adminGet("/readyz")
 	require.Equal(t, http.StatusOK, status, "/readyz with %d connections opened: %s", idlers, body)
-	require.Equal(t, idlers, answered, "every GET /up answered, keep-alive")
+	require.Equal(t, idlers, answered, "every GET /up answered, keep-alive; not: %v", unanswered)
 
 	l := p.lines("serving")[0]
 	maxConns, _ := l["max_connections"].(float64)
