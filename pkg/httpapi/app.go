@@ -367,7 +367,11 @@ func (a *App) watchRedis(ctx context.Context) {
 		if !up {
 			a.metrics.redisErrors.Inc()
 		}
-		if !known || up != a.redisUp.Ready() {
+		// Readiness changes before the line that says so: whoever acts on
+		// "ready" (a test, an operator) finds /up answering 200.
+		changed := !known || up != a.redisUp.Ready()
+		a.redisUp.Set(up)
+		if changed {
 			if up {
 				a.log.Info("redis is reachable: ready")
 			} else {
@@ -375,7 +379,6 @@ func (a *App) watchRedis(ctx context.Context) {
 			}
 			known = true
 		}
-		a.redisUp.Set(up)
 		if up {
 			a.metrics.redisUp.Set(1)
 		} else {
