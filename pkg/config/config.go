@@ -43,6 +43,9 @@ type Common struct {
 	// RedisSentinelPassword authenticates to the sentinels themselves;
 	// empty means they need none.
 	RedisSentinelPassword string
+	// RedisSentinelPasswordFile is a file holding the sentinels' password
+	// instead, re-read when it changes as RedisPasswordFile is.
+	RedisSentinelPasswordFile string
 	// RedisSentinelUsername is the sentinels' own ACL user, with
 	// RedisSentinelPassword; empty for none.
 	RedisSentinelUsername string

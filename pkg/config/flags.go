@@ -260,6 +260,7 @@ func (s *set) common(c *Common) {
 	s.str(&c.RedisSentinel, "redis-sentinel", "Redis Sentinel (Sentinel mode when set): comma-separated sentinel addresses host:port")
 	s.str(&c.RedisSentinelMaster, "redis-sentinel-master", "with --redis-sentinel: the master name the sentinels monitor")
 	s.secret(&c.RedisSentinelPassword, "redis-sentinel-password", true, "with --redis-sentinel: the sentinels' own `password` (empty: none)")
+	s.str(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", "with --redis-sentinel: file holding the sentinels' own password, re-read when it changes as --redis-password-file is; not with --redis-sentinel-password")
 	s.str(&c.RedisSentinelUsername, "redis-sentinel-username", "with --redis-sentinel: the sentinels' own ACL user (empty: none)")
 	s.str(&c.RedisUsername, "redis-username", "Redis ACL user (the master in Sentinel mode, every node in Cluster mode), instead of the URL's")
 	s.secret(&c.RedisPassword, "redis-password", true, "Redis `password` (the master in Sentinel mode, every node in Cluster mode), instead of the URL's; prefer the environment to the flag, or --redis-password-file")

@@ -221,6 +221,9 @@ func validateRedis(c *Common) []error {
 		if c.RedisSentinelPassword != "" {
 			errs = append(errs, errors.New("--redis-sentinel-password: set without --redis-sentinel"))
 		}
+		if c.RedisSentinelPasswordFile != "" {
+			errs = append(errs, errors.New("--redis-sentinel-password-file: set without --redis-sentinel"))
+		}
 	}
 	if !c.TLSOn() {
 		for _, f := range []struct{ name, v string }{{"--redis-tls-ca", c.RedisTLSCA}, {"--redis-tls-cert", c.RedisTLSCert}, {"--redis-tls-key", c.RedisTLSKey}} {
@@ -235,6 +238,14 @@ func validateRedis(c *Common) []error {
 	if c.RedisPasswordFile != "" {
 		if _, err := ReadRedisPassword(c.RedisPasswordFile); err != nil {
 			errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
+		}
+	}
+	if c.RedisSentinelPasswordFile != "" {
+		if c.RedisSentinelPassword != "" {
+			errs = append(errs, errors.New("--redis-sentinel-password-file: --redis-sentinel-password is set too: give the password in one place"))
+		}
+		if _, err := ReadRedisPassword(c.RedisSentinelPasswordFile); err != nil {
+			errs = append(errs, fmt.Errorf("--redis-sentinel-password-file: %w", err))
 		}
 	}
 	// Credentials given both in a URL and by the settings.

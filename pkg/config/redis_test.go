@@ -92,6 +92,9 @@ func TestRedisSettingErrors(t *testing.T) {
 		{[]string{"--redis-password-file", pwFile, "--redis-password", "q"}, []string{"--redis-password-file: a password is given too"}},
 		{[]string{"--redis-password-file", pwFile, "--redis", "redis://:p@r:6379"}, []string{"--redis-password-file: a password is given too"}},
 		{[]string{"--redis-password-file", pwFile, "--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-password", "q"}, []string{"--redis-password-file: a password is given too"}},
+		{[]string{"--redis-sentinel-password-file", pwFile}, []string{"--redis-sentinel-password-file: set without --redis-sentinel"}},
+		{[]string{"--redis-sentinel-password-file", emptyFile, "--redis-sentinel", "s:1", "--redis-sentinel-master", "m"}, []string{"--redis-sentinel-password-file:", "is empty"}},
+		{[]string{"--redis-sentinel-password-file", pwFile, "--redis-sentinel", "s:1", "--redis-sentinel-master", "m", "--redis-sentinel-password", "q"}, []string{"--redis-sentinel-password-file: --redis-sentinel-password is set too"}},
 		// Every problem at once, not the first.
 		{[]string{"--redis-cluster", "rediss://h:x", "--redis-tls-ca", garbage, "--redis-sentinel-master", "m"},
 			[]string{"--redis-cluster:", "--redis-tls-ca:", "--redis-sentinel-master:"}},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +41,12 @@ type files struct {
 	cert     *tls.Certificate
 	password string
 	tls      *tls.Config
-	// passwordFile is --redis-password-file; empty for none.
-	passwordFile string
+	// sentinelPassword is the sentinels' own, from
+	// --redis-sentinel-password-file.
+	sentinelPassword string
+	// passwordFile is --redis-password-file, sentinelPasswordFile
+	// --redis-sentinel-password-file; empty for none.
+	passwordFile, sentinelPasswordFile string
 }
 
 // watched is one file, or a certificate with its key, and its last load.
@@ -60,7 +65,7 @@ type watched struct {
 // they may have changed since). base is the TLS configuration of the
 // options, nil when TLS is off.
 func newFiles(c config.Common, base *tls.Config) (*files, error) {
-	f := &files{log: c.RedisLogger, base: base, passwordFile: c.RedisPasswordFile}
+	f := &files{log: c.RedisLogger, base: base, passwordFile: c.RedisPasswordFile, sentinelPasswordFile: c.RedisSentinelPasswordFile}
 	if f.log == nil {
 		f.log = hclog.NewNullLogger()
 	}
@@ -92,6 +97,15 @@ func newFiles(c config.Common, base *tls.Config) (*files, error) {
 			}
 			return time.Time{}, err
 		}, c.RedisPasswordFile)
+	}
+	if c.RedisSentinelPasswordFile != "" {
+		f.add(c.RedisSentinelPasswordFile, func() (time.Time, error) {
+			pw, err := config.ReadRedisPassword(c.RedisSentinelPasswordFile)
+			if err == nil {
+				f.sentinelPassword = pw
+			}
+			return time.Time{}, err
+		}, c.RedisSentinelPasswordFile)
 	}
 	var errs []error
 	for _, w := range f.watched {
@@ -148,16 +162,17 @@ func (f *files) build() {
 	f.tls = cfg
 }
 
-// current returns the TLS configuration and password to use now, first
-// re-reading the files that changed if recheck has passed.
-func (f *files) current() (*tls.Config, string) {
+// current returns the TLS configuration and the passwords to use now
+// (the servers', the sentinels'), first re-reading the files that changed
+// if recheck has passed.
+func (f *files) current() (cfg *tls.Config, password, sentinelPassword string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if now := time.Now(); now.Sub(f.checked) >= recheck {
 		f.checked = now
 		f.reload()
 	}
-	return f.tls, f.password
+	return f.tls, f.password, f.sentinelPassword
 }
 
 // reload loads every file whose stat changed since its last load.
@@ -204,7 +219,8 @@ func watch(c config.Common, base *tls.Config) (*files, error) {
 
 // hooks returns the go-redis options that make each new connection read
 // the files: a dialer when TLS is on, a credentials provider for user
-// when a password file is set; nil for the defaults otherwise.
+// when a password file is set; nil for the defaults otherwise. A
+// Sentinel-mode client adds sentinelAuth.
 func (f *files) hooks(user string) (dial func(context.Context, string, string) (net.Conn, error), creds func(context.Context) (string, string, error)) {
 	if f.base != nil {
 		dial = f.dial
@@ -218,15 +234,37 @@ func (f *files) hooks(user string) (dial func(context.Context, string, string) (
 // dial opens a connection with the TLS configuration of the moment: the
 // files as they are now, not as they were at the start.
 func (f *files) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	cfg, _ := f.current()
+	cfg, _, _ := f.current()
 	return redis.NewDialer(&redis.Options{DialTimeout: timeout, TLSConfig: cfg})(ctx, network, addr)
+}
+
+// sentinelAuth is the OnConnect of a Sentinel-mode client whose
+// sentinels' password is a file. go-redis takes the sentinels' password
+// as a fixed string, read whenever it makes a sentinel client, that
+// nothing may change once the client runs; so it is given none, each new
+// connection to a sentinel gets past HELLO unauthenticated (go-redis then
+// speaks RESP2 to it), and authenticates here with the file's password of
+// the moment. go-redis names the master's connections "FailoverClient"
+// (the credentials provider authenticates those): every other one is a
+// sentinel's. TestSentinelPasswordFileRotates fails if that changes.
+func (f *files) sentinelAuth(user string) func(context.Context, *redis.Conn) error {
+	return func(ctx context.Context, cn *redis.Conn) error {
+		if strings.HasPrefix(cn.String(), "Redis<FailoverClient ") {
+			return nil
+		}
+		_, _, pw := f.current()
+		if user != "" {
+			return cn.AuthACL(ctx, user, pw).Err()
+		}
+		return cn.Auth(ctx, pw).Err()
+	}
 }
 
 // credentials returns user with the password file's password of the
 // moment, for each new connection's AUTH.
 func (f *files) credentials(user string) func(context.Context) (string, string, error) {
 	return func(context.Context) (string, string, error) {
-		_, pw := f.current()
+		_, pw, _ := f.current()
 		return user, pw, nil
 	}
 }

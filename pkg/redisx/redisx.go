@@ -59,6 +59,9 @@ func NewClient(c config.Common) (redis.UniversalClient, error) {
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
 		opt.Dialer, opt.CredentialsProviderContext = f.hooks(opt.Username)
+		if c.RedisSentinelPasswordFile != "" {
+			opt.OnConnect = f.sentinelAuth(opt.SentinelUsername)
+		}
 		return redis.NewFailoverClient(opt), nil
 	default:
 		opt, err := c.SingleOptions()

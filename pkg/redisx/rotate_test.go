@@ -227,3 +227,68 @@ func TestRotateTLSAndPassword(t *testing.T) {
 	require.NoError(t, reconnect(ctx, rdb), "the last good CA still in use")
 	require.EqualValues(t, ca2.Cert.NotAfter.Unix(), expiry(secret.Path("ca.crt")))
 }
+
+// TestSentinelPasswordFileRotates: the sentinels' own password, from
+// --redis-sentinel-password-file, rotated as a Secret update does it (the
+// new one added on every sentinel, the file swapped, the old one removed)
+// while a client built by redisx keeps sending commands. After every
+// connection is killed, the client finds the master again through the
+// sentinels with the new password: no sentinel logged a failed AUTH and
+// commands failed no longer than a reconnect. go-redis alone would keep
+// sending the password it started with.
+func TestSentinelPasswordFileRotates(t *testing.T) {
+	s := redistest.NewSentinels(t, "master-secret-1")
+	ctx := context.Background()
+	// sentinels runs a command on every sentinel, authenticated with pw.
+	sentinels := func(pw string, args ...any) {
+		t.Helper()
+		for _, sn := range s.Sentinels {
+			c := redis.NewClient(&redis.Options{Addr: sn.Addr, Password: pw, Protocol: 2})
+			err := c.Do(ctx, args...).Err()
+			_ = c.Close()
+			require.NoError(t, err, "%s on sentinel %s", args, sn.Addr)
+		}
+	}
+	sentinels("", "ACL", "SETUSER", "default", "resetpass", ">sentinel-one")
+	secret := redistest.NewSecretDir(t)
+	secret.Write(t, map[string][]byte{"password": []byte("master-secret-1\n"), "sentinel-password": []byte("sentinel-one\n")})
+
+	reg := prometheus.NewRegistry()
+	cfg, err := config.ParseWSNode([]string{"--redis-sentinel", s.Addrs(), "--redis-sentinel-master", redistest.SentinelMaster,
+		"--redis-password-file", secret.Path("password"), "--redis-sentinel-password-file", secret.Path("sentinel-password")},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	require.NoError(t, err)
+	cfg.RedisLogger, cfg.RedisRegisterer = logging.TestLogger(t), reg
+	rdb, err := redisx.NewClient(cfg.Common)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	require.NoError(t, rdb.Ping(ctx).Err())
+
+	load := startLoad(rdb)
+	file := secret.Path("sentinel-password")
+	sentinels("sentinel-one", "ACL", "SETUSER", "default", ">sentinel-two")
+	secret.Write(t, map[string][]byte{"password": []byte("master-secret-1\n"), "sentinel-password": []byte("sentinel-two\n")})
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "headcount_redis_file_reloads_total", map[string]string{"file": file, "result": "ok"}) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the sentinels' password file reloaded")
+	sentinels("sentinel-two", "ACL", "SETUSER", "default", "<sentinel-one")
+	sentinels("sentinel-two", "ACL", "LOG", "RESET")
+	sentinels("sentinel-two", "CLIENT", "KILL", "TYPE", "normal")
+	sentinels("sentinel-two", "CLIENT", "KILL", "TYPE", "pubsub")
+	master := redis.NewClient(&redis.Options{Addr: s.Master.Addr, Password: s.Password})
+	require.NoError(t, master.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err())
+	_ = master.Close()
+	require.NoError(t, reconnect(ctx, rdb), "new connections after the rotation")
+
+	ok, longest, lastErr := load.end()
+	t.Logf("load: %d commands, longest failing streak %v (last error: %v)", ok, longest, lastErr)
+	require.Positive(t, ok)
+	require.Less(t, longest, reconnectBound, "commands failed for longer than a reconnect: %v", lastErr)
+	for _, sn := range s.Sentinels {
+		c := redis.NewClient(&redis.Options{Addr: sn.Addr, Password: "sentinel-two", Protocol: 2})
+		entries, err := c.Do(ctx, "ACL", "LOG").Slice()
+		_ = c.Close()
+		require.NoError(t, err)
+		require.Empty(t, entries, "sentinel %s refused an AUTH after the rotation", sn.Addr)
+	}
+}

@@ -121,6 +121,7 @@ config maps may not set them: each with the value to use instead.
   "HEADCOUNT_REDIS_SENTINEL_MASTER" "redis.sentinel.masterName"
   "HEADCOUNT_REDIS_SENTINEL_USERNAME" "redis.sentinel.username"
   "HEADCOUNT_REDIS_SENTINEL_PASSWORD" "redis.sentinel.password"
+  "HEADCOUNT_REDIS_SENTINEL_PASSWORD_FILE" "redis.sentinel.password"
   "HEADCOUNT_REDIS_USERNAME" "redis.username"
   "HEADCOUNT_REDIS_PASSWORD" "redis.password"
   "HEADCOUNT_REDIS_PASSWORD_FILE" "redis.password"
@@ -351,12 +352,9 @@ env:
   - name: HEADCOUNT_REDIS_PASSWORD_FILE
     value: /etc/headcount-redis-password/password
 {{- end }}
-{{- with $r.sentinel.password.existingSecret }}
-  - name: HEADCOUNT_REDIS_SENTINEL_PASSWORD
-    valueFrom:
-      secretKeyRef:
-        name: {{ . }}
-        key: {{ $r.sentinel.password.key }}
+{{- if $r.sentinel.password.existingSecret }}
+  - name: HEADCOUNT_REDIS_SENTINEL_PASSWORD_FILE
+    value: /etc/headcount-redis-sentinel-password/password
 {{- end }}
 {{- if eq .root.Values.apps.source "database" }}
   - name: HEADCOUNT_APPS_DB
@@ -380,7 +378,8 @@ live when the Secret changes.
 {{- $v := index .root.Values .binary }}
 {{- $extra := concat (default (list) .root.Values.extraVolumeMounts) (default (list) $v.extraVolumeMounts) }}
 {{- $pw := include "headcount.redisPasswordSecret" .root }}
-{{- if or (eq .root.Values.apps.source "file") .root.Values.redis.tls.existingSecret $pw $extra }}
+{{- $sentinelPw := .root.Values.redis.sentinel.password.existingSecret }}
+{{- if or (eq .root.Values.apps.source "file") .root.Values.redis.tls.existingSecret $pw $sentinelPw $extra }}
 volumeMounts:
 {{- if eq .root.Values.apps.source "file" }}
   - name: apps
@@ -397,6 +396,11 @@ volumeMounts:
     mountPath: /etc/headcount-redis-password
     readOnly: true
 {{- end }}
+{{- if $sentinelPw }}
+  - name: redis-sentinel-password
+    mountPath: /etc/headcount-redis-sentinel-password
+    readOnly: true
+{{- end }}
 {{- with $extra }}
 {{ toYaml . | indent 2 }}
 {{- end }}
@@ -408,7 +412,8 @@ volumeMounts:
 {{- $a := .root.Values.apps }}
 {{- $extra := concat (default (list) .root.Values.extraVolumes) (default (list) $v.extraVolumes) }}
 {{- $pw := include "headcount.redisPasswordSecret" .root }}
-{{- if or (eq $a.source "file") .root.Values.redis.tls.existingSecret $pw $extra }}
+{{- $sentinel := .root.Values.redis.sentinel.password }}
+{{- if or (eq $a.source "file") .root.Values.redis.tls.existingSecret $pw $sentinel.existingSecret $extra }}
 volumes:
 {{- if eq $a.source "file" }}
   - name: apps
@@ -433,6 +438,15 @@ volumes:
       secretName: {{ . }}
       items:
         - key: {{ $.root.Values.redis.password.key }}
+          path: password
+      defaultMode: 288
+{{- end }}
+{{- with $sentinel.existingSecret }}
+  - name: redis-sentinel-password
+    secret:
+      secretName: {{ . }}
+      items:
+        - key: {{ $sentinel.key }}
           path: password
       defaultMode: 288
 {{- end }}
