@@ -45,7 +45,7 @@ var Checks = []Check{
 	{"configmap-secrets", "no secret-looking key or value in a ConfigMap or a literal env var", checkConfigMapSecrets},
 	{"commands", "each headcount container runs its own binary from the image", checkCommands},
 	{"redis", "Redis is configured, and an in-cluster Redis URL names a Service of the render", checkRedis},
-	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount", checkNetworkPolicies},
+	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount and its toolbox", checkNetworkPolicies},
 	{"spread", "replicated headcount workloads spread over nodes and zones, never hard over nodes they may not run on", checkSpread},
 	{"servicemonitor", "ServiceMonitors select a Service that has their port", checkServiceMonitors},
 	{"ingress", "an Ingress routes /app/ to wsnode and /apps/ to httpapi, with TLS and WebSocket-long proxy timeouts", checkIngresses},
@@ -193,6 +193,9 @@ func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 func checkSelectors(s *Set) []error {
 	var errs []error
 	for _, w := range s.Workloads() {
+		if w.RunsOnce() {
+			continue
+		}
 		if w.Selector == nil || len(w.Selector.MatchLabels)+len(w.Selector.MatchExpressions) == 0 {
 			errs = append(errs, fmt.Errorf("%s: no selector", w.ID()))
 			continue
@@ -229,7 +232,9 @@ func checkSelectors(s *Set) []error {
 func checkServices(s *Set) []error {
 	var errs []error
 	for _, svc := range s.Services {
-		ws := s.SelectedByMap(svc.Spec.Selector)
+		// A Job's pod is no backend: the endpoints leave out a pod without
+		// the target port.
+		ws := slices.DeleteFunc(s.SelectedByMap(svc.Spec.Selector), Workload.RunsOnce)
 		if len(ws) == 0 {
 			errs = append(errs, fmt.Errorf("Service/%s: selector %v selects no pods of the render", svc.Name, svc.Spec.Selector))
 			continue
@@ -340,7 +345,7 @@ func checkAvailability(s *Set) []error {
 		}
 	}
 	for _, w := range s.Workloads() {
-		if !isHeadcount(w) {
+		if !isHeadcount(w) || w.RunsOnce() {
 			continue // a single Redis has no budget: it would block drains
 		}
 		if !covered[w.ID()] {
@@ -390,7 +395,7 @@ func checkProbes(s *Set) []error {
 				}
 			}
 		}
-		if r.binary == "" {
+		if r.binary == "" || r.w.RunsOnce() {
 			continue
 		}
 		admin, from := s.Setting(r.c, "admin-addr")
@@ -424,7 +429,7 @@ func checkProbes(s *Set) []error {
 func checkPorts(s *Set) []error {
 	var errs []error
 	for _, r := range s.containers(false) {
-		if r.binary == "" {
+		if r.binary == "" || r.w.RunsOnce() {
 			continue
 		}
 		admin, from := s.Setting(r.c, "admin-addr")
@@ -880,7 +885,9 @@ func checkCommands(s *Set) []error {
 				errs = append(errs, fmt.Errorf("%s container %s: command %v runs no headcount binary (the image has %s/{wsnode,cleaner,httpapi} and no default for Kubernetes to rely on)", w.ID(), c.Name, c.Command, BinaryDir))
 			case c.Command[0] != BinaryDir+"/"+b:
 				errs = append(errs, fmt.Errorf("%s container %s: command %s: the image has it at %s/%s", w.ID(), c.Name, c.Command[0], BinaryDir, b))
-			case b != want:
+			case b != want && !w.RunsOnce():
+				// A Job's pods run a binary's subcommand under a name of
+				// their own (the audit's, cleaner audit).
 				errs = append(errs, fmt.Errorf("%s container %s: runs %s, but the pods are labelled %s=%s", w.ID(), c.Name, b, nameLabel, want))
 			}
 		}
@@ -959,7 +966,7 @@ func serviceHost(host string) (string, bool) {
 func checkSpread(s *Set) []error {
 	var errs []error
 	for _, w := range s.Workloads() {
-		if !isHeadcount(w) {
+		if !isHeadcount(w) || w.RunsOnce() {
 			continue
 		}
 		keys := map[string]bool{}

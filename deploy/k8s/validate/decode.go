@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -26,6 +27,7 @@ var kinds = map[string]func() any{
 	"v1/Service":                              func() any { return &corev1.Service{} },
 	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
 	"apps/v1/StatefulSet":                     func() any { return &appsv1.StatefulSet{} },
+	"batch/v1/CronJob":                        func() any { return &batchv1.CronJob{} },
 	"autoscaling/v2/HorizontalPodAutoscaler":  func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
 	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
 	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },

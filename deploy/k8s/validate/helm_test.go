@@ -314,6 +314,8 @@ const chartRedisSecret = chartPrefix + "redis-auth"
 //     selector and pod label; the overlays keep their selectors as they
 //     were (a Deployment's selector is immutable) and label their Redis
 //     headcount-redis. It is dropped on both sides.
+//   - The audit CronJobs, the chart's alone: deploy/k8s users run
+//     cleaner audit in a cleaner pod (docs/OPERATIONS.md).
 //   - The single Redis's password. The chart generates one and its Redis
 //     requires it; overlays/single-redis's Redis has none, and its
 //     NetworkPolicy alone guards it. The chart's Secret, the env vars that
@@ -347,7 +349,7 @@ func onPurpose(ch, ku *Set) (*Set, *Set) {
 func normalizeSet(s *Set, rename func(string) string) *Set {
 	out := &Set{Target: s.Target}
 	for _, o := range s.Objects {
-		if o.Kind == "Secret" && o.Name == chartRedisSecret {
+		if o.Kind == "Secret" && o.Name == chartRedisSecret || o.Kind == "CronJob" {
 			continue
 		}
 		j, err := json.Marshal(o.Typed)

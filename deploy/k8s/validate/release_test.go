@@ -56,7 +56,9 @@ type podSelector struct {
 func podSelectors(s *Set) []podSelector {
 	var out []podSelector
 	for _, w := range s.Workloads() {
-		out = append(out, podSelector{w.ID() + " selector", w.Selector})
+		if !w.RunsOnce() {
+			out = append(out, podSelector{w.ID() + " selector", w.Selector})
+		}
 		for _, tsc := range w.Template.Spec.TopologySpreadConstraints {
 			out = append(out, podSelector{w.ID() + " spread over " + tsc.TopologyKey, tsc.LabelSelector})
 		}
@@ -333,7 +335,7 @@ spec:
 func TestChartSpreadNeverHoldsADrain(t *testing.T) {
 	s := renderChart(t, "")
 	for _, w := range s.Workloads() {
-		if !isHeadcount(w) {
+		if !isHeadcount(w) || w.RunsOnce() {
 			continue
 		}
 		if len(w.Template.Spec.TopologySpreadConstraints) == 0 {

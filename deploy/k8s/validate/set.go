@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,6 +30,7 @@ type Set struct {
 	Services        []*corev1.Service
 	Deployments     []*appsv1.Deployment
 	StatefulSets    []*appsv1.StatefulSet
+	CronJobs        []*batchv1.CronJob
 	HPAs            []*autoscalingv2.HorizontalPodAutoscaler
 	PDBs            []*policyv1.PodDisruptionBudget
 	NetworkPolicies []*networkingv1.NetworkPolicy
@@ -69,6 +71,8 @@ func (s *Set) Add(o *Object) {
 		s.Deployments = append(s.Deployments, t)
 	case *appsv1.StatefulSet:
 		s.StatefulSets = append(s.StatefulSets, t)
+	case *batchv1.CronJob:
+		s.CronJobs = append(s.CronJobs, t)
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		s.HPAs = append(s.HPAs, t)
 	case *policyv1.PodDisruptionBudget:
@@ -86,11 +90,14 @@ func (s *Set) Add(o *Object) {
 	}
 }
 
-// Workload is a Deployment or StatefulSet: what the checks need of either.
+// Workload is a Deployment, a StatefulSet or a CronJob: what the checks
+// need of each.
 type Workload struct {
 	Kind, Name string
-	Selector   *metav1.LabelSelector
-	Template   *corev1.PodTemplateSpec
+	// Selector is nil for a CronJob: the Job controller selects its pods
+	// by its own uid.
+	Selector *metav1.LabelSelector
+	Template *corev1.PodTemplateSpec
 	// Replicas is nil when the manifest leaves it to the API server (1) or
 	// an HPA.
 	Replicas *int32
@@ -99,7 +106,12 @@ type Workload struct {
 // ID names the workload in messages.
 func (w Workload) ID() string { return w.Kind + "/" + w.Name }
 
-// Workloads lists every Deployment and StatefulSet.
+// RunsOnce says whether the workload's pods run to their end (a CronJob's):
+// such a pod serves no port, so it needs no probe, metrics port,
+// disruption budget or spread.
+func (w Workload) RunsOnce() bool { return w.Kind == "CronJob" }
+
+// Workloads lists every Deployment, StatefulSet and CronJob.
 func (s *Set) Workloads() []Workload {
 	var out []Workload
 	for _, d := range s.Deployments {
@@ -107,6 +119,9 @@ func (s *Set) Workloads() []Workload {
 	}
 	for _, st := range s.StatefulSets {
 		out = append(out, Workload{Kind: "StatefulSet", Name: st.Name, Selector: st.Spec.Selector, Template: &st.Spec.Template, Replicas: st.Spec.Replicas})
+	}
+	for _, cj := range s.CronJobs {
+		out = append(out, Workload{Kind: "CronJob", Name: cj.Name, Template: &cj.Spec.JobTemplate.Spec.Template})
 	}
 	return out
 }

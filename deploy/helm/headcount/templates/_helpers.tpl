@@ -459,7 +459,9 @@ volumes:
 {{/*
 A headcount workload's pod spec, but for its containers' own lines:
 (dict "root" $ "binary" "wsnode"). Scheduling values are the workload's,
-or the chart-wide ones when the workload's are empty.
+or the chart-wide ones when the workload's are empty. A Job's pod names
+the binary whose volumes it mounts ("volumesOf" "cleaner") and sets
+"once" true: one pod that runs to its end has nothing to spread.
 */}}
 {{- define "headcount.podSpec" -}}
 {{- $v := index .root.Values .binary -}}
@@ -473,8 +475,10 @@ imagePullSecrets:
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- if not .once }}
 topologySpreadConstraints:
   {{- include "headcount.spread" (dict "root" .root "name" .binary) | nindent 2 }}
+{{- end }}
 {{- with $v.priorityClassName | default .root.Values.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
@@ -488,7 +492,7 @@ priorityClassName: {{ . }}
 initContainers:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with include "headcount.volumes" . | trim }}
+{{- with include "headcount.volumes" (dict "root" .root "binary" (.volumesOf | default .binary)) | trim }}
 {{ . }}
 {{- end }}
 {{- end }}
@@ -578,4 +582,74 @@ spec:
       {{- if and $s.nodePort (ne $s.type "ClusterIP") }}
       nodePort: {{ $s.nodePort }}
       {{- end }}
+{{- end }}
+
+{{/*
+Egress to the cluster's DNS, one NetworkPolicyEgressRule (a list item).
+With NodeLocal DNSCache, add its address (169.254.20.10/32 by default) as
+an ipBlock.
+*/}}
+{{- define "headcount.dnsEgressRule" -}}
+- to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+{{- end }}
+
+{{/*
+Egress to the release's Redis, one NetworkPolicyEgressRule (a list item):
+the single Redis's pods, or an external Redis's ports at
+redis.networkPolicy.to.
+*/}}
+{{- define "headcount.redisEgressRule" -}}
+{{- if eq .Values.redis.mode "single" -}}
+- to:
+    - podSelector:
+        matchLabels:
+          {{- include "headcount.selectorLabels" (dict "root" . "name" "redis") | nindent 10 }}
+  ports:
+    - protocol: TCP
+      port: 6379
+{{- else -}}
+- ports:
+    {{- range include "headcount.redisPorts" . | fromJsonArray }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+  {{- with .Values.redis.networkPolicy.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The single Redis's pod and container security contexts (its image runs as
+the redis user, 999), which the toolbox shares.
+*/}}
+{{- define "headcount.redisPodSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 999
+runAsGroup: 999
+fsGroup: 999
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "headcount.redisContainerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
 {{- end }}
