@@ -64,6 +64,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(a.tun.readLimit)
 	if !a.hub.add(s) {
 		_ = c.Close(websocket.StatusCode(protocol.CodeReconnect), "server shutting down")
+		a.m.disconnected(endCode(l, nil))
 		return
 	}
 	if !s.open(r) {
@@ -201,3 +202,10 @@ func (l *goLink) cut() { _ = l.conn.CloseNow() }
 
 // release: a handshake (shut) is over by the time the handler returns.
 func (l *goLink) release() { l.cut() }
+
+func (l *goLink) sentClose() uint16 {
+	if l.wire == nil {
+		return 0
+	}
+	return uint16(l.wire.closeSent.Load()) //nolint:gosec // G115: a close frame's code is 16 bits
+}

@@ -30,7 +30,18 @@ type link interface {
 	// release ends the connection once the socket's handler is done with
 	// it, unless a close handshake under way ends it.
 	release()
+	// sentClose is the code of the close frame sent on the connection (the
+	// node's own, or its answer to the client's; 1005 for one without a
+	// code), or 0 if none was.
+	sentClose() uint16
 }
 
 // closeInvalidPayload is RFC 6455's 1007: a text message that is not UTF-8.
 const closeInvalidPayload protocol.Code = 1007
+
+// RFC 6455's codes that never travel in a close frame: a close frame
+// without a code (1005), and a connection that ended without any (1006).
+const (
+	closeNoStatus uint16 = 1005
+	closeAbnormal uint16 = 1006
+)

@@ -53,8 +53,10 @@ type loopLink struct {
 	// what follows is ignored. quiet is set once the decoder knows that a
 	// close frame was sent. Both are the read path's alone.
 	readDone, quiet bool
-	// closeSent is set once a close frame was queued: nothing follows it.
+	// closeSent is set once a close frame was queued: nothing follows it;
+	// sentCode is that frame's code.
 	closeSent bool
+	sentCode  uint16
 	// endErr follows the flags so that they share a word, which keeps the
 	// link in the 160-byte size class.
 	endErr error
@@ -143,6 +145,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		l.ended = true // never opened: nothing to release
 		l.mu.Unlock()
 		l.shut(protocol.CodeReconnect, "server shutting down")
+		a.m.disconnected(endCode(l, nil))
 		a.hub.leave()
 		c.ResumeRead() // for the client's close frame
 		return true
@@ -324,6 +327,7 @@ func (l *loopLink) closeRead(ev wsframe.Event) {
 	if !answered {
 		if reply := ev.Reply(nil); len(reply) > 0 {
 			_, _ = l.send(reply)
+			l.sentCode = uint16(ev.Code) //nolint:gosec // G115: a close frame's code is 16 bits
 		}
 	}
 	l.mu.Unlock()
@@ -483,7 +487,7 @@ func (l *loopLink) shut(code protocol.Code, reason string) {
 		l.mu.Unlock()
 		return
 	}
-	l.closeSent = true
+	l.closeSent, l.sentCode = true, uint16(code) //nolint:gosec // G115: close codes are 16 bits
 	_, err := l.send(wsframe.AppendClose(nil, wsframe.StatusCode(code), reason))
 	l.mu.Unlock()
 	if err != nil {
@@ -497,6 +501,12 @@ func (l *loopLink) shut(code protocol.Code, reason string) {
 func (l *loopLink) shutWaits() bool { return false }
 
 func (l *loopLink) cut() { l.c.Close() }
+
+func (l *loopLink) sentClose() uint16 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sentCode
+}
 
 // release leaves a connection whose close frame is out to its handshake
 // (the client's close or closeTimeout ends it).

@@ -1,6 +1,8 @@
 package wsnode
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -127,6 +129,16 @@ func frontReason(r wsfront.Reason) reason {
 	}
 }
 
+// closeCodes are the close codes disconnects_total counts under their
+// own label, each from the start: RFC 6455's (1000 and 1001 a client
+// leaving, 1002, 1007 and 1009 frames the node refuses, 1005 a close frame
+// without a code, 1006 no close frame at all, 1008 and 1011 what proxies
+// send) and the Pusher codes the node closes with. A client may close with
+// any code: one outside these counts as "other", so no client creates a
+// series.
+var closeCodes = []uint16{1000, 1001, 1002, closeNoStatus, closeAbnormal, 1007, 1008, 1009, 1011,
+	4001, 4003, 4004, 4007, 4008, 4009, 4100, 4200, 4201}
+
 type metrics struct {
 	open          prometheus.Gauge
 	total         prometheus.Counter
@@ -159,6 +171,19 @@ type metrics struct {
 	// superseded counts subscription counts not delivered because a later
 	// count of the channel was delivered first.
 	superseded prometheus.Counter
+	// disconnects counts ended sockets by close code (closeCodes), the
+	// rest in disconnectsOther.
+	disconnects      map[uint16]prometheus.Counter
+	disconnectsOther prometheus.Counter
+}
+
+// disconnected counts a socket that ended with code.
+func (m *metrics) disconnected(code uint16) {
+	if c, ok := m.disconnects[code]; ok {
+		c.Inc()
+		return
+	}
+	m.disconnectsOther.Inc()
 }
 
 // newMetrics registers the node's metrics; portConns reads the number of
@@ -253,5 +278,14 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func(
 	for r, label := range reasonLabels {
 		m.errors[r] = errs.WithLabelValues(label)
 	}
+	disconnects := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "headcount_wsnode_disconnects_total",
+		Help: "WebSocket connections ended, by close code: the close frame the node sent (its own, or its answer to the client's), else the client's, else 1006 (the connection ended without one); a code outside the usual set counts as other.",
+	}, []string{"code"})
+	m.disconnects = make(map[uint16]prometheus.Counter, len(closeCodes))
+	for _, c := range closeCodes {
+		m.disconnects[c] = disconnects.WithLabelValues(strconv.Itoa(int(c)))
+	}
+	m.disconnectsOther = disconnects.WithLabelValues("other")
 	return m
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The label values of errors_total and frames_received_total are part of
-// the node's metrics contract: each one exists from the start, at zero, and
-// no other does.
+// The label values of errors_total, frames_received_total and
+// disconnects_total are part of the node's metrics contract: each one
+// exists from the start, at zero, and no other does.
 func TestMetricLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	newMetrics(reg, func() float64 { return 0 }, func() bool { return false })
@@ -24,6 +24,10 @@ func TestMetricLabels(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"malformed", "binary", "ping", "pong", "subscribe", "unsubscribe", "signin", "client_event", "other",
 	}, labelValues(t, reg, "headcount_wsnode_frames_received_total", "type"))
+	require.ElementsMatch(t, []string{
+		"1000", "1001", "1002", "1005", "1006", "1007", "1008", "1009", "1011",
+		"4001", "4003", "4004", "4007", "4008", "4009", "4100", "4200", "4201", "other",
+	}, labelValues(t, reg, "headcount_wsnode_disconnects_total", "code"))
 }
 
 // labelValues is the values of label across the series of metric in reg,

@@ -155,6 +155,7 @@ func (s *socket) open(r *http.Request) bool {
 	if perr != nil {
 		a.m.errors[reason].Inc()
 		s.refuse(perr)
+		a.m.disconnected(endCode(s.link, nil))
 		a.hub.remove(s)
 		return false
 	}
@@ -607,10 +608,25 @@ func (s *socket) closed(err error) {
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		a.m.errors[reasonFrameTooBig].Inc()
 	}
+	code := endCode(s.link, err)
+	a.m.disconnected(code)
 	if a.log.IsDebug() {
-		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.Load().ID, "channels", n, "close_status", int(websocket.CloseStatus(err)), "error", err)
+		a.log.Debug("socket closed", "socket_id", s.id, "app", s.app.Load().ID, "channels", n, "close_status", code, "error", err)
 	}
 	s.subs = nil
+}
+
+// endCode is the close code a connection that ended with err (its read's
+// error, or nil) is counted under: the close frame l sent, else the one
+// the client sent, else 1006, none.
+func endCode(l link, err error) uint16 {
+	if c := l.sentClose(); c != 0 {
+		return c
+	}
+	if c := websocket.CloseStatus(err); c >= 0 {
+		return uint16(c) //nolint:gosec // G115: a close frame's code is 16 bits
+	}
+	return closeAbnormal
 }
 
 // clip shortens client input quoted in an error message.

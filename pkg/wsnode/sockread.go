@@ -68,10 +68,11 @@ type socketConn struct {
 	// pending is the handshake's 101 response, sent in one write with the
 	// first frame (one write(2) fewer per socket).
 	pending []byte
-	// closeSent is set, under mu, once a close frame was sent: no data
-	// frame may follow it, and the frames read after it are only the
-	// close's answer (check lets them by).
-	closeSent atomic.Bool
+	// closeSent is the code of the close frame sent (1005 for one
+	// without a code), set under mu, or 0: once set, no data frame may
+	// follow it, and the frames read after it are only the close's answer
+	// (check lets them by).
+	closeSent atomic.Uint32
 	// gather holds the pieces of a frame websocket.Conn is writing (Write);
 	// only websocket.Conn's writer, one at a time, touches it.
 	gather []byte
@@ -200,7 +201,7 @@ func (sr *socketConn) fillHeader() error {
 // set, the opcodes and their order, control frame lengths) is left to it.
 // Once a close frame was sent, frames pass unchecked, as on the loop.
 func (sr *socketConn) check(b []byte, n int64) error {
-	if sr.s == nil || sr.closeSent.Load() {
+	if sr.s == nil || sr.closeSent.Load() != 0 {
 		return nil
 	}
 	if !sr.s.allowFrame() {
@@ -269,8 +270,8 @@ func payloadLength(b []byte) int64 {
 func (sr *socketConn) fail(code wsframe.StatusCode, err error) error {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	if !sr.closeSent.Load() {
-		sr.closeSent.Store(true)
+	if sr.closeSent.Load() == 0 {
+		sr.closeSent.Store(uint32(code))
 		_, _ = sr.send(wsframe.AppendClose(nil, code, err.Error()))
 	}
 	return err

@@ -77,10 +77,19 @@ func (sr *socketConn) Write(p []byte) (int, error) {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
 	if f[0] == opClose {
-		sr.closeSent.Store(true)
+		sr.closeSent.Store(uint32(sentCloseCode(f)))
 	}
 	_, err := sr.send(f)
 	return len(p), err
+}
+
+// sentCloseCode is the status code of f, a close frame the node writes
+// (unmasked, its payload under 126 bytes): 1005 when it carries none.
+func sentCloseCode(f []byte) uint16 {
+	if len(f) < 4 || f[1]&0x7f < 2 {
+		return closeNoStatus
+	}
+	return binary.BigEndian.Uint16(f[2:4])
 }
 
 // writeFrame sends f, waiting for room in the socket's buffer, unless the
@@ -88,7 +97,7 @@ func (sr *socketConn) Write(p []byte) (int, error) {
 func (sr *socketConn) writeFrame(f frame) error {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	if sr.closeSent.Load() {
+	if sr.closeSent.Load() != 0 {
 		return net.ErrClosed
 	}
 	_, err := sr.send(f)
@@ -101,7 +110,7 @@ func (sr *socketConn) writeFrame(f frame) error {
 // any goroutine): nothing else may go out in between.
 func (sr *socketConn) tryFrame(f frame) (int, error) {
 	sr.mu.Lock()
-	if sr.closeSent.Load() {
+	if sr.closeSent.Load() != 0 {
 		sr.mu.Unlock()
 		return 0, net.ErrClosed
 	}
