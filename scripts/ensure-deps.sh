@@ -16,6 +16,9 @@
 #     of the alerting rules in deploy/prometheus and deploy/k8s/validate (the
 #     chart's), and the end-to-end test that runs a real Prometheus (no
 #     system service is left running).
+#   - prometheus-redis-exporter (Debian's redis_exporter), for the tests
+#     that the dashboard's Redis row and the Redis alert read metrics it
+#     exposes (no system service is left running).
 #
 # `ensure-deps.sh run` (what `make run` calls) installs only what the local
 # cluster runs: redis-server. `ensure-deps.sh image` (make image and its
@@ -214,6 +217,27 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 	else
 		say "WARNING: promtool or prometheus is missing, so the alerting rules' tests (deploy/prometheus) fail.
   Debian/Ubuntu: sudo apt-get install prometheus
+  (or run this script as root on Debian and it installs it with apt-get)" >&2
+	fi
+fi
+
+# --- prometheus-redis-exporter (the Redis row and alert's metrics) -----------
+# deploy/prometheus and test/e2e run it against a private redis-server; like
+# prometheus, a warning when it cannot be installed (those tests fail saying
+# what to install).
+if ! command -v prometheus-redis-exporter >/dev/null 2>&1; then
+	if can_apt; then
+		# The package starts a system exporter on 9121 on install.
+		apt_install_no_start prometheus-redis-exporter
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+			systemctl disable --now prometheus-redis-exporter >/dev/null 2>&1 || true
+		elif command -v service >/dev/null 2>&1; then
+			service prometheus-redis-exporter stop >/dev/null 2>&1 || true
+		fi
+		command -v prometheus-redis-exporter >/dev/null 2>&1 || die "prometheus-redis-exporter still not on PATH after installing it"
+	else
+		say "WARNING: prometheus-redis-exporter is missing, so the tests of the Redis row and alert (deploy/prometheus, test/e2e) fail.
+  Debian/Ubuntu: sudo apt-get install prometheus-redis-exporter
   (or run this script as root on Debian and it installs it with apt-get)" >&2
 	fi
 fi

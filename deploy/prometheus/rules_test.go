@@ -6,8 +6,6 @@
 package prometheus_test
 
 import (
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,15 +13,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/headcount/headcount/internal/markdown"
-	"github.com/headcount/headcount/pkg/cleaner"
-	"github.com/headcount/headcount/pkg/config"
-	"github.com/headcount/headcount/pkg/httpapi"
-	"github.com/headcount/headcount/pkg/wsnode"
+	"github.com/headcount/headcount/internal/metricstest"
 )
 
 const (
@@ -152,12 +146,9 @@ var pending = map[string]string{}
 
 // TestRuleMetricsExist: every headcount metric the rules' expressions and
 // the runbooks name is registered by wsnode, cleaner or httpapi, or is
-// pending. A metric
-// vector nobody has touched yet is not on /metrics, so the binaries are
-// built (New, which dials nothing) on fresh registries and each name is
-// looked up in them.
+// pending; metricstest builds the binaries and looks the names up.
 func TestRuleMetricsExist(t *testing.T) {
-	regs := binaryRegistries(t)
+	bins := metricstest.Build(t)
 	used := map[string][]string{} // name -> where
 	for _, r := range alerts(t) {
 		for _, name := range metricName.FindAllString(r.Expr, -1) {
@@ -174,90 +165,9 @@ func TestRuleMetricsExist(t *testing.T) {
 	require.NotEmpty(t, used)
 	for name, where := range used {
 		if why, ok := pending[name]; ok {
-			require.False(t, registered(t, regs, name), "%s is registered now: remove it from pending (%s)", name, why)
+			require.False(t, bins.Registered(t, name), "%s is registered now: remove it from pending (%s)", name, why)
 			continue
 		}
-		require.True(t, registered(t, regs, name), "%s (used by %s) is registered by no binary", name, strings.Join(slices.Compact(where), ", "))
+		require.True(t, bins.Registered(t, name), "%s (used by %s) is registered by no binary", name, strings.Join(slices.Compact(where), ", "))
 	}
-}
-
-// registered reports whether one of regs registers a metric that exposes
-// name: the metric itself, or a histogram's or summary's _bucket, _sum or
-// _count.
-func registered(t *testing.T, regs []*prometheus.Registry, name string) bool {
-	t.Helper()
-	candidates := []string{name}
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if base, ok := strings.CutSuffix(name, suffix); ok {
-			candidates = append(candidates, base)
-		}
-	}
-	for _, reg := range regs {
-		for _, c := range candidates {
-			if has(t, reg, c) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// has reports whether reg has a collector describing a metric named name.
-// A Registry does not list its collectors, but refuses one whose
-// descriptor has a registered name with other labels or help: a probe of
-// that name is refused exactly when the name is taken.
-func has(t *testing.T, reg *prometheus.Registry, name string) bool {
-	t.Helper()
-	p := probe{prometheus.NewDesc(name, "probe for "+name, []string{"probe_label"}, nil)}
-	err := reg.Register(p)
-	if err == nil {
-		reg.Unregister(p)
-		return false
-	}
-	var already prometheus.AlreadyRegisteredError
-	require.False(t, errors.As(err, &already), "probe of %s", name)
-	return true
-}
-
-type probe struct{ desc *prometheus.Desc }
-
-func (p probe) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
-func (p probe) Collect(chan<- prometheus.Metric)    {}
-
-// binaryRegistries builds each binary as its main does, on loopback with
-// no admin port, and returns the registries they registered their metrics
-// on. New dials nothing, so Redis need not run.
-func binaryRegistries(t *testing.T) []*prometheus.Registry {
-	t.Helper()
-	noEnv := func(string) (string, bool) { return "", false }
-	common := []string{"--redis", "redis://127.0.0.1:1", "--log-level", "error"}
-	var regs []*prometheus.Registry
-
-	ws, err := config.ParseWSNode(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
-	require.NoError(t, err)
-	ws.AdminAddr = ""
-	reg := prometheus.NewRegistry()
-	w, err := wsnode.New(wsnode.Options{Config: ws, Registry: reg})
-	require.NoError(t, err)
-	t.Cleanup(w.Stop)
-	regs = append(regs, reg)
-
-	cl, _, err := config.ParseCleaner(common, noEnv, io.Discard)
-	require.NoError(t, err)
-	cl.AdminAddr = ""
-	reg = prometheus.NewRegistry()
-	c, err := cleaner.New(cleaner.Options{Config: cl, Registry: reg})
-	require.NoError(t, err)
-	t.Cleanup(c.Stop)
-	regs = append(regs, reg)
-
-	api, err := config.ParseHTTPAPI(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
-	require.NoError(t, err)
-	api.AdminAddr = ""
-	reg = prometheus.NewRegistry()
-	h, err := httpapi.New(httpapi.Options{Config: api, Registry: reg})
-	require.NoError(t, err)
-	t.Cleanup(h.Stop)
-	regs = append(regs, reg)
-	return regs
 }

@@ -6,7 +6,8 @@
 // test makes (tls.go; rotate.go has a CA that issues new certificates
 // mid-test and a directory updated as the kubelet updates a mounted
 // Secret), a Cluster with passwords (secure.go), and a master
-// with a replica and three sentinels (sentinel.go). Servers are stopped
+// with a replica and three sentinels (sentinel.go); and redis_exporter,
+// Debian's, reading a server (exporter.go). Servers are stopped
 // and their files removed when the test ends. Tests fail with a clear
 // message when redis-server is not installed.
 package redistest
