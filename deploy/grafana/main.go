@@ -53,7 +53,24 @@ const (
 	node = ns + `, instance=~"$node"`
 	app  = ns + `, app=~"$app"`
 	win  = `[$__rate_interval]`
+	// rds selects the Redis servers' redis_exporter series. Not by
+	// namespace: an external Redis's exporter is often scraped elsewhere.
+	rds = `instance=~"$redis"`
+	// ours keeps the series of headcount's processes among the process_
+	// and go_ series of every target in the namespace (redis_exporter
+	// exports them too); headcount_apps_source_up is every binary's.
+	ours = `and on (namespace, instance) headcount_apps_source_up{` + ns + `}`
+	// podInstance maps a Kubernetes container to its headcount process's
+	// instance, for kube-state-metrics' series, which have no instance of
+	// their own to show (their scrape's is kube-state-metrics').
+	podInstance = `group by (namespace, pod, container, instance) (headcount_apps_source_up{` + ns + `})`
 )
+
+// limit is each headcount container's limit of resource (cpu, memory)
+// from kube-state-metrics, by its process's instance.
+func limit(resource string) string {
+	return `max by (instance) (kube_pod_container_resource_limits{` + ns + `, resource="` + resource + `"} * on (namespace, pod, container) group_left (instance) ` + podInstance + `)`
+}
 
 // datasource is how every panel and variable names its Prometheus.
 var datasource = ref{Type: "prometheus", UID: "${datasource}"}
@@ -128,10 +145,10 @@ var rows = []struct {
 				{`min by (instance) (headcount_httpapi_ready{` + ns + `})`, "httpapi {{instance}}"},
 			}},
 		{title: "Connects and disconnects", unit: "ops", negative: "disconnects",
-			desc: "Connections established per second (above the axis) and closed per second (below: connects less the change in open connections).",
+			desc: "Connections established per second (above the axis) and ended per second (below), each counted once by the node (headcount_wsnode_disconnects_total).",
 			queries: []q{
 				{`sum by (instance) (rate(headcount_wsnode_connections_total{` + node + `}` + win + `))`, "{{instance}} connects"},
-				{`sum by (instance) (clamp_min(rate(headcount_wsnode_connections_total{` + node + `}` + win + `) - deriv(headcount_wsnode_connections_open{` + node + `}` + win + `), 0))`, "{{instance}} disconnects"},
+				{`sum by (instance) (rate(headcount_wsnode_disconnects_total{` + node + `}` + win + `))`, "{{instance}} disconnects"},
 			}},
 		{title: "Delivery rate", unit: "ops", desc: "Frames written to sockets per second (replies and deliveries), and messages the event bus brought each node.",
 			queries: []q{
@@ -148,6 +165,69 @@ var rows = []struct {
 		{title: "Refusals and connection errors by reason", unit: "ops", w: 16, table: true,
 			desc:    "headcount_wsnode_errors_total by reason, all wsnodes: refused upgrades (socket_cap, origin_not_allowed, app_not_found), protocol errors and cut connections.",
 			queries: []q{{`sum by (reason) (rate(headcount_wsnode_errors_total{` + node + `}` + win + `))`, "{{reason}}"}}},
+		{title: "Disconnects by close code", unit: "ops", w: 24, table: true,
+			desc:    "headcount_wsnode_disconnects_total by close code, all wsnodes: the close frame the node sent or answered (1000 and 1001 clients leaving, 4200 a drain, 4201 no pong, 4100 slow or flooding clients, 4001 and 4003 unknown or disabled apps, 1007 and 1009 bad frames), 1006 a connection that ended without one (a network drop, a killed client), other a code a client chose.",
+			queries: []q{{`sum by (code) (rate(headcount_wsnode_disconnects_total{` + node + `}` + win + `))`, "{{code}}"}}},
+	}},
+	{"Resources", []spec{
+		{title: "CPU against the limit", desc: "CPU cores each headcount process uses (process_cpu_seconds_total, from the process) and its container's CPU limit (kube_pod_container_resource_limits, from kube-state-metrics: no line without a limit or outside Kubernetes).",
+			queries: []q{
+				{`sum by (instance) (rate(process_cpu_seconds_total{` + ns + `}` + win + `) ` + ours + `)`, "{{instance}}"},
+				{limit("cpu"), "{{instance}} limit"},
+			}},
+		{title: "Memory against the limit", unit: "bytes", desc: "Resident memory of each headcount process (process_resident_memory_bytes, from the process) and its container's memory limit (kube_pod_container_resource_limits, from kube-state-metrics), past which the kernel kills it.",
+			queries: []q{
+				{`max by (instance) (process_resident_memory_bytes{` + ns + `} ` + ours + `)`, "{{instance}}"},
+				{limit("memory"), "{{instance}} limit"},
+			}},
+		{title: "Go heap", unit: "bytes", desc: "Each process's Go heap in use, the heap size at which the next GC runs, and GOMEMLIMIT (the chart sets it below the memory limit), from the Go collector.",
+			queries: []q{
+				{`max by (instance) (go_memstats_heap_inuse_bytes{` + ns + `} ` + ours + `)`, "{{instance}} in use"},
+				{`max by (instance) (go_memstats_next_gc_bytes{` + ns + `} ` + ours + `)`, "{{instance}} next GC"},
+				{`max by (instance) ((go_gc_gomemlimit_bytes{` + ns + `} < 2^62) ` + ours + `)`, "{{instance}} GOMEMLIMIT"},
+			}},
+		{title: "GC pauses", unit: "s", desc: "The longest recent stop-the-world GC pause of each process (go_gc_duration_seconds), and the pause time per second of wall time.",
+			queries: []q{
+				{`max by (instance) (go_gc_duration_seconds{` + ns + `, quantile="1"} ` + ours + `)`, "{{instance}} longest pause"},
+				{`sum by (instance) (rate(go_gc_duration_seconds_sum{` + ns + `}` + win + `) ` + ours + `)`, "{{instance}} paused per second"},
+			}},
+		{title: "Goroutines and file descriptors", desc: "Goroutines of each process (go_goroutines; on the event loop an idle socket holds none), and its open file descriptors as a share of its limit (process_open_fds / process_max_fds: a wsnode's sockets are descriptors).",
+			queries: []q{
+				{`max by (instance) (go_goroutines{` + ns + `} ` + ours + `)`, "{{instance}} goroutines"},
+				{`max by (instance) ((process_open_fds{` + ns + `} / process_max_fds{` + ns + `}) ` + ours + `)`, "{{instance}} fds used (share)"},
+			}},
+		{title: "Restarts", bars: true, desc: "Container restarts in the last hour (kube_pod_container_status_restarts_total, from kube-state-metrics, which also counts a crash loop that never got scraped), and process starts seen in the scrapes (process_start_time_seconds changing), which works outside Kubernetes too.",
+			queries: []q{
+				{`max by (instance) (increase(kube_pod_container_status_restarts_total{` + ns + `}[1h]) * on (namespace, pod, container) group_left (instance) ` + podInstance + `)`, "{{instance}} container restarts"},
+				{`max by (instance) (changes(process_start_time_seconds{` + ns + `}[1h]) ` + ours + `)`, "{{instance}} process starts"},
+			}},
+	}},
+	{"Redis", []spec{
+		{title: "Redis memory", unit: "bytes", desc: "Memory Redis uses against its maxmemory (redis_exporter): at maxmemory it refuses writes (noeviction) and counts fail (HeadcountRedisMemoryHigh).",
+			queries: []q{
+				{`max by (instance) (redis_memory_used_bytes{` + rds + `})`, "{{instance}} used"},
+				{`max by (instance) (redis_memory_max_bytes{` + rds + `} > 0)`, "{{instance}} maxmemory"},
+			}},
+		{title: "Redis commands", unit: "ops", desc: "Commands Redis processed per second (redis_exporter): count flushes, heartbeats, events, reads.",
+			queries: []q{{`sum by (instance) (rate(redis_commands_processed_total{` + rds + `}` + win + `))`, "{{instance}}"}}},
+		{title: "Redis command latency", unit: "s", desc: "Mean time Redis spent in each command (redis_exporter's commands_duration over calls), the ten slowest: evalsha is the count scripts.",
+			queries: []q{{`topk(10, sum by (instance, cmd) (rate(redis_commands_duration_seconds_total{` + rds + `}` + win + `)) / (sum by (instance, cmd) (rate(redis_commands_total{` + rds + `}` + win + `)) > 0))`, "{{instance}} {{cmd}}"}}},
+		{title: "Redis clients", desc: "Client connections to Redis (redis_exporter): each headcount process holds a few; a climb without more processes is a leak or a reconnect storm.",
+			queries: []q{
+				{`max by (instance) (redis_connected_clients{` + rds + `})`, "{{instance}} connected"},
+				{`max by (instance) (redis_blocked_clients{` + rds + `})`, "{{instance}} blocked"},
+			}},
+		{title: "Evicted and expired keys", unit: "ops", desc: "Keys Redis evicted per second, 0 under noeviction (an evicted count key makes a count wrong), and keys that expired (caches, tickets, snapshots: normal).",
+			queries: []q{
+				{`sum by (instance) (rate(redis_evicted_keys_total{` + rds + `}` + win + `))`, "{{instance}} evicted"},
+				{`sum by (instance) (rate(redis_expired_keys_total{` + rds + `}` + win + `))`, "{{instance}} expired"},
+			}},
+		{title: "Replication and cluster", step: true, desc: "Replicas connected to each primary; on a replica, 1 while its link to the primary is up; on a Redis Cluster node, 1 while the cluster state is ok (redis_exporter).",
+			queries: []q{
+				{`max by (instance) (redis_connected_slaves{` + rds + `})`, "{{instance}} replicas"},
+				{`min by (instance) (redis_master_link_up{` + rds + `})`, "{{instance}} link to primary"},
+				{`min by (instance) (redis_cluster_state{` + rds + `})`, "{{instance}} cluster ok"},
+			}},
 	}},
 	{"Counts and Redis", []spec{
 		{title: "Count flush latency", unit: "s", desc: "Time one flush of count changes and heartbeat to Redis takes: p99 per node, p50 over all.",
@@ -229,6 +309,8 @@ const (
 	namespaceQuery = `label_values(headcount_wsnode_connections_open, namespace)`
 	appQuery       = `label_values({__name__=~"headcount_.+", app!="", ` + ns + `}, app)`
 	nodeQuery      = `label_values(headcount_wsnode_connections_open{` + ns + `}, instance)`
+	// Every Redis a redis_exporter reports on, in any namespace.
+	redisQuery = `label_values(redis_up, instance)`
 )
 
 // Layout: panels 8 high, rows of 24 wide.
@@ -267,7 +349,7 @@ func dashboard() map[string]any {
 			"builtIn": 1, "datasource": map[string]string{"type": "grafana", "uid": "-- Grafana --"},
 			"enable": true, "hide": true, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
 		}}},
-		"description":          "headcount: WebSocket nodes, counts, the cleaner, webhooks, admission and the HTTP API. Panels: docs/OPERATIONS.md, Reading the dashboard.",
+		"description":          "headcount: WebSocket nodes, counts, the cleaner, webhooks, admission, the HTTP API, the processes' resources and Redis. Panels: docs/OPERATIONS.md, Reading the dashboard.",
 		"editable":             true,
 		"fiscalYearStartMonth": 0,
 		"graphTooltip":         1,
@@ -285,6 +367,7 @@ func dashboard() map[string]any {
 			variable("namespace", "Namespace", namespaceQuery),
 			variable("app", "App", appQuery),
 			variable("node", "Node", nodeQuery),
+			variable("redis", "Redis", redisQuery),
 		}},
 		"time":       map[string]string{"from": "now-1h", "to": "now"},
 		"timepicker": map[string]any{},

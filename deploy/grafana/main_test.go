@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/headcount/headcount/internal/metricstest"
 )
 
 // TestCommittedDashboardIsGenerated: headcount.json is what this program
@@ -97,17 +101,152 @@ func TestDashboardShape(t *testing.T) {
 			t.Errorf("panel %q: datasource %v, %d queries", p.Title, p.Datasource, len(p.Targets))
 		}
 		for _, q := range p.Targets {
-			if q.Datasource != datasource || q.RefID == "" || !strings.Contains(q.Expr, "headcount_") {
+			if q.Datasource != datasource || q.RefID == "" || q.Expr == "" {
 				t.Errorf("panel %q: query %+v", p.Title, q)
 			}
-			for _, v := range []string{"namespace", "app", "node"} {
+			for _, v := range []string{"namespace", "app", "node", "redis"} {
 				if strings.Contains(q.Expr, "$"+v) && vars[v] != "query" {
 					t.Errorf("panel %q uses $%s, which is not a variable", p.Title, v)
 				}
 			}
-			if !strings.Contains(q.Expr, `namespace=~"$namespace"`) {
+			// Redis's series are picked by $redis alone: its exporter may
+			// be scraped in another namespace.
+			if !strings.Contains(q.Expr, `namespace=~"$namespace"`) && !strings.Contains(q.Expr, `instance=~"$redis"`) {
 				t.Errorf("panel %q: a query ignores the namespace: %s", p.Title, q.Expr)
 			}
 		}
 	}
+}
+
+// external are the metrics the dashboard reads from other exporters than
+// headcount's binaries, each with its source and why headcount cannot
+// export it itself. redis_exporter's are also checked against a real
+// exporter (deploy/prometheus, TestRedisExporterMetrics).
+var external = map[string]string{
+	"kube_pod_container_resource_limits":       "kube-state-metrics: a container's CPU and memory limits are the pod spec's; a process sees its cgroup at best",
+	"kube_pod_container_status_restarts_total": "kube-state-metrics: the kubelet's restart count, a crash loop that never got scraped included",
+	"redis_memory_used_bytes":                  "redis_exporter: Redis's INFO, which headcount does not scrape",
+	"redis_memory_max_bytes":                   "redis_exporter: Redis's maxmemory",
+	"redis_commands_processed_total":           "redis_exporter: Redis's INFO stats",
+	"redis_commands_duration_seconds_total":    "redis_exporter: Redis's INFO commandstats",
+	"redis_commands_total":                     "redis_exporter: Redis's INFO commandstats",
+	"redis_connected_clients":                  "redis_exporter: Redis's INFO clients",
+	"redis_blocked_clients":                    "redis_exporter: Redis's INFO clients",
+	"redis_evicted_keys_total":                 "redis_exporter: Redis's INFO stats",
+	"redis_expired_keys_total":                 "redis_exporter: Redis's INFO stats",
+	"redis_connected_slaves":                   "redis_exporter: Redis's INFO replication",
+	"redis_master_link_up":                     "redis_exporter: Redis's INFO replication, on a replica",
+	"redis_cluster_state":                      "redis_exporter: CLUSTER INFO, on a Cluster node",
+	"redis_up":                                 "redis_exporter: whether it reached Redis (the Redis variable's values)",
+}
+
+// TestDashboardMetricsExist: every metric a panel or a variable queries is
+// registered by wsnode, cleaner or httpapi (as their mains build them,
+// with the Go and process collectors), or is an external one; and every
+// external one is still queried, so the list does not outlive its use.
+func TestDashboardMetricsExist(t *testing.T) {
+	bins := metricstest.Build(t)
+	used := map[string]bool{}
+	for _, expr := range dashboardQueries(t) {
+		names := metricNames(expr)
+		if len(names) == 0 && !strings.Contains(expr, "__name__") {
+			t.Errorf("no metric found in %s", expr)
+		}
+		for _, name := range names {
+			used[name] = true
+			if _, ok := external[name]; ok {
+				continue
+			}
+			if !bins.Registered(t, name) {
+				t.Errorf("%s (in %s) is registered by no binary, and is not an external metric", name, expr)
+			}
+		}
+	}
+	for name := range external {
+		if !used[name] {
+			t.Errorf("external metric %s is queried by no panel: remove it from the list", name)
+		}
+	}
+}
+
+// TestMetricNames: what metricNames takes for a metric, and what not.
+func TestMetricNames(t *testing.T) {
+	got := metricNames(`max by (instance) (kube_pod_container_resource_limits{namespace=~"$namespace", resource="cpu"} * on (namespace, pod) group_left (instance) group by (namespace, pod, instance) (up{job="a"}))` +
+		` or topk(10, rate(go_gc_duration_seconds_sum[$__rate_interval]) > bool 2^62) and on (x) up`)
+	want := []string{"kube_pod_container_resource_limits", "up", "go_gc_duration_seconds_sum"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := metricNames(`label_values(redis_up{namespace=~"$namespace"}, instance)`); !slices.Equal(got, []string{"redis_up"}) {
+		t.Errorf("a variable's query: got %v, want [redis_up]", got)
+	}
+}
+
+// dashboardQueries is every panel's expression and every query variable's
+// selector.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type  string `json:"type"`
+				Query string `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	b, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			out = append(out, q.Expr)
+		}
+	}
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			out = append(out, v.Query)
+		}
+	}
+	return out
+}
+
+var (
+	promString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	// Matchers, ranges and label lists hold label names, not metrics.
+	promBraces   = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
+	promGrouping = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	// label_values(selector, label): the label is no metric.
+	promLabelArg = regexp.MustCompile(`,\s*\w+\s*\)\s*$`)
+	promIdent    = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*(\s*\()?`)
+	promKeywords = []string{"and", "or", "unless", "bool", "offset", "inf", "nan"}
+)
+
+// metricNames are the metric names of a PromQL expression, in order, each
+// once: identifiers that are no function, keyword, label or number.
+func metricNames(expr string) []string {
+	if strings.HasPrefix(expr, "label_values(") {
+		expr = promLabelArg.ReplaceAllString(expr, ")")
+	}
+	expr = promString.ReplaceAllString(expr, `""`)
+	expr = promBraces.ReplaceAllString(expr, "")
+	expr = promGrouping.ReplaceAllString(expr, "")
+	var out []string
+	for _, m := range promIdent.FindAllStringSubmatch(expr, -1) {
+		name := m[0]
+		if m[1] != "" || slices.Contains(promKeywords, strings.ToLower(name)) || slices.Contains(out, name) {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
