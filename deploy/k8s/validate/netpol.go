@@ -211,9 +211,16 @@ func (s *Set) egressAllows(nps []*networkingv1.NetworkPolicy, port string) bool 
 // redis-cli pod for the runbooks: the one Redis client beside the binaries.
 const toolbox = "toolbox"
 
+// metricsOnly says whether rule admits to the port named metrics alone.
+func metricsOnly(rule networkingv1.NetworkPolicyIngressRule) bool {
+	return len(rule.Ports) > 0 && !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool {
+		return p.Port == nil || p.Port.String() != "metrics"
+	})
+}
+
 // redisOnlyFromHeadcount checks that every ingress rule reaching an
-// in-cluster Redis comes only from headcount pods of this namespace, or
-// their toolbox.
+// in-cluster Redis's data port comes only from headcount pods of this
+// namespace, or their toolbox.
 func (s *Set) redisOnlyFromHeadcount(w Workload, nps []*networkingv1.NetworkPolicy) []error {
 	var errs []error
 	guarded := false
@@ -223,6 +230,9 @@ func (s *Set) redisOnlyFromHeadcount(w Workload, nps []*networkingv1.NetworkPoli
 		}
 		guarded = true
 		for i, rule := range np.Spec.Ingress {
+			if metricsOnly(rule) {
+				continue // redis_exporter's port, scraped as the binaries' are
+			}
 			if len(rule.From) == 0 {
 				errs = append(errs, fmt.Errorf("NetworkPolicy/%s: ingress rule %d lets anyone reach %s; only headcount pods may", np.Name, i, w.ID()))
 				continue

@@ -559,7 +559,8 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("want the PDBs of wsnode and httpapi, have %d", len(s.PDBs))
 	}
 	if len(s.ServiceMonitors) != 1 || s.ServiceMonitors[0].Spec.Endpoints[0].ScrapeTimeout != "10s" ||
-		len(s.ServiceMonitors[0].Spec.Endpoints[0].Relabelings) != 1 || len(s.ServiceMonitors[0].Spec.Endpoints[0].MetricRelabelings) != 1 {
+		// The chart's own (instance: the pod's name), then the value's.
+		len(s.ServiceMonitors[0].Spec.Endpoints[0].Relabelings) != 2 || len(s.ServiceMonitors[0].Spec.Endpoints[0].MetricRelabelings) != 1 {
 		t.Errorf("serviceMonitor.scrapeTimeout, .relabelings, .metricRelabelings: %+v", s.ServiceMonitors)
 	}
 	if len(s.HTTPRoutes) != 1 {

@@ -72,7 +72,13 @@ release's (<fullname>-wsnode) and the bare names of deploy/k8s. */}}
 {{- with $ns }}
 {{- $kAnd = printf ", %s" . }}
 {{- end }}
-{{- $redis := $v.redisSelector | default $ns }}
+{{- /* By default the release's namespace; with the chart's Redis
+exporter and ServiceMonitor, that Redis's job too (its Service's name). */}}
+{{- $redisDefault := $ns }}
+{{- if and $ns (eq .Values.redis.mode "single") .Values.redis.single.exporter.enabled .Values.serviceMonitor.enabled }}
+{{- $redisDefault = printf "%s, job=%q" $ns (include "headcount.objname" (dict "root" . "name" "redis")) }}
+{{- end }}
+{{- $redis := $v.redisSelector | default $redisDefault }}
 {{- with $redis }}
 {{- $redis = printf "{%s}" . }}
 {{- end }}
