@@ -16,6 +16,10 @@
 // namespace the label a Kubernetes scrape adds. Every selector matches the
 // namespace with =~, whose "All" value .* also matches series that have no
 // namespace label, so the dashboard works on a scrape outside Kubernetes.
+// Two rows read other exporters (main_test.go's external lists each
+// metric): Resources takes limits and restarts from kube-state-metrics,
+// and Redis reads redis_exporter, its servers picked by the Redis
+// variable rather than the namespace.
 package main
 
 import (

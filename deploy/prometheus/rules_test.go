@@ -1,8 +1,10 @@
 // Package prometheus_test checks the alerting rules in alerts.yaml: promtool
 // accepts them and passes their unit tests (alerts_test.yaml), every alert
-// links a runbook section of docs/OPERATIONS.md that exists, and every
+// links a runbook section of docs/OPERATIONS.md that exists, every
 // metric the rules and runbooks name is one the binaries register (or one
-// listed as pending, until they do).
+// listed as pending, until they do), and every redis_ metric the rules and
+// the Grafana dashboard read is one a real redis_exporter exposes
+// (redis_test.go).
 package prometheus_test
 
 import (

@@ -36,6 +36,10 @@
 //     answers keep their order.
 //   - A stop closes every socket with 4200 over the drain window, announces
 //     their leaving and removes the node's contribution from Redis.
+//   - Every upgraded connection is counted once when it ends, refused ones
+//     too, in disconnects_total under the close code it ended with (the
+//     one the node sent or answered, else the client's, else 1006), on
+//     both transports (TestDisconnectsByCloseCode).
 //   - Both transports (--transport: the event loop, default on Linux, and
 //     a goroutine per socket on coder/websocket) answer the same client
 //     bytes with the same frames and close codes (TestTransportsAgree,
