@@ -1,5 +1,5 @@
-// Command k8s-dryrun starts etcd and kube-apiserver on loopback ports (with
-// certificates it makes), applies every deploy/k8s target with server-side
+// Command k8s-dryrun starts etcd and kube-apiserver on loopback ports
+// (internal/localkube, with certificates it makes), applies every deploy/k8s target with server-side
 // apply, DryRun=All and strict field validation, and stops both servers
 // before it exits, within -timeout. The API server's own validation,
 // defaulting and admission (Pod Security "restricted" on the namespace)
@@ -13,23 +13,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/headcount/headcount/deploy/k8s/validate"
+	"github.com/headcount/headcount/deploy/k8s/validate/internal/localkube"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -103,13 +96,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		defer os.RemoveAll(work)
 	}
-	srv := &servers{work: work, log: stdout}
-	defer srv.stop()
-	cfg, err := srv.start(ctx, *etcd, *apiserver)
+	kube, err := localkube.Start(ctx, work, stdout, localkube.Binaries{Etcd: *etcd, APIServer: *apiserver})
 	if err != nil {
-		fmt.Fprintf(stderr, "k8s-dryrun: %v\n%s", err, srv.tails())
+		fmt.Fprintf(stderr, "k8s-dryrun: %v\n", err)
 		return 1
 	}
+	defer kube.Stop()
+	cfg := kube.Config
 	fmt.Fprintf(stdout, "kube-apiserver ready on %s after %s\n", cfg.Host, time.Since(start).Round(time.Millisecond))
 
 	a, err := newApplier(cfg)
@@ -165,160 +158,6 @@ func chartTargets(root, helm, dir string) ([]target, error) {
 	return out, nil
 }
 
-// servers runs etcd and kube-apiserver as children that die with us.
-type servers struct {
-	work  string
-	log   io.Writer
-	procs []*exec.Cmd
-	logs  []string
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (s *servers) spawn(name, bin string, args ...string) error {
-	logPath := filepath.Join(s.work, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Killed with us even if we are killed; its own process group so a
-	// terminal's Ctrl-C reaches it only through us.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	s.procs = append(s.procs, cmd)
-	s.logs = append(s.logs, logPath)
-	go func() { _ = cmd.Wait(); f.Close() }()
-	return nil
-}
-
-// stop ends the servers, newest first: SIGTERM, then SIGKILL after 10s.
-func (s *servers) stop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i].Process
-		_ = p.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() {
-			for p.Signal(syscall.Signal(0)) == nil {
-				time.Sleep(50 * time.Millisecond)
-			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.Kill()
-		}
-	}
-	s.procs = nil
-}
-
-// tails returns the end of each server's log, for a failed start.
-func (s *servers) tails() string {
-	var b strings.Builder
-	for _, l := range s.logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 3000 {
-			data = data[len(data)-3000:]
-		}
-		fmt.Fprintf(&b, "--- %s (last lines)\n%s\n", filepath.Base(l), data)
-	}
-	return b.String()
-}
-
-func (s *servers) start(ctx context.Context, etcdBin, apiserverBin string) (*rest.Config, error) {
-	p, err := makePKI(s.work)
-	if err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
-	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	// A throwaway store: fsync buys nothing here and costs seconds.
-	if err := s.spawn("etcd", etcdBin,
-		"--name=dryrun", "--data-dir="+filepath.Join(s.work, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=dryrun="+peer, "--unsafe-no-fsync", "--log-level=warn"); err != nil {
-		return nil, err
-	}
-	if err := waitHTTP(ctx, http.DefaultClient, client+"/health", `"health":"true"`); err != nil {
-		return nil, fmt.Errorf("etcd did not become healthy: %w", err)
-	}
-	fmt.Fprintf(s.log, "etcd healthy on %s\n", client)
-
-	host := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	if err := s.spawn("kube-apiserver", apiserverBin,
-		"--etcd-servers="+client,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[2]),
-		"--tls-cert-file="+p.serverCert, "--tls-private-key-file="+p.serverKey,
-		"--client-ca-file="+p.caCert,
-		"--service-account-issuer="+host, "--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
-		// No kubelets, no endpoints of its own to publish on loopback.
-		"--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(s.work, "apiserver-certs"),
-		"--profiling=false"); err != nil {
-		return nil, err
-	}
-	cfg := &rest.Config{
-		Host:            host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: p.clientCertPEM, KeyData: p.clientKeyPEM},
-		QPS:             100, Burst: 200,
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.caPEM)
-	cert, err := tls.X509KeyPair(p.clientCertPEM, p.clientKeyPEM)
-	if err != nil {
-		return nil, err
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
-	if err := waitHTTP(ctx, hc, host+"/readyz", "ok"); err != nil {
-		return nil, fmt.Errorf("kube-apiserver did not become ready: %w", err)
-	}
-	return cfg, nil
-}
-
-// waitHTTP polls url until it answers 200 with want in the body.
-func waitHTTP(ctx context.Context, hc *http.Client, url, want string) error {
-	var last error
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := hc.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(want)) {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
 // applier sends objects with server-side apply.
 type applier struct {
 	dyn      dynamic.Interface
@@ -343,7 +182,7 @@ func newApplier(cfg *rest.Config) (*applier, error) {
 }
 
 // HandleWarningHeader implements rest.WarningHandler.
-func (a *applier) HandleWarningHeader(code int, agent, text string) {
+func (a *applier) HandleWarningHeader(code int, _, text string) {
 	if code != 299 || text == "" {
 		return
 	}

@@ -24,7 +24,7 @@ func TestServerRejectsBrokenManifests(t *testing.T) {
 			t.Fatalf("copy %s: %v: %s", dir, err, out)
 		}
 	}
-	edit := func(file, old, new string) {
+	edit := func(file, old, repl string) {
 		t.Helper()
 		p := filepath.Join(root, "base", file)
 		b, err := os.ReadFile(p)
@@ -34,7 +34,7 @@ func TestServerRejectsBrokenManifests(t *testing.T) {
 		if !bytes.Contains(b, []byte(old)) {
 			t.Fatalf("%s has no %q", file, old)
 		}
-		if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+		if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(repl), 1), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

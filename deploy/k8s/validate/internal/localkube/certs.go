@@ -1,4 +1,4 @@
-package main
+package localkube
 
 import (
 	"crypto/ecdsa"
@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// pki is what the throwaway API server and its one client need: a CA, a
+// pki is what the throwaway cluster and its clients need: a CA, a
 // serving certificate for 127.0.0.1, a client certificate in
 // system:masters, and the service-account signing key.
 type pki struct {
@@ -49,7 +49,7 @@ func makePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k8s-dryrun-ca"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localkube-ca"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
@@ -90,7 +90,7 @@ func makePKI(dir string) (*pki, error) {
 		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}); err != nil {
 		return nil, err
 	}
-	if p.clientCertPEM, p.clientKeyPEM, err = leaf(3, pkix.Name{CommonName: "k8s-dryrun", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, p.clientCert, p.clientKey, nil, nil); err != nil {
+	if p.clientCertPEM, p.clientKeyPEM, err = leaf(3, pkix.Name{CommonName: "localkube-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, p.clientCert, p.clientKey, nil, nil); err != nil {
 		return nil, err
 	}
 	saKey, saDER, err := newKey()
