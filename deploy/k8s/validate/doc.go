@@ -16,7 +16,8 @@
 // for other people's clusters: two releases in one namespace, a subchart,
 // a password on its Redis, an image that exists (release_test.go).
 // It needs no cluster; cmd/k8s-dryrun adds the checks only an API server
-// can make.
+// can make, and the sim module (make k8s-sim) what only a running cluster
+// shows: the chart installed, upgraded and drained with the real helm.
 //
 // Everything here is single-goroutine; a Set is not safe for concurrent
 // mutation.
