@@ -6,7 +6,7 @@
 #    (go.etcd.io/etcd/server/v3 v3.6.8) from the Go module proxy, once
 #    (build.sh, which make k8s-sim shares): the binaries are cached in
 #    $K8S_SERVER_CACHE (.cache/k8s-server, ignored by git). The first
-#    kube-apiserver build took 8.5 minutes on 2 busy cores; etcd then takes
+#    kube-apiserver build took 8.5 to 18 minutes on 2 busy cores; etcd then takes
 #    seconds (it shares most packages).
 # 2. Runs cmd/k8s-dryrun: etcd and kube-apiserver on free loopback ports
 #    with generated certificates, every overlay (and, with $HELM, the Helm
