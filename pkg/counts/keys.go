@@ -211,6 +211,8 @@ var (
 	candidatesSrc string
 	//go:embed scripts/forget.lua
 	forgetSrc string
+	//go:embed scripts/watchnodes.lua
+	watchNodesSrc string
 
 	// The count scripts append their edges to the event log in their own
 	// unit, with the event log's Lua.
@@ -228,6 +230,7 @@ var (
 	nodeSeenScript   = redis.NewScript(nodeSeenSrc)
 	candidatesScript = redis.NewScript(candidatesSrc)
 	forgetScript     = redis.NewScript(forgetSrc)
+	watchNodesScript = redis.NewScript(watchNodesSrc)
 )
 
 // loadScripts loads every script on every master, so EVALSHA in pipelines
@@ -262,9 +265,11 @@ func (k keys) canaryChannel(id string) string         { return k.livenessTag() +
 // write made while the node's liveness subscription was confirmed. The
 // cleaner finds the nodes to check there in one read, whatever the number
 // of apps (see Store.LivenessCandidates), and entries older than
-// dead-after are dropped.
+// dead-after are dropped. addr, node -> the host:port its admin port
+// serves GET /liveness on, is written with seen and read by the cleaner's
+// watch (Store.WatchNodes), which drops the fields of nodes gone from seen.
 func (k keys) livenessKeys() []string {
-	return []string{k.livenessTag() + "seen", k.livenessTag() + "subscribed"}
+	return []string{k.livenessTag() + "seen", k.livenessTag() + "subscribed", k.livenessTag() + "addr"}
 }
 
 // Keys of the listing read side (paging.go, shared_listing.go). Caches, locks and snapshots

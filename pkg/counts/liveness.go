@@ -304,7 +304,7 @@ func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
 	return out, nil
 }
 
-// ForgetNode deletes node's node-level liveness entries unless its
+// ForgetNode deletes node's node-level liveness entries (its address too) unless its
 // last-seen there is no longer seen (the node wrote since): the cleaner
 // calls it once it has reaped the node everywhere. It reports whether it
 // deleted them.
@@ -314,4 +314,36 @@ func (s *Store) ForgetNode(ctx context.Context, node string, seen int64) (bool, 
 		return false, fmt.Errorf("forget node %s: %w", node, err)
 	}
 	return n == 1, nil
+}
+
+// WatchNode is a node the cleaner's watch may hold a connection to: one
+// with a node-level last-seen, as LivenessCandidates returns, and the
+// address its admin port serves GET /liveness on ("" for none).
+type WatchNode struct {
+	Candidate
+	Address string
+}
+
+// WatchNodes returns, in one script on the liveness shard, up to limit
+// nodes that have a node-level last-seen, with their addresses, deleting
+// the addresses of nodes that have none any more. Its cost is O(nodes),
+// whatever the number of apps or subscriptions.
+func (s *Store) WatchNodes(ctx context.Context, limit int) ([]WatchNode, error) {
+	res, err := watchNodesScript.Run(ctx, s.rdb, s.livenessKeys(), limit).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("list the nodes to watch: %w", err)
+	}
+	out := make([]WatchNode, 0, len(res)/4)
+	for i := 0; i+3 < len(res); i += 4 {
+		node, _ := res[i].(string)
+		seen, _ := res[i+1].(string)
+		ms, err := strconv.ParseFloat(seen, 64)
+		if err != nil {
+			return nil, fmt.Errorf("node %q has last-seen %q: %w", node, seen, err)
+		}
+		sub, _ := res[i+2].(int64)
+		addr, _ := res[i+3].(string)
+		out = append(out, WatchNode{Candidate: Candidate{Node: node, Seen: int64(ms), Subscribed: sub == 1}, Address: addr})
+	}
+	return out, nil
 }

@@ -162,3 +162,61 @@ func TestNodeLevelLastSeen(t *testing.T) {
 		require.Empty(t, apps)
 	})
 }
+
+// TestWatchNodesAddresses: a node's recorder registers its admin address
+// with its node-level last-seen; WatchNodes lists it, ForgetNode deletes
+// it, and an address whose node left seen (dropped past the window) is
+// deleted by the next WatchNodes, so none outlives its node.
+func TestWatchNodesAddresses(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		recorder := func(node, addr string) *Recorder {
+			live := NewNodeLiveness(rdb, testKeys.ks, node, time.Second, logging.TestLogger(t))
+			r := NewRecorder(rdb, node, RecorderOptions{Heartbeat: time.Hour, Liveness: live, Address: addr, Logger: logging.TestLogger(t)})
+			r.Add("a1", "room", 1)
+			require.NoError(t, r.Flush(ctx))
+			return r
+		}
+		recorder("w", "127.0.0.1:9601")
+		recorder("x", "[::1]:9601")
+		recorder("none", "")
+		list := func() map[string]string {
+			nodes, err := store.WatchNodes(ctx, 100)
+			require.NoError(t, err)
+			out := map[string]string{}
+			for _, n := range nodes {
+				require.NotZero(t, n.Seen)
+				out[n.Node] = n.Address
+			}
+			return out
+		}
+		require.Equal(t, map[string]string{"w": "127.0.0.1:9601", "x": "[::1]:9601", "none": ""}, list())
+		addrKey := testKeys.livenessKeys()[2]
+		addrs := func() []string {
+			f, err := rdb.HKeys(ctx, addrKey).Result()
+			require.NoError(t, err)
+			return f
+		}
+
+		nodes, err := store.WatchNodes(ctx, 100)
+		require.NoError(t, err)
+		for _, n := range nodes {
+			if n.Node == "x" {
+				ok, err := store.ForgetNode(ctx, "x", n.Seen)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+		}
+		require.ElementsMatch(t, []string{"w"}, addrs(), "forgetting a node deletes its address")
+
+		// Past the window the liveness check drops w from seen; its
+		// address goes with the next list.
+		require.Eventually(t, func() bool {
+			_, err := store.LivenessCandidates(ctx, 0, time.Millisecond, 100)
+			require.NoError(t, err)
+			return len(list()) == 0
+		}, 5*time.Second, 5*time.Millisecond)
+		require.Empty(t, addrs(), "no address outlives its node")
+	})
+}

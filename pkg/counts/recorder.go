@@ -48,6 +48,11 @@ type RecorderOptions struct {
 	// and so does each confirmation; Remove deletes it. The cleaner's
 	// liveness check looks only at nodes that record it.
 	Liveness *Liveness
+	// Address, with a Liveness, is the host:port where the node's admin
+	// port serves GET /liveness, recorded with the node-level last-seen so
+	// the active cleaner can watch the node (see Store.WatchNodes); empty:
+	// none, and the node is left to the liveness check and dead-after.
+	Address string
 	// SliceSize bounds the fields one atomic unit of a republish writes or
 	// subtracts (as Store.SliceSize; 0 means DefaultSliceSize). Tests make
 	// it small.
@@ -675,7 +680,7 @@ func (r *Recorder) nodeSeen(ctx context.Context, c redis.Scripter, confirmOnly b
 	if confirmOnly {
 		only = "1"
 	}
-	return nodeSeenScript.Eval(ctx, c, r.livenessKeys(), r.node, subscribed, only)
+	return nodeSeenScript.Eval(ctx, c, r.livenessKeys(), r.node, subscribed, only, r.opts.Address)
 }
 
 // markLive records that the liveness subscription is confirmed, after each
