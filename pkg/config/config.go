@@ -153,6 +153,11 @@ type WSNode struct {
 	// Writers is how many goroutines send queued frames to sockets. Zero
 	// means WritersFor(GOMAXPROCS); negative is refused.
 	Writers int
+	// AdvertiseHost is the host (a name or an IP, no port) at which the
+	// cleaners reach this node's admin port to watch it (GET /liveness).
+	// Empty means the admin listener's host when that is a specific IP;
+	// otherwise the node registers no address and is not watched.
+	AdvertiseHost string
 }
 
 // WritersFor is the default --writers on procs CPUs: half of them, at
@@ -393,6 +398,8 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 		"(0: derived from the open-file limit, leaving room for Redis and the admin port)")
 	s.str(&c.Transport, "transport", "how sockets are served: eventloop (a loop per core watches every socket; Linux only) or goroutine (a goroutine per socket, the fallback)")
 	s.integer(&c.Writers, "writers", "goroutines that send queued frames to sockets (0: half the CPUs, at least one)")
+	s.str(&c.AdvertiseHost, "advertise-host", "host (no port) at which cleaners reach the admin port to watch this node (GET /liveness), e.g. the pod IP "+
+		"(empty: the --admin-addr host if it is an IP, else none: the node is then reaped only through its Redis liveness subscription and heartbeat)")
 	words, err := s.parse(args, false)
 	if stop(err) {
 		return c, err
@@ -402,7 +409,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	errs = append(errs, checkAddr("--addr", c.Addr, false))
 	errs = append(errs, checkNodeID(c.NodeID))
 	errs = append(errs, positive("--heartbeat", c.Heartbeat), positive("--drain", c.Drain), positive("--user-auth-timeout", c.UserAuthTimeout))
-	errs = append(errs, checkTransport(c.Transport))
+	errs = append(errs, checkTransport(c.Transport), checkHost("--advertise-host", c.AdvertiseHost))
 	if c.Writers < 0 {
 		errs = append(errs, fmt.Errorf("--writers: %d is negative (0 derives it from the CPUs)", c.Writers))
 	}
@@ -595,6 +602,24 @@ func checkAddr(setting, addr string, needHost bool) error {
 	}
 	if needHost && host == "" {
 		return fmt.Errorf("%s: %q has no host", setting, addr)
+	}
+	return nil
+}
+
+// checkHost checks a host given without a port: a name or an IP, IPv6
+// unbracketed (the port is joined to it with net.JoinHostPort).
+func checkHost(setting, host string) error {
+	if host == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return fmt.Errorf("%s: %q is host:port; give the host only (the admin port is added)", setting, host)
+	}
+	if strings.ContainsAny(host, "[]/@?# \t") || strings.Contains(host, "://") {
+		return fmt.Errorf("%s: %q is not a host name or IP address (IPv6 without brackets)", setting, host)
+	}
+	if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return fmt.Errorf("%s: %q is not a host name or IP address", setting, host)
 	}
 	return nil
 }

@@ -398,3 +398,20 @@ func TestWriters(t *testing.T) {
 		require.Equal(t, want, WritersFor(procs), "on %d CPUs", procs)
 	}
 }
+
+func TestAdvertiseHost(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Empty(t, c.AdvertiseHost)
+	e := env(map[string]string{"HEADCOUNT_ADVERTISE_HOST": "10.0.0.7"})
+	c, err = ParseWSNode(nil, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.7", c.AdvertiseHost)
+	c, err = ParseWSNode([]string{"--advertise-host", "fd00::7"}, e, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fd00::7", c.AdvertiseHost, "flags win; IPv6 unbracketed")
+	for _, bad := range []string{"10.0.0.7:9601", "[fd00::7]", "http://x", "a b", "x:y"} {
+		_, err = ParseWSNode([]string{"--advertise-host", bad}, env(nil), io.Discard)
+		require.ErrorContains(t, err, "--advertise-host", bad)
+	}
+}

@@ -106,8 +106,13 @@ type App struct {
 	reload *appreload.Reloader
 	rec    *counts.Recorder
 	live   *counts.Liveness // see counts.NewNodeLiveness
-	store  *counts.Store
-	bus    *fanout.Bus
+	// liveDone is closed once live has released its subscription: the
+	// cleaners' watches (GET /liveness) end then, not before.
+	liveDone chan struct{}
+	// advertised is where the cleaners watch this node ("" for nowhere).
+	advertised string
+	store      *counts.Store
+	bus        *fanout.Bus
 	// cache serves cache channels' last events to new subscribers.
 	cache *cache.Store
 	index *index
@@ -150,6 +155,7 @@ func New(opts Options) (_ *App, err error) {
 		index:      newIndex(),
 		send:       newSender(),
 		closeSlots: make(chan struct{}, closeSlots),
+		liveDone:   make(chan struct{}),
 	}
 	if a.log == nil {
 		a.log = hclog.NewNullLogger()
@@ -188,6 +194,16 @@ func New(opts Options) (_ *App, err error) {
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)
 	a.announce = a.newAnnounce()
+	if cfg.AdminAddr != "" {
+		// Before the recorder, which registers the admin port's address.
+		admin := lifecycle.AdminMux(a.reg, a.Ready)
+		admin.HandleFunc("/liveness", a.serveLiveness)
+		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
+			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
+		}
+		a.life.Defer(a.admin.Close)
+	}
+	a.advertised = a.advertise()
 	a.live = counts.NewNodeLiveness(a.rdb, ks, a.cfg.NodeID, a.cfg.Heartbeat, a.log)
 	a.rec = a.newRecorder(a.reg)
 	a.reload = appreload.New(cfg.Common, a.log, a.reg)
@@ -213,13 +229,6 @@ func New(opts Options) (_ *App, err error) {
 	warnPublic(apps.Diff{})
 	a.reload.OnChange = warnPublic
 
-	if cfg.AdminAddr != "" {
-		admin := lifecycle.AdminMux(a.reg, a.Ready)
-		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
-			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
-		}
-		a.life.Defer(a.admin.Close)
-	}
 	return a, nil
 }
 
@@ -297,6 +306,7 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		OnFlushed:  a.ann.flushed,
 		LogEvents:  func(app string) eventlog.Spec { return webhook.LogSpec(a.cfg.Apps.ByID(app)) },
 		Liveness:   a.live,
+		Address:    a.advertised,
 		SliceSize:  a.cfg.SliceSize,
 	})
 }
@@ -429,6 +439,7 @@ func (a *App) run(ctx context.Context) error {
 	// Liveness: held from the start (before any count is written) until
 	// the counts actor has removed this node's contribution.
 	g.Add(func() error {
+		defer close(a.liveDone)
 		a.live.Run(liveCtx)
 		return nil
 	}, func(error) {})
@@ -495,7 +506,9 @@ func (a *App) run(ctx context.Context) error {
 	}, func(error) { stopAnn() })
 
 	if a.admin != nil {
-		// The admin server outlives the drain, so /readyz reports 503 meanwhile.
+		// The admin server outlives the drain, so /readyz reports 503
+		// meanwhile; its Shutdown waits for the watches, which end with
+		// the liveness subscription, after Remove.
 		g.Add(func() error {
 			if err := a.admin.Serve(); err != nil {
 				return fmt.Errorf("wsnode: serve admin: %w", err)

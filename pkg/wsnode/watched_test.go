@@ -1,0 +1,55 @@
+package wsnode
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/pkg/lifecycle"
+)
+
+// TestLivenessOutlastsTheAdminTimeouts: GET /liveness answers 200 at once
+// and stays open past the admin server's read and write timeouts (its
+// deadlines cleared), and ends when the node releases its liveness
+// subscription.
+func TestLivenessOutlastsTheAdminTimeouts(t *testing.T) {
+	a := &App{liveDone: make(chan struct{}), log: hclog.NewNullLogger()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/liveness", a.serveLiveness)
+	const short = 50 * time.Millisecond
+	srv, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.Timeouts{Header: short, Read: short, Write: short, Idle: short})
+	require.NoError(t, err)
+	go func() { _ = srv.Serve() }()
+	t.Cleanup(srv.Close)
+
+	c, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("GET /liveness HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	ended := make(chan error, 1)
+	go func() { _, err := io.ReadAll(resp.Body); ended <- err }()
+	select {
+	case err := <-ended:
+		t.Fatalf("the watch ended within ten times the admin timeouts: %v", err)
+	case <-time.After(10 * short): // a wait for something that must not happen
+	}
+	close(a.liveDone)
+	select {
+	case err := <-ended:
+		require.NoError(t, err, "a graceful end is a complete response, not a cut connection")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch outlived the liveness subscription")
+	}
+}
