@@ -10,7 +10,10 @@
 //     every phase of a connection (Timeouts); ListenCapped caps its
 //     connections too (Cap), closing the one that waited longest for a
 //     request to admit a new one at the cap and refusing with 503 when all
-//     are busy, and backs off failed accepts.
+//     are busy, and backs off failed accepts;
+//   - LivenessHandler, a GET answered 200 at once and held open, past the
+//     server's write deadline, until the process stops it, so its client
+//     learns of the process's death when the kernel closes the connection.
 //
 // It installs no signal handlers except in Main. The name is its own:
 // github.com/oklog/run, which the apps use for their run groups, keeps the

@@ -197,7 +197,7 @@ func New(opts Options) (_ *App, err error) {
 	if cfg.AdminAddr != "" {
 		// Before the recorder, which registers the admin port's address.
 		admin := lifecycle.AdminMux(a.reg, a.Ready)
-		admin.HandleFunc("/liveness", a.serveLiveness)
+		admin.Handle("/liveness", lifecycle.LivenessHandler(a.liveDone))
 		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}

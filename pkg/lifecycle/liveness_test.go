@@ -1,4 +1,4 @@
-package wsnode
+package lifecycle
 
 import (
 	"bufio"
@@ -8,22 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
-
-	"github.com/headcount/headcount/pkg/lifecycle"
 )
 
 // TestLivenessOutlastsTheAdminTimeouts: GET /liveness answers 200 at once
 // and stays open past the admin server's read and write timeouts (its
 // deadlines cleared), and ends when the node releases its liveness
-// subscription.
+// subscription (done).
 func TestLivenessOutlastsTheAdminTimeouts(t *testing.T) {
-	a := &App{liveDone: make(chan struct{}), log: hclog.NewNullLogger()}
+	done := make(chan struct{})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/liveness", a.serveLiveness)
+	mux.Handle("/liveness", LivenessHandler(done))
 	const short = 50 * time.Millisecond
-	srv, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.Timeouts{Header: short, Read: short, Write: short, Idle: short})
+	srv, err := Listen("127.0.0.1:0", mux, Timeouts{Header: short, Read: short, Write: short, Idle: short})
 	require.NoError(t, err)
 	go func() { _ = srv.Serve() }()
 	t.Cleanup(srv.Close)
@@ -36,6 +33,7 @@ func TestLivenessOutlastsTheAdminTimeouts(t *testing.T) {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	ended := make(chan error, 1)
@@ -45,7 +43,7 @@ func TestLivenessOutlastsTheAdminTimeouts(t *testing.T) {
 		t.Fatalf("the watch ended within ten times the admin timeouts: %v", err)
 	case <-time.After(10 * short): // a wait for something that must not happen
 	}
-	close(a.liveDone)
+	close(done)
 	select {
 	case err := <-ended:
 		require.NoError(t, err, "a graceful end is a complete response, not a cut connection")
