@@ -263,7 +263,7 @@ var rows = []struct {
 			queries: []q{{`sum(increase(headcount_cleaner_lease_changes_total{` + ns + `, to="active"}[15m]))`, "holder changes / 15m"}}},
 		{title: "Live wsnodes per app", desc: "Registered wsnodes seen within dead-after at the last scan, per app, as the active cleaner saw them.",
 			queries: []q{{`max by (app) (headcount_cleaner_nodes_alive{` + app + `})`, "{{app}}"}}},
-		{title: "Reaps by reason", bars: true, desc: "Dead wsnodes reaped, by reason: connection_closed (its Redis connection closed: a crash) or heartbeat_stale (silent past dead-after: hung or cut off).",
+		{title: "Reaps by reason", bars: true, desc: "Dead wsnodes reaped, by reason: watch_ended (the cleaner's watch of its admin port ended and its Redis connection had closed: a crash), connection_closed (its Redis connection closed: a crash, unwatched) or heartbeat_stale (silent past dead-after: hung or cut off).",
 			queries: []q{{`sum by (reason) (increase(headcount_cleaner_reaped_nodes_total{` + app + `}` + win + `))`, "{{reason}}"}}},
 		{title: "Reap latency", unit: "s", desc: "From a reaped node's last heartbeat to its reaping (p99): the liveness grace for a crash, dead-after for a hung node.",
 			queries: []q{{`histogram_quantile(0.99, sum by (le) (rate(headcount_cleaner_reap_latency_seconds_bucket{` + ns + `}` + win + `)))`, "p99"}}},

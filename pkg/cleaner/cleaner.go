@@ -91,7 +91,11 @@ type App struct {
 const (
 	reasonHeartbeat = "heartbeat_stale"   // last-seen older than dead-after
 	reasonClosed    = "connection_closed" // liveness subscription gone, last-seen older than the grace
+	reasonWatch     = "watch_ended"       // its watch ended and its liveness subscription is gone (watch.go)
 )
+
+// reasons are every reason, each counted from 0.
+var reasons = []string{reasonHeartbeat, reasonClosed, reasonWatch}
 
 // livenessTrustAfter is how long the cleaner's own liveness subscription
 // must have held before missing node subscriptions are believed: when the
@@ -114,6 +118,9 @@ type metrics struct {
 	reapLatency  prometheus.Histogram
 	leaseChanges *prometheus.CounterVec
 
+	watched   prometheus.Gauge
+	watchEnds *prometheus.CounterVec
+
 	// reapCounted: apps whose reaped counters exist, under reapMu.
 	reapMu      sync.Mutex
 	reapCounted map[string]bool
@@ -128,7 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		reaped: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_cleaner_reaped_nodes_total",
-			Help: "Dead wsnodes whose counts this cleaner removed, by app and reason: heartbeat_stale (last-seen older than dead-after) or connection_closed (its Redis connection closed and last-seen older than the liveness grace).",
+			Help: "Dead wsnodes whose counts this cleaner removed, by app and reason: heartbeat_stale (last-seen older than dead-after), connection_closed (its Redis connection closed and last-seen older than the liveness grace) or watch_ended (this cleaner's watch of its admin port ended and its Redis connection had closed).",
 		}, []string{"app", "reason"}),
 		scans: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_cleaner_scans_total",
@@ -163,7 +170,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "headcount_cleaner_lease_changes_total",
 			Help: "Times this cleaner became the lease holder (to=active) or stopped being it (to=passive); summed over cleaners, to=active counts holder changes.",
 		}, []string{"to"}),
+		watched: f.NewGauge(prometheus.GaugeOpts{
+			Name: "headcount_cleaner_watched_nodes",
+			Help: "wsnodes whose admin port this cleaner holds a GET /liveness open on, to learn of their death at once. Only the active cleaner watches.",
+		}),
+		watchEnds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "headcount_cleaner_watch_ends_total",
+			Help: "Watches of a wsnode that ended, or could not be made (connection refused or reset), by what Redis then said: dead (its liveness subscription was gone: reaped at once), alive (still subscribed: the network path broke, nothing reaped) or unconfirmed (Redis could not tell: left to the liveness check and dead-after).",
+		}, []string{"result"}),
 		reapCounted: map[string]bool{},
+	}
+	for _, r := range []string{watchDead, watchAlive, watchUnconfirmed} {
+		m.watchEnds.WithLabelValues(r)
 	}
 	// Counters exist at 0 before their first change, so alerts see that
 	// change as an increase (a series born at 1 is not one).
@@ -182,7 +200,7 @@ func (m *metrics) countReaps(app string) {
 		return
 	}
 	m.reapCounted[app] = true
-	for _, reason := range []string{reasonHeartbeat, reasonClosed} {
+	for _, reason := range reasons {
 		m.reaped.WithLabelValues(app, reason)
 	}
 }
@@ -386,6 +404,7 @@ func (a *App) active(ctx context.Context, held func() bool) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		wg.Go(func() { a.livenessLoop(ctx, held) })
+		wg.Go(func() { a.watchLoop(ctx, held) })
 	}
 	t := time.NewTicker(a.cfg.ScanInterval)
 	defer t.Stop()
@@ -452,7 +471,7 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			if !held() || ctx.Err() != nil {
 				return nil
 			}
-			if _, err := a.reap(ctx, app, node, reasonHeartbeat); err != nil {
+			if _, err := a.reap(ctx, app, node, reasonHeartbeat, a.cfg.DeadAfter); err != nil {
 				return err
 			}
 		}
@@ -460,19 +479,16 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 	return nil
 }
 
-// reap reaps node of app if its last-seen is still old enough for reason
-// (dead-after, or the liveness grace), in the reap's slices, and
+// reap reaps node of app, for reason, if its last-seen there is still at
+// least age old (dead-after, the liveness grace, or the time since its
+// watch ended), in the reap's slices, and
 // announces what that changed: member_removed and the seats' grace for
 // members whose last socket it held, and new subscription counts (socket
 // event and webhook) where the app asks for them. The occupancy webhooks
 // (channel_vacated, member_removed) are in the reap's units already. spared
 // says it did not reap: the node wrote within the age (or another cleaner
 // reaped it first).
-func (a *App) reap(ctx context.Context, app, node, reason string) (spared bool, err error) {
-	age := a.cfg.DeadAfter
-	if reason == reasonClosed {
-		age = a.cfg.LivenessGrace
-	}
+func (a *App) reap(ctx context.Context, app, node, reason string, age time.Duration) (spared bool, err error) {
 	ok, reaped, err := a.store.ReapNode(ctx, app, node, age)
 	if !ok {
 		return true, err
@@ -591,8 +607,14 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 		if !held() || ctx.Err() != nil {
 			return nil
 		}
-		if err := a.reapEverywhere(ctx, held, c); err != nil {
+		forgot, err := a.reapEverywhere(ctx, held, c, reasonClosed, a.cfg.LivenessGrace)
+		if err != nil {
 			return err
+		}
+		if forgot {
+			// A new subscription, should the node be alive, must be
+			// missed by two checks again.
+			delete(a.missing, c.Node)
 		}
 	}
 	return nil
@@ -608,18 +630,19 @@ const livenessBatch = 1000
 const reapParallel = 8
 
 // reapEverywhere reaps the dead node c in every app it has a contribution
-// in, each reap re-checking the grace atomically (a node that wrote since
-// is spared), then forgets its node-level entry unless it wrote there
-// since. If any app spared it, the node stays a candidate and the next
+// in, each reap re-checking atomically that its last-seen there is at
+// least age old (a node that wrote since is spared), then forgets its
+// node-level entry unless it wrote there since, and reports whether it
+// did. If any app spared it, the node stays a candidate and the next
 // check looks again: a dying node's last heartbeat reaches its apps one
 // after another, so some may have been written after its node-level entry
 // and be younger than the grace for a moment; forgetting the node then
 // would leave those apps' counts to dead-after. A node that is alive
 // resubscribes and stops being a candidate.
-func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate) error {
+func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate, reason string, age time.Duration) (forgot bool, err error) {
 	apps, err := a.store.AppsOf(ctx, c.Node)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sem := make(chan struct{}, reapParallel)
 	errs := make(chan error, len(apps))
@@ -632,7 +655,7 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			s, err := a.reap(ctx, app, c.Node, reasonClosed)
+			s, err := a.reap(ctx, app, c.Node, reason, age)
 			if err != nil {
 				errs <- err
 			}
@@ -644,14 +667,10 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return err // the node stays a candidate: the next check retries
+		return false, err // the node stays a candidate: the next check retries
 	}
 	if !held() || ctx.Err() != nil || spared.Load() {
-		return nil
+		return false, nil
 	}
-	// A new subscription, should the node be alive, must be missed by two
-	// checks again.
-	delete(a.missing, c.Node)
-	_, err = a.store.ForgetNode(ctx, c.Node, c.Seen)
-	return err
+	return a.store.ForgetNode(ctx, c.Node, c.Seen)
 }

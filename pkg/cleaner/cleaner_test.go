@@ -326,13 +326,14 @@ func TestCountersStartAtZero(t *testing.T) {
 
 	a := newCleaner(t, srv.URL())
 	require.Equal(t, 2, testutil.CollectAndCount(a.m.leaseChanges), "to=active and to=passive before any change")
+	require.Equal(t, 3, testutil.CollectAndCount(a.m.watchEnds), "dead, alive and unconfirmed before any watch ends")
 	require.Zero(t, testutil.CollectAndCount(a.m.reaped))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
 	defer func() { stop(); require.NoError(t, <-done) }()
-	require.Eventually(t, func() bool { return testutil.CollectAndCount(a.m.reaped) == 2 }, 5*time.Second, 5*time.Millisecond,
-		"heartbeat_stale and connection_closed for the app once scanned")
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(a.m.reaped) == len(reasons) }, 5*time.Second, 5*time.Millisecond,
+		"every reason for the app once scanned")
 	require.Zero(t, reapedTotal(a), "the live node is not reaped")
 
 	// A passive cleaner has them for its configured apps, so a reap in its
@@ -345,7 +346,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	doneB := make(chan error, 1)
 	go func() { doneB <- b.Run(runB) }()
 	defer func() { stopB(); require.NoError(t, <-doneB) }()
-	require.Eventually(t, func() bool { return testutil.CollectAndCount(b.m.reaped) == 2 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(b.m.reaped) == len(reasons) }, 5*time.Second, 5*time.Millisecond,
 		"the configured app's reap counters, while passive")
 	require.Zero(t, testutil.ToFloat64(b.m.active))
 }

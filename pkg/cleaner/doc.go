@@ -22,6 +22,14 @@
 //     found dead costs O(apps), once. A paused or partitioned node keeps its
 //     connections and is reaped at dead-after. docs/INTERNALS.md ("cleaner")
 //     says which nodes the check trusts; RELIABILITY.md measures it.
+//   - Sooner still for a node that registered an admin address: the active
+//     cleaner (only it: passive ones could not reap) holds one GET
+//     /liveness open per such node (watch.go), at most one connection per
+//     node listed, each redialled with backoff. When one ends or is refused,
+//     the node is reaped at once only if Redis confirms its liveness
+//     subscription gone (canary trusted), sparing any app it wrote to since
+//     the end; a node still subscribed is left alone, so a broken path
+//     reaps nobody live. Nothing it starts outlives Stop.
 //   - The audit (counts.Store.Audit; apps take turns every audit interval,
 //     stretched to 50 times the last audit's duration so a huge app's audit
 //     takes a small share of its shard's time) runs in a goroutine of its

@@ -69,8 +69,14 @@ func startLiveNode(t *testing.T, srv *redistest.Server, id string, heartbeat tim
 // startLiveNodeOn starts node id on its own client rdb. Without entry its
 // recorder records no node-level last-seen, as a build from before it.
 func startLiveNodeOn(t *testing.T, rdb redis.UniversalClient, id string, heartbeat time.Duration, entry bool) *liveNode {
+	return startLiveNodeAt(t, rdb, id, heartbeat, entry, "")
+}
+
+// startLiveNodeAt starts node id as startLiveNodeOn does, registering addr
+// as its admin address (see counts.RecorderOptions.Address).
+func startLiveNodeAt(t *testing.T, rdb redis.UniversalClient, id string, heartbeat time.Duration, entry bool, addr string) *liveNode {
 	n := &liveNode{live: counts.NewNodeLiveness(rdb, keyspace.Space{}, id, heartbeat, logging.TestLogger(t))}
-	opts := counts.RecorderOptions{Heartbeat: heartbeat, Logger: logging.TestLogger(t)}
+	opts := counts.RecorderOptions{Heartbeat: heartbeat, Logger: logging.TestLogger(t), Address: addr}
 	if entry {
 		opts.Liveness = n.live
 	}

@@ -17,10 +17,11 @@ import (
 const longDeadAfter = 30 * time.Second
 
 // TestSIGKILLedNodeLeavesCountsAtOnce: with dead-after at 30 s, a
-// SIGKILLed wsnode's sockets leave the counts within 2 s (its Redis
-// connections closed, so its liveness subscription vanished), on a single
-// Redis and on Redis Cluster; the cleaner counts the reap as
-// connection_closed.
+// SIGKILLed wsnode that the cleaner does not watch (it has no admin port,
+// so it advertises no address) still leaves the counts within 2 s (its
+// Redis connections closed, so its liveness subscription vanished), on a
+// single Redis and on Redis Cluster; the cleaner counts the reap as
+// connection_closed. A watched node goes sooner: watch_test.go.
 func TestSIGKILLedNodeLeavesCountsAtOnce(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := redistest.New(t)
@@ -34,14 +35,18 @@ func TestSIGKILLedNodeLeavesCountsAtOnce(t *testing.T) {
 
 func sigkillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	cl := startLivenessCleaner(t, longDeadAfter, redis...)
-	victim, live := startWSNode(t, "ws-victim", redis...), startWSNode(t, "ws-live", redis...)
+	victim, live := startUnwatchedWSNode(t, "ws-victim", redis...), startWSNode(t, "ws-live", redis...)
 	want := subscribeBoth(t, store, victim, live)
+	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", "", 1, 10*time.Second) // the live one
 
 	victim.p.kill(t)
 	killed := time.Now()
 	waitRedisCounts(t, store, want, 2*time.Second)
 	t.Logf("SIGKILLed node gone from the counts after %v (dead-after %v)", time.Since(killed).Round(time.Millisecond), longDeadAfter)
 	waitReaped(t, cl.admin, "connection_closed")
+	if n := reapedBy(cl.admin, "watch_ended"); n != 0 {
+		t.Fatalf("reaped_nodes_total{reason=watch_ended} = %v for a node that was not watched", n)
+	}
 }
 
 // TestSIGSTOPpedNodeWaitsForDeadAfter: a stopped process keeps its TCP
@@ -100,7 +105,11 @@ func startLivenessCleaner(t *testing.T, deadAfter time.Duration, redis ...string
 func subscribeBoth(t *testing.T, store *counts.Store, a, b node) map[string]int64 {
 	want := map[string]int64{}
 	for _, n := range []node{a, b} {
-		waitReady(t, n.p, n.admin)
+		if n.admin == "" { // no admin port: the WebSocket port's /up says the same
+			waitOK(t, n.p, "http://"+n.addr+"/up", 20*time.Second)
+		} else {
+			waitReady(t, n.p, n.admin)
+		}
 		for i := range 20 {
 			openSubscribed(t, n.addr, "live-"+strconv.Itoa(i%5))
 		}

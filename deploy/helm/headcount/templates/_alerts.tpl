@@ -177,7 +177,7 @@ groups:
       # heartbeat_stale reaps a node whose process still held its Redis
       # connection but stopped writing for --dead-after: hung (a stall, a
       # deadlock, CPU starvation) or cut off (a partition, a lost host). A
-      # killed process is reaped as connection_closed instead. Any such reap
+      # killed process is reaped as watch_ended or connection_closed instead. Any such reap
       # is worth a look; the 15m window keeps the alert up long enough to
       # be seen. Counted once per app the node had sockets in.
       - alert: HeadcountNodeReapedByHeartbeat
