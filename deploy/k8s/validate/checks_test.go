@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -566,6 +567,17 @@ func TestChecksCatch(t *testing.T) {
 		}},
 		{"rule on a port name no pod has", cluster, "networkpolicy", "port admin is no port of Deployment/cleaner", func(t *testing.T, s *Set) *Set {
 			netpol(t, s, "metrics-ingress").Spec.Ingress[0].Ports[0].Port = ptr(intstr.FromString("admin"))
+			return s
+		}},
+		{"cleaner cannot reach the wsnodes' admin port", cluster, "networkpolicy", "Deployment/cleaner: no egress rule lets it reach the admin port metrics of Deployment/wsnode", func(t *testing.T, s *Set) *Set {
+			return without(s, "NetworkPolicy", "cleaner-watch-egress")
+		}},
+		{"wsnode admin port closed to the cleaner", cluster, "networkpolicy", "Deployment/wsnode: no ingress rule lets Deployment/cleaner reach its admin port", func(t *testing.T, s *Set) *Set {
+			return without(s, "NetworkPolicy", "wsnode-watch-ingress")
+		}},
+		{"wsnode advertises no host", cluster, "networkpolicy", "Deployment/wsnode: no --advertise-host", func(t *testing.T, s *Set) *Set {
+			c := &deploy(t, s, "wsnode").Spec.Template.Spec.Containers[0]
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HEADCOUNT_ADVERTISE_HOST" })
 			return s
 		}},
 		// spread

@@ -164,6 +164,61 @@ func checkNetworkPolicies(s *Set) []error {
 		case w.Template.Labels[nameLabel] == "redis":
 			errs = append(errs, s.redisOnlyFromHeadcount(w, policiesOf[w.ID()])...)
 		}
+		if b == "wsnode" {
+			errs = append(errs, s.cleanersWatch(w, c, policiesOf)...)
+		}
+	}
+	return errs
+}
+
+// cleanersWatch checks that the cleaners can watch wsnode w (GET /liveness
+// on its admin port, at its --advertise-host): w advertises a host, and
+// the policies let every cleaner reach w's admin port, egress from the
+// cleaner and ingress to w. Otherwise a killed node waits for the
+// liveness check.
+func (s *Set) cleanersWatch(w Workload, c *corev1.Container, policiesOf map[string][]*networkingv1.NetworkPolicy) []error {
+	var errs []error
+	if v, _ := s.Setting(c, "advertise-host"); v == "" {
+		errs = append(errs, fmt.Errorf("%s: no --advertise-host (HEADCOUNT_ADVERTISE_HOST, e.g. the pod IP): the cleaners cannot watch it, and a killed node is reaped only after --liveness-grace", w.ID()))
+	}
+	admin, _ := ContainerPort(&w.Template.Spec, "metrics")
+	if admin == nil {
+		return append(errs, fmt.Errorf("%s: no port named metrics: the cleaners cannot watch it", w.ID()))
+	}
+	adminPort := func(ports []networkingv1.NetworkPolicyPort) bool {
+		return len(ports) == 0 || slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool {
+			return p.Port == nil || p.Port.String() == admin.Name || p.Port.String() == strconv.Itoa(int(admin.ContainerPort))
+		})
+	}
+	selects := func(peers []networkingv1.NetworkPolicyPeer, target Workload) bool {
+		return len(peers) == 0 || slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
+			if p.PodSelector == nil || p.NamespaceSelector != nil {
+				return false
+			}
+			ws, _ := s.Selected(p.PodSelector)
+			return slices.ContainsFunc(ws, func(x Workload) bool { return x.ID() == target.ID() })
+		})
+	}
+	for _, cl := range s.Workloads() {
+		if b, _ := binaryOf(cl); b != "cleaner" || cl.RunsOnce() {
+			continue
+		}
+		in := slices.ContainsFunc(policiesOf[w.ID()], func(np *networkingv1.NetworkPolicy) bool {
+			return hasPolicyType(np, networkingv1.PolicyTypeIngress) && slices.ContainsFunc(np.Spec.Ingress, func(r networkingv1.NetworkPolicyIngressRule) bool {
+				return selects(r.From, cl) && adminPort(r.Ports)
+			})
+		})
+		out := slices.ContainsFunc(policiesOf[cl.ID()], func(np *networkingv1.NetworkPolicy) bool {
+			return hasPolicyType(np, networkingv1.PolicyTypeEgress) && slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+				return selects(r.To, w) && adminPort(r.Ports)
+			})
+		})
+		if !in {
+			errs = append(errs, fmt.Errorf("%s: no ingress rule lets %s reach its admin port %s, so the cleaner cannot watch it", w.ID(), cl.ID(), admin.Name))
+		}
+		if !out {
+			errs = append(errs, fmt.Errorf("%s: no egress rule lets it reach the admin port %s of %s, so it cannot watch it", cl.ID(), admin.Name, w.ID()))
+		}
 	}
 	return errs
 }

@@ -137,6 +137,7 @@ config maps may not set them: each with the value to use instead.
   "HEADCOUNT_APP_SECRET" "apps"
   "HEADCOUNT_ADDR" "nothing: the ports are fixed, as the Services and probes expect"
   "HEADCOUNT_ADMIN_ADDR" "nothing: the ports are fixed, as the Services and probes expect"
+  "HEADCOUNT_ADVERTISE_HOST" "nothing: wsnode advertises its pod IP"
   "GOMEMLIMIT" "<binary>.goMemLimit"
 ) }}
 {{- end }}
@@ -346,6 +347,14 @@ envFrom:
 env:
   - name: GOMEMLIMIT
     value: {{ $v.goMemLimit | quote }}
+{{- if eq .binary "wsnode" }}
+  # Where the active cleaner watches this node's admin port (GET
+  # /liveness), to reap it the moment it is killed.
+  - name: HEADCOUNT_ADVERTISE_HOST
+    valueFrom:
+      fieldRef:
+        fieldPath: status.podIP
+{{- end }}
 {{- if include "headcount.redisPasswordSecret" .root }}
   # A file the kubelet updates when the Secret changes, which the binaries
   # re-read: a rotated password needs no restart (an env var would).
