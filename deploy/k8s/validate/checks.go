@@ -45,7 +45,7 @@ var Checks = []Check{
 	{"configmap-secrets", "no secret-looking key or value in a ConfigMap or a literal env var", checkConfigMapSecrets},
 	{"commands", "each headcount container runs its own binary from the image", checkCommands},
 	{"redis", "Redis is configured, and an in-cluster Redis URL names a Service of the render", checkRedis},
-	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount and its toolbox", checkNetworkPolicies},
+	{"networkpolicy", "default deny, DNS egress, only wsnode/httpapi public ports open, Redis only from headcount and its toolbox, cleaners reach the wsnodes' admin port", checkNetworkPolicies},
 	{"spread", "replicated headcount workloads spread over nodes and zones, never hard over nodes they may not run on", checkSpread},
 	{"servicemonitor", "ServiceMonitors select a Service that has their port", checkServiceMonitors},
 	{"ingress", "an Ingress routes /app/ to wsnode and /apps/ to httpapi, with TLS and WebSocket-long proxy timeouts", checkIngresses},

@@ -7,7 +7,8 @@
 // apps database URL from a Secret), Redis TLS files from Secrets, no
 // secret in a ConfigMap, an Ingress that routes the Pusher paths to the
 // binaries that serve them, NetworkPolicies that select headcount's own
-// pods (never the whole namespace), spreads over nodes that never hold a
+// pods (never the whole namespace) and let the cleaners reach the wsnodes'
+// admin port at the host they advertise, spreads over nodes that never hold a
 // drain, and well-formed alerting rules. Its tests also keep the chart's
 // renders equal to the overlays but where they differ on purpose
 // (TestChartMatchesKustomize) and deploy/prometheus/alerts.yaml equal to
