@@ -72,17 +72,18 @@ type watcher struct {
 // per node with an address, while this cleaner is active.
 func (a *App) watchLoop(ctx context.Context, held func() bool) {
 	dialer := &net.Dialer{Timeout: watchDialTimeout}
+	transport := &http.Transport{
+		Proxy:                 nil, // the nodes' admin ports, never through a proxy
+		DialContext:           dialer.DialContext,
+		ResponseHeaderTimeout: watchDialTimeout,
+		DisableKeepAlives:     true, // a watch's connection is its own
+		DisableCompression:    true,
+	}
 	w := &watcher{a: a, held: held, watches: map[string]*watch{}, client: &http.Client{
-		// No overall timeout: a watch lasts as long as its node.
-		Transport: &http.Transport{
-			Proxy:                 nil, // the nodes' admin ports, never through a proxy
-			DialContext:           dialer.DialContext,
-			ResponseHeaderTimeout: watchDialTimeout,
-			DisableKeepAlives:     true, // a watch's connection is its own
-			DisableCompression:    true,
-		},
+		Transport:     transport, // no overall timeout: a watch lasts as long as its node
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
+	defer transport.CloseIdleConnections()
 	defer func() {
 		w.mu.Lock()
 		for _, wt := range w.watches {

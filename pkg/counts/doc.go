@@ -23,6 +23,9 @@
 //   - No unit grows with an app: a reap, a republish and an audit run in
 //     units of at most Store.SliceSize fields, and two cleaners draining one
 //     reap subtract each field once.
+//   - A node's admin address (RecorderOptions.Address) lives beside its
+//     node-level last-seen and goes with it: ForgetNode deletes it and
+//     WatchNodes drops any whose node left, so none outlives its node.
 //   - A node's Liveness never closes a silent connection before a new
 //     subscription is confirmed, so a partition or a pause never makes a
 //     live node's liveness subscription vanish; its process's death does.
