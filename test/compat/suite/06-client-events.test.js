@@ -120,7 +120,12 @@ describe('client events', { timeout: 40000 }, () => {
       assert.equal(s.state, 'connected', 'the sender stays connected');
       assert.ok(typeof f.data.message === 'string' && f.data.message.length > 0, 'the error has a message');
       await waitUntil(() => got.length >= 10, 5000, () => `the first 10 of the burst at the receiver (got ${got.length})`);
-      assert.ok(got.length <= 11, `the receiver got ${got.length} of a burst of 20 (want about 10)`);
+      // A token bucket: 10 at once, then one more each 100 ms the node
+      // spends reading the burst, which a loaded machine stretches; every
+      // event counted here was read before now.
+      const elapsed = Date.now() - t0;
+      const bound = 11 + Math.floor(elapsed / 100);
+      assert.ok(got.length <= Math.min(bound, 19), `the receiver got ${got.length} of a burst of 20 in ${elapsed} ms (want at most ${bound}, and never all)`);
     } finally {
       s.close();
       r.close();
