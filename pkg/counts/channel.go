@@ -12,8 +12,11 @@ import (
 var (
 	//go:embed scripts/channel.lua
 	channelSrc string
+	//go:embed scripts/top.lua
+	topSrc string
 
-	channelScript = redis.NewScript(freshLibSrc + channelSrc)
+	channelScript = redis.NewScript(freshLibSrc + exactLua + channelSrc)
+	topScript     = redis.NewScript(freshLibSrc + exactLua + topSrc)
 )
 
 // ChannelStats are one channel's counts.
@@ -30,8 +33,10 @@ type ChannelStats struct {
 
 // Channel reads one channel's subscription count and, if asked, its
 // distinct users and leaderboard rank, all in one atomic read (one script
-// call): the rank is the rank of exactly that count. O(log n) in the app's
-// occupied channels.
+// call), leaving out what the reaps under way still hold (see exact.go).
+// The rank is the channel's place by the global counts read with it,
+// which hold those reaps until they end. O(log n) in the app's occupied
+// channels.
 func (l *Listings) Channel(ctx context.Context, app, channel string, users, rank bool) (ChannelStats, Freshness, error) {
 	flag := func(b bool) string {
 		if b {
@@ -39,26 +44,18 @@ func (l *Listings) Channel(ctx context.Context, app, channel string, users, rank
 		}
 		return "0"
 	}
-	v, err := channelScript.Run(ctx, l.rdb, []string{l.globalKey(app), l.nodesKey(app), l.membersKey(app, channel)},
-		channel, l.opts.StaleAfter.Milliseconds(), flag(rank), flag(users)).Slice()
+	res, err := l.runExact(ctx, l.rdb, channelScript, app, []string{l.globalKey(app), l.nodesKey(app), l.membersKey(app, channel)},
+		channel, l.opts.StaleAfter.Milliseconds(), flag(rank), flag(users))
+	v, _ := res.([]any)
 	if err != nil {
 		return ChannelStats{}, Freshness{}, fmt.Errorf("read channel %s: %w", channel, err)
 	}
 	if len(v) != 4 {
 		return ChannelStats{}, Freshness{}, fmt.Errorf("read channel %s: %d values, want 4", channel, len(v))
 	}
-	fv, _ := v[0].([]any)
-	ints := make([]int64, 0, len(fv))
-	for _, x := range fv {
-		n, err := toInt(x)
-		if err != nil {
-			return ChannelStats{}, Freshness{}, fmt.Errorf("read channel %s: freshness: %w", channel, err)
-		}
-		ints = append(ints, n)
-	}
-	f, err := freshnessFrom(ints)
+	f, err := freshnessReply(v[0])
 	if err != nil {
-		return ChannelStats{}, Freshness{}, err
+		return ChannelStats{}, Freshness{}, fmt.Errorf("read channel %s: %w", channel, err)
 	}
 	var st ChannelStats
 	score, ok := v[1].(string)
@@ -90,25 +87,51 @@ type ChannelCount struct {
 
 // Top returns the limit channels of app with the most subscriptions, most
 // first; channels with equal counts come in reverse lexicographic order
-// (Redis's ZREVRANGE order, so the i-th entry has Rank i+1). O(log n +
-// limit).
+// (Redis's ZREVRANGE order, so the i-th entry has Rank i+1), in one
+// atomic read. O(log n + limit). While a reap is under way (see exact.go)
+// the counts leave it out and order the entries again, but the entries are
+// the first limit by the global counts, which hold it: a channel held only
+// by it is left out (fewer than limit may come), and one just below the
+// limit that it would let in is not listed until the reap ends.
 func (l *Listings) Top(ctx context.Context, app string, limit int) ([]ChannelCount, Freshness, error) {
 	if limit <= 0 {
 		return nil, Freshness{}, fmt.Errorf("leaderboard: limit %d is not positive", limit)
 	}
-	var zs *redis.ZSliceCmd
-	f, err := l.execTx(ctx, app, "read leaderboard", func(p redis.Pipeliner) {
-		zs = p.ZRevRangeWithScores(ctx, l.globalKey(app), 0, int64(limit-1))
-	})
-	if err != nil {
-		return nil, Freshness{}, err
+	res, err := l.runExact(ctx, l.rdb, topScript, app, []string{l.globalKey(app), l.nodesKey(app)}, limit, l.opts.StaleAfter.Milliseconds())
+	v, _ := res.([]any)
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("%d values, want 2", len(v))
 	}
-	out := make([]ChannelCount, 0, len(zs.Val()))
-	for _, z := range zs.Val() {
-		name, _ := z.Member.(string)
-		if z.Score > 0 {
-			out = append(out, ChannelCount{Name: name, Count: int64(z.Score)})
+	if err != nil {
+		return nil, Freshness{}, fmt.Errorf("read leaderboard: %w", err)
+	}
+	f, err := freshnessReply(v[0])
+	if err != nil {
+		return nil, Freshness{}, fmt.Errorf("read leaderboard: %w", err)
+	}
+	kv, _ := v[1].([]any)
+	out := make([]ChannelCount, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		name, _ := kv[i].(string)
+		s, _ := kv[i+1].(string)
+		if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 {
+			out = append(out, ChannelCount{Name: name, Count: int64(n)})
 		}
 	}
 	return out, f, nil
+}
+
+// freshnessReply parses freshness (freshlib.lua) returned inside a
+// script's reply.
+func freshnessReply(v any) (Freshness, error) {
+	fv, _ := v.([]any)
+	ints := make([]int64, 0, len(fv))
+	for _, x := range fv {
+		n, err := toInt(x)
+		if err != nil {
+			return Freshness{}, fmt.Errorf("freshness: %w", err)
+		}
+		ints = append(ints, n)
+	}
+	return freshnessFrom(ints)
 }

@@ -37,7 +37,8 @@ func (k keys) versionKey(app string) string { return k.appPrefix(app) + "seq" }
 
 // A node's contribution being reaped lives under reapingKey(app, id) from
 // the reap's first unit until its last slice (see reap.lua): id is
-// "<nonce>:<node>", nonce random (see newReapID), so each reap has a key of
+// "<nonce>:<node>", nonce random (see newReapID; a retire's starts with
+// retirePrefix), so each reap has a key of
 // its own that no republish of the node writes, and no counter key outlives
 // the app. reapsKey is the set of those
 // ids: reaps under way, which audits count as contributions and a cleaner

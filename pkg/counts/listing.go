@@ -116,8 +116,8 @@ func (l *Listings) Options() ListingOptions { return l.opts }
 
 // Freshness says how far an answer may be from the truth. Counts in Redis
 // lag a node by at most its flush window, except for a node that died:
-// its contribution stays until the cleaner reaps it (dead-after plus a scan
-// interval). All times come from the clock of the Redis shard holding the
+// its contribution stays until the cleaner starts reaping it (dead-after
+// plus a scan interval; reads leave it out from then on, see exact.go). All times come from the clock of the Redis shard holding the
 // app, the one the nodes' last-seen times were stamped with.
 type Freshness struct {
 	// ReadAt is when the counts were read (Redis's clock).
@@ -130,7 +130,8 @@ type Freshness struct {
 	// flush windows.
 	OldestHeartbeat time.Duration
 	// Stale is how many of them had not been seen for StaleAfter: probably
-	// dead, their sockets still counted until the cleaner reaps them.
+	// dead, their sockets still counted until the cleaner starts reaping
+	// them.
 	Stale int
 }
 

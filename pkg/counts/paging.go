@@ -20,13 +20,14 @@ var (
 	//go:embed scripts/page.lua
 	pageBody string
 
-	pageSrc = statusLua + pageBody
+	pageSrc = statusLua + exactLua + pageBody
 )
 
 // Page is one page of a paging walk.
 type Page struct {
 	// Channels are in lexicographic order, with their counts when the page
-	// was read.
+	// was read (leaving out what the reaps under way still hold then, see
+	// exact.go).
 	Channels []ChannelCount
 	// Next is the cursor of the next page; "" when the walk is done.
 	Next string
@@ -102,17 +103,27 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 		}
 	}
 	lo, hi := lexRange(prefix, last)
-	var res *redis.Cmd
-	f, err := l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {
-		res = p.Eval(ctx, pageSrc, []string{l.snapshotKey(app, id), l.globalKey(app)}, lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
+	var f Freshness
+	res, err := exactly(nil, func(reaps []string) (any, error) {
+		var res *redis.Cmd
+		var err error
+		f, err = l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {
+			res = p.Eval(ctx, pageSrc, l.withReaps([]string{l.snapshotKey(app, id), l.globalKey(app)}, app, reaps),
+				lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
+		})
+		if err != nil {
+			return nil, err // execTx's says what failed
+		}
+		v, err := res.Result()
+		if err != nil {
+			return nil, fmt.Errorf("read page: %w", err)
+		}
+		return v, nil
 	})
 	if err != nil {
 		return Page{}, Freshness{}, err
 	}
-	v, err := res.Slice()
-	if err != nil {
-		return Page{}, Freshness{}, fmt.Errorf("read page: %w", err)
-	}
+	v, _ := res.([]any)
 	if len(v) == 0 {
 		return Page{}, f, errors.New("read page: empty script result")
 	}

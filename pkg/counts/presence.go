@@ -196,29 +196,32 @@ func (s *Store) Members(ctx context.Context, app, channel string) (map[string]js
 }
 
 // MembersAt is Members with the version of the app's counts it read (0
-// when none was made since Redis began), in one MULTI/EXEC: the list holds
+// when none was made since Redis began), in one script: the list holds
 // every member edge of that version or lower (MemberEdge.Version), and
 // none higher, so a subscriber given the list needs only the edges above.
+// A user whose sockets are all on reaps under way is left out (see
+// exact.go): their leave is such an edge, of a version above.
 func (s *Store) MembersAt(ctx context.Context, app, channel string) (map[string]json.RawMessage, int64, error) {
-	var ids *redis.MapStringStringCmd
-	var infos *redis.MapStringStringCmd
-	var seq *redis.StringCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		seq = p.Get(ctx, s.versionKey(app))
-		ids = p.HGetAll(ctx, s.membersKey(app, channel))
-		infos = p.HGetAll(ctx, s.infoKey(app, channel))
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	res, err := s.runExact(ctx, s.rdb, membersScript, app,
+		[]string{s.versionKey(app), s.membersKey(app, channel), s.infoKey(app, channel)}, channel)
+	v, _ := res.([]any)
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("%d values, want 2", len(v))
+	}
+	if err != nil {
 		return nil, 0, fmt.Errorf("read members of %s: %w", channel, err)
 	}
-	version, err := seq.Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, fmt.Errorf("read the version of %s's members: %w", channel, err)
+	var version int64
+	if v[0] != nil {
+		if version, err = toInt(v[0]); err != nil {
+			return nil, 0, fmt.Errorf("read the version of %s's members: %w", channel, err)
+		}
 	}
-	out := make(map[string]json.RawMessage, len(ids.Val()))
-	for user := range ids.Val() {
-		info := infos.Val()[user]
+	kv, _ := v[1].([]any)
+	out := make(map[string]json.RawMessage, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		user, _ := kv[i].(string)
+		info, _ := kv[i+1].(string)
 		if info == "" {
 			info = "null"
 		}
@@ -228,20 +231,21 @@ func (s *Store) MembersAt(ctx context.Context, app, channel string) (map[string]
 }
 
 // UserCount returns the number of distinct users in a presence channel
-// cluster-wide.
+// cluster-wide, as UserCounts does.
 func (s *Store) UserCount(ctx context.Context, app, channel string) (int64, error) {
-	n, err := s.rdb.HLen(ctx, s.membersKey(app, channel)).Result()
-	if err != nil {
-		return 0, fmt.Errorf("count users of %s: %w", channel, err)
-	}
-	return n, nil
+	n, err := s.UserCounts(ctx, app, []string{channel})
+	return n[channel], err
 }
 
-// Connections returns the app's open sockets cluster-wide.
+// Connections returns the app's open sockets cluster-wide, leaving out
+// what the reaps under way still hold (see exact.go).
 func (s *Store) Connections(ctx context.Context, app string) (int64, error) {
-	n, err := s.rdb.Get(ctx, s.connsKey(app)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
+	v, err := s.runExact(ctx, s.rdb, connsScript, app, []string{s.connsKey(app)})
+	var n int64
+	if l, _ := v.([]any); err == nil && len(l) == 1 {
+		n, err = toInt(l[0])
+	} else if err == nil {
+		err = fmt.Errorf("%d values, want 1", len(l))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("count connections: %w", err)
@@ -262,40 +266,70 @@ func parseField(f string) (kind byte, channel, user string) {
 	return f[0], "", ""
 }
 
-// UserCounts returns the distinct users of each presence channel in one
-// round trip.
+// UserCounts returns the distinct users of each presence channel
+// cluster-wide, leaving out users whose sockets are all on reaps under way
+// (see exact.go): one script per userCountsSlice channels, each exact when
+// it ran.
 func (s *Store) UserCounts(ctx context.Context, app string, channels []string) (map[string]int64, error) {
-	cmds := make([]*redis.IntCmd, len(channels))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, ch := range channels {
-			cmds[i] = p.HLen(ctx, s.membersKey(app, ch))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count users: %w", err)
-	}
 	out := make(map[string]int64, len(channels))
-	for i, ch := range channels {
-		out[ch] = cmds[i].Val()
+	for len(channels) > 0 {
+		k := min(len(channels), userCountsSlice)
+		if err := s.userCounts(ctx, app, channels[:k], out); err != nil {
+			return nil, err
+		}
+		channels = channels[k:]
 	}
 	return out, nil
 }
 
+// userCountsSlice bounds the channels one script of UserCounts reads.
+const userCountsSlice = 500
+
+func (s *Store) userCounts(ctx context.Context, app string, channels []string, out map[string]int64) error {
+	ks := make([]string, len(channels))
+	args := make([]any, len(channels))
+	for i, ch := range channels {
+		ks[i], args[i] = s.membersKey(app, ch), ch
+	}
+	res, err := s.runExact(ctx, s.rdb, usersScript, app, ks, args...)
+	v, _ := res.([]any)
+	if err == nil && len(v) != len(channels) {
+		err = fmt.Errorf("%d values, want %d", len(v), len(channels))
+	}
+	for i := 0; err == nil && i < len(v); i++ {
+		out[channels[i]], err = toInt(v[i])
+	}
+	if err != nil {
+		return fmt.Errorf("count users: %w", err)
+	}
+	return nil
+}
+
 // AreMembers reports, for each of users, whether they are a member of
-// channel cluster-wide right now (one HMGET): a watchlist's first status
-// reads SignedInChannel this way.
+// channel cluster-wide right now, leaving out sockets on reaps under way
+// (one script, O(users) while none is): a watchlist's first status reads
+// SignedInChannel this way.
 func (s *Store) AreMembers(ctx context.Context, app, channel string, users []string) ([]bool, error) {
 	out := make([]bool, len(users))
 	if len(users) == 0 {
 		return out, nil
 	}
-	vals, err := s.rdb.HMGet(ctx, s.membersKey(app, channel), users...).Result()
+	args := make([]any, 0, len(users)+1)
+	args = append(args, channel)
+	for _, u := range users {
+		args = append(args, u)
+	}
+	res, err := s.runExact(ctx, s.rdb, areMembersScript, app, []string{s.membersKey(app, channel)}, args...)
+	v, _ := res.([]any)
+	if err == nil && len(v) != len(users) {
+		err = fmt.Errorf("%d values, want %d", len(v), len(users))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read members of %s: %w", channel, err)
 	}
-	for i, v := range vals {
-		out[i] = v != nil
+	for i, x := range v {
+		n, _ := x.(int64)
+		out[i] = n == 1
 	}
 	return out, nil
 }

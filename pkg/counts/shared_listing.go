@@ -43,23 +43,21 @@ var flightLua = fmt.Sprintf("local FLIGHT_WAIT, FLIGHT_CACHED, FLIGHT_COMPUTE = 
 
 // scanChannels hands each occupied channel of app whose name matches the
 // glob match ("" for all) to each, ScanCount at a time, with its count
-// when that slice was read (ZSCAN: each command bounded, whatever the
-// app's size). A channel occupied throughout is handed over at least once
-// (ZSCAN may repeat one); one occupied or vacated meanwhile may be missed.
+// when that slice was read, leaving out what the reaps under way held then
+// (scan.lua: a ZSCAN step and the reaping hashes in one script, each
+// bounded, whatever the app's size). A channel occupied throughout is
+// handed over at least once (ZSCAN may repeat one); one occupied or
+// vacated meanwhile may be missed.
 func (l *Listings) scanChannels(ctx context.Context, app, match string, each func([]redis.Z) error) error {
 	var cursor uint64
 	for {
-		kv, next, err := l.rdb.ZScan(ctx, l.globalKey(app), cursor, match, int64(l.opts.ScanCount)).Result()
+		v, err := l.runExact(ctx, l.rdb, scanScript, app, []string{l.globalKey(app)}, strconv.FormatUint(cursor, 10), match, l.opts.ScanCount)
 		if err != nil {
 			return fmt.Errorf("scan channels: %w", err)
 		}
-		page := make([]redis.Z, 0, len(kv)/2)
-		for i := 0; i+1 < len(kv); i += 2 {
-			n, err := strconv.ParseFloat(kv[i+1], 64)
-			if err != nil || n <= 0 || math.IsNaN(n) {
-				continue
-			}
-			page = append(page, redis.Z{Member: kv[i], Score: n})
+		next, page, err := scanOf(v)
+		if err != nil {
+			return fmt.Errorf("scan channels: %w", err)
 		}
 		if len(page) > 0 {
 			if err := each(page); err != nil {
@@ -136,7 +134,7 @@ func (l *Listings) ReadListing(ctx context.Context, app string, q ListingQuery) 
 		for name := range out.Channels {
 			names = append(names, name)
 		}
-		s := Store{rdb: l.rdb}
+		s := Store{keys: l.keys, rdb: l.rdb}
 		if out.Users, err = s.UserCounts(ctx, app, names); err != nil {
 			return Listing{}, err
 		}

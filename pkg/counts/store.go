@@ -51,16 +51,18 @@ func NewStore(rdb redis.UniversalClient, ks keyspace.Space) *Store {
 	return &Store{keys: keys{ks}, rdb: rdb}
 }
 
-// Channel returns the global subscription count of one channel (0: vacant).
+// Channel returns the subscription count of one channel cluster-wide (0:
+// vacant), leaving out what the reaps under way still hold (see exact.go).
 func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error) {
-	n, err := s.rdb.ZScore(ctx, s.globalKey(app), channel).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
+	v, err := s.runExact(ctx, s.rdb, countsScript, app, []string{s.globalKey(app), s.membersKey(app, channel)}, channel, "0")
 	if err != nil {
 		return 0, fmt.Errorf("read channel count: %w", err)
 	}
-	return int64(n), nil
+	n, _, err := countsOf(v)
+	if err != nil {
+		return 0, fmt.Errorf("read channel count: %w", err)
+	}
+	return n, nil
 }
 
 // ChannelLoad is what a wsnode reads to cap an app's occupied channels.
@@ -75,6 +77,8 @@ type ChannelLoad struct {
 
 // ChannelLoad reads, for node, app's occupied channels, its nodes and
 // whether channel is occupied, in one round trip of four O(1) commands.
+// Unlike the other reads it counts the reaps under way (see exact.go) until
+// they end: leaving them out would cost O(a node's size).
 func (s *Store) ChannelLoad(ctx context.Context, app, node, channel string) (ChannelLoad, error) {
 	var channels, nodes *redis.IntCmd
 	var score, self *redis.FloatCmd
@@ -96,16 +100,21 @@ func (s *Store) ChannelLoad(ctx context.Context, app, node, channel string) (Cha
 }
 
 // Channels returns the occupied channels of app whose names start with
-// prefix, with their global subscription counts.
+// prefix, with their subscription counts cluster-wide, in one atomic read
+// of all of them (O(the app's channels * (1 + reaps under way))), leaving
+// out what the reaps under way still hold (see exact.go).
 func (s *Store) Channels(ctx context.Context, app, prefix string) (map[string]int64, error) {
-	zs, err := s.rdb.ZRangeWithScores(ctx, s.globalKey(app), 0, -1).Result()
+	v, err := s.runExact(ctx, s.rdb, scanScript, app, []string{s.globalKey(app)}, "", "", 0)
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	_, zs, err := scanOf(v)
 	if err != nil {
 		return nil, fmt.Errorf("list channels: %w", err)
 	}
 	out := make(map[string]int64, len(zs))
 	for _, z := range zs {
-		name, _ := z.Member.(string)
-		if strings.HasPrefix(name, prefix) && z.Score > 0 {
+		if name, _ := z.Member.(string); strings.HasPrefix(name, prefix) {
 			out[name] = int64(z.Score)
 		}
 	}
@@ -231,7 +240,7 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 // epoch it last republished under, which tells reap.lua whether the node
 // lost its registration (see completeKey).
 func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int64, epoch, prev string) (id string, ok bool, reaped Reaped, err error) {
-	id = newReapID(node)
+	id = newReapID(node, epoch != "")
 	keys := []string{s.nodesKey(app), s.nodeKey(app, node), s.reapingKey(app, id), s.reapsKey(app), s.epochsKey(app), s.completeKey(app)}
 	retireArg := "0"
 	if epoch != "" {
@@ -255,9 +264,15 @@ func (s *Store) startReap(ctx context.Context, app, node string, deadAfterMs int
 }
 
 // newReapID names one reap of node: 64 random bits, then the node, which
-// FinishReaps reads back after the first ":".
-func newReapID(node string) string {
-	return fmt.Sprintf("%016x:%s", rand.Uint64(), node)
+// FinishReaps reads back after the first ":"; a retire's starts with
+// retirePrefix, so reads know the contribution is a live node's (see
+// exact.go).
+func newReapID(node string, retire bool) string {
+	p := ""
+	if retire {
+		p = retirePrefix
+	}
+	return fmt.Sprintf("%s%016x:%s", p, rand.Uint64(), node)
 }
 
 // newEpoch is a fresh epoch for a node's republish (see epochsKey): 64

@@ -234,7 +234,7 @@ func (a *App) result(r *http.Request, app string, ev *event, pc *counts.PendingC
 	if pc == nil {
 		return c
 	}
-	subs, users, err := pc.Result()
+	subs, users, err := pc.Result(r.Context())
 	if err != nil {
 		a.metrics.redisErrors.Inc()
 		a.log.Error("count read after publish failed", "path", r.URL.Path, "app_id", app, "error", err)

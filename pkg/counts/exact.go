@@ -1,0 +1,166 @@
+package counts
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reads are exact once a node is known dead: the unit that declares it
+// dead (reap.lua) renames its contribution under a reaping key, and every
+// read of counts subtracts, in the script that reads the globals, what the
+// reaping hashes still hold of what it reads (scripts/exactlib.lua). Each
+// reap slice subtracts from the globals exactly what it deletes from its
+// reaping hash, so global minus reaping is the live nodes' sum after every
+// unit, however long the reap takes.
+//
+// A retire (a live node's republish, reap.lua) moves the node's
+// contribution aside as a reap too, but the node is alive: reads keep
+// counting what that reap holds, so during a republish counts may read
+// high, never low, as before. Its id starts with retirePrefix.
+//
+// A script may touch only the keys it declares, and the reaping keys are
+// known only from the app's reaps set: the caller declares the reaps it
+// believes under way (none, first), and a script that finds others answers
+// {statusReaps, their ids} having read nothing else; the caller runs it
+// again with those. No reap under way (the common case) costs one
+// SMEMBERS in the same round trip.
+
+const (
+	// retirePrefix starts the id of a retire's reap (newReapID); a hex
+	// nonce, which starts every other, never does.
+	retirePrefix = "r"
+	// statusReaps: the reaps under way are not those the call declared;
+	// retry declaring the ids that follow it.
+	statusReaps = -4
+	// maxReapsRetries bounds those retries: the set changes only as reaps
+	// start and end, so running into it this often means something is
+	// wrong rather than busy.
+	maxReapsRetries = 8
+)
+
+var (
+	//go:embed scripts/exactlib.lua
+	exactLibSrc string
+	//go:embed scripts/counts.lua
+	countsSrc string
+	//go:embed scripts/scan.lua
+	scanSrc string
+	//go:embed scripts/members.lua
+	membersSrc string
+	//go:embed scripts/users.lua
+	usersSrc string
+	//go:embed scripts/are_members.lua
+	areMembersSrc string
+	//go:embed scripts/conns.lua
+	connsSrc string
+
+	exactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX = %d, %q\n", statusReaps, retirePrefix) + exactLibSrc
+
+	countsScript     = redis.NewScript(exactLua + countsSrc)
+	scanScript       = redis.NewScript(exactLua + scanSrc)
+	membersScript    = redis.NewScript(exactLua + membersSrc)
+	usersScript      = redis.NewScript(exactLua + usersSrc)
+	areMembersScript = redis.NewScript(exactLua + areMembersSrc)
+	connsScript      = redis.NewScript(exactLua + connsSrc)
+)
+
+var errReapsMoving = errors.New("the reaps under way changed at every attempt")
+
+// withReaps appends to ks (a read script's own keys) the app's reaps set
+// and the reaping key of each of ids, as exactlib.lua takes them.
+func (k keys) withReaps(ks []string, app string, ids []string) []string {
+	out := make([]string, 0, len(ks)+1+len(ids))
+	out = append(append(out, ks...), k.reapsKey(app))
+	for _, id := range ids {
+		out = append(out, k.reapingKey(app, id))
+	}
+	return out
+}
+
+// otherReaps reports whether a read script's reply v is {statusReaps,
+// ids}, and those ids.
+func otherReaps(v any) ([]string, bool) {
+	l, ok := v.([]any)
+	if !ok || len(l) != 2 {
+		return nil, false
+	}
+	if s, ok := l[0].(int64); !ok || s != statusReaps {
+		return nil, false
+	}
+	raw, _ := l[1].([]any)
+	ids := make([]string, 0, len(raw))
+	for _, x := range raw {
+		if id, ok := x.(string); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, true
+}
+
+// exactly calls read with the reaps it should declare, reaps first, until
+// its reply is not statusReaps.
+func exactly(reaps []string, read func(reaps []string) (any, error)) (any, error) {
+	for range maxReapsRetries {
+		v, err := read(reaps)
+		if err != nil {
+			return nil, err
+		}
+		var other bool
+		if reaps, other = otherReaps(v); !other {
+			return v, nil
+		}
+	}
+	return nil, errReapsMoving
+}
+
+// runExact runs a read script with ks, its own keys, and the reaps under
+// way (see exactly).
+func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *redis.Script, app string, ks []string, args ...any) (any, error) {
+	return exactly(nil, func(reaps []string) (any, error) {
+		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
+	})
+}
+
+// countsOf parses counts.lua's reply: a channel's subscriptions and its
+// users (-1 when not asked).
+func countsOf(v any) (subs, users int64, err error) {
+	l, _ := v.([]any)
+	if len(l) != 2 {
+		return 0, 0, fmt.Errorf("counts: %d values, want 2", len(l))
+	}
+	if subs, err = toInt(l[0]); err != nil {
+		return 0, 0, err
+	}
+	users, err = toInt(l[1])
+	return subs, users, err
+}
+
+// scanOf parses scan.lua's reply: the next cursor and the occupied
+// channels read, with their counts.
+func scanOf(v any) (next uint64, zs []redis.Z, err error) {
+	l, _ := v.([]any)
+	if len(l) != 2 {
+		return 0, nil, fmt.Errorf("scan: %d values, want 2", len(l))
+	}
+	c, _ := l[0].(string)
+	if next, err = strconv.ParseUint(c, 10, 64); err != nil {
+		return 0, nil, fmt.Errorf("scan: cursor %q: %w", c, err)
+	}
+	kv, _ := l[1].([]any)
+	zs = make([]redis.Z, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		s, _ := kv[i+1].(string)
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil || n <= 0 || math.IsNaN(n) {
+			continue
+		}
+		zs = append(zs, redis.Z{Member: kv[i], Score: n})
+	}
+	return next, zs, nil
+}

@@ -1,0 +1,311 @@
+package counts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/redistest"
+)
+
+// liveCounts is what every read must return: the sum of the registered
+// nodes' contributions, and of their retires under way (a live node's
+// republish), other reaps under way left out.
+type liveCounts struct {
+	channels map[string]int64           // channel -> sockets
+	users    map[string]map[string]bool // presence channel -> its users
+	conns    int64
+}
+
+// registeredSum sums the registered contributions of an atomic snapshot,
+// retires under way included.
+func registeredSum(s snapshot) liveCounts {
+	lc := liveCounts{channels: map[string]int64{}, users: map[string]map[string]bool{}}
+	members := map[string]int64{}
+	for node, c := range s.contrib {
+		if strings.HasPrefix(node, "reaping:") && !strings.HasPrefix(node, "reaping:"+retirePrefix) {
+			continue
+		}
+		for f, n := range c {
+			switch kind, ch, _ := parseField(f); kind {
+			case 'c':
+				lc.channels[ch] += n
+			case 'm':
+				members[strings.TrimPrefix(f, "m:")] += n
+			case 'n':
+				lc.conns += n
+			}
+		}
+	}
+	for f, n := range members {
+		if n > 0 {
+			ch, user, _ := strings.Cut(f, "\n")
+			if lc.users[ch] == nil {
+				lc.users[ch] = map[string]bool{}
+			}
+			lc.users[ch][user] = true
+		}
+	}
+	return lc
+}
+
+// checkReads runs every read of counts the package serves and requires
+// each to equal want, for the channels chans and the users users (their
+// universe: names that may or may not be occupied).
+func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCounts, chans, users []string) {
+	t.Helper()
+	// assert, not require: a failure names every read that is wrong.
+	defer func() {
+		if t.Failed() {
+			t.FailNow()
+		}
+	}()
+	ctx := context.Background()
+	store := NewStore(rdb, testKeys.ks)
+	l := NewListings(rdb, ListingOptions{CacheTTL: -1, ScanCount: 3})
+
+	all, err := store.Channels(ctx, app, "")
+	require.NoError(t, err)
+	assert.Equal(t, want.channels, all, "Channels")
+
+	p := rdb.Pipeline()
+	pending := map[string]*PendingCounts{}
+	for _, ch := range chans {
+		pending[ch] = store.QueueCounts(ctx, p, app, ch, strings.HasPrefix(ch, "presence-"))
+	}
+	_, _ = p.Exec(ctx)
+	for _, ch := range chans {
+		n, err := store.Channel(ctx, app, ch)
+		require.NoError(t, err)
+		assert.Equal(t, want.channels[ch], n, "Channel %s", ch)
+
+		subs, u, err := pending[ch].Result(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want.channels[ch], subs, "QueueCounts %s", ch)
+		assert.Equal(t, int64(len(want.users[ch])), u, "QueueCounts users of %s", ch)
+
+		st, _, err := l.Channel(ctx, app, ch, true, true)
+		require.NoError(t, err)
+		assert.Equal(t, want.channels[ch], st.Subscriptions, "Listings.Channel %s", ch)
+		assert.Equal(t, want.channels[ch] > 0, st.Rank > 0, "rank of %s", ch)
+		if want.channels[ch] > 0 {
+			assert.Equal(t, int64(len(want.users[ch])), st.Users, "Listings.Channel users of %s", ch)
+		}
+	}
+
+	top, _, err := l.Top(ctx, app, 1000)
+	require.NoError(t, err)
+	tops := map[string]int64{}
+	for i, c := range top {
+		tops[c.Name] = c.Count
+		if i > 0 {
+			assert.GreaterOrEqual(t, top[i-1].Count, c.Count, "Top's order")
+		}
+	}
+	assert.Equal(t, want.channels, tops, "Top")
+	for _, c := range walk(t, l, app, "", 2, nil) {
+		assert.Equal(t, want.channels[c.Name], c.Count, "page count of %s", c.Name)
+	}
+	ls, err := l.ReadListing(ctx, app, ListingQuery{Users: true})
+	require.NoError(t, err)
+	assert.Equal(t, want.channels, ls.Channels, "ReadListing")
+
+	var presence []string
+	for _, ch := range chans {
+		if strings.HasPrefix(ch, "presence-") {
+			presence = append(presence, ch)
+		}
+	}
+	uc, err := store.UserCounts(ctx, app, presence)
+	require.NoError(t, err)
+	for _, ch := range presence {
+		assert.Equal(t, int64(len(want.users[ch])), uc[ch], "UserCounts %s", ch)
+		n, err := store.UserCount(ctx, app, ch)
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(want.users[ch])), n, "UserCount %s", ch)
+		if ls.Channels[ch] > 0 {
+			assert.Equal(t, int64(len(want.users[ch])), ls.Users[ch], "ReadListing users of %s", ch)
+		}
+		m, _, err := store.MembersAt(ctx, app, ch)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, slices.Collect(maps.Keys(want.users[ch])), slices.Collect(maps.Keys(m)), "MembersAt %s", ch)
+		are, err := store.AreMembers(ctx, app, ch, users)
+		require.NoError(t, err)
+		for i, u := range users {
+			assert.Equal(t, want.users[ch][u], are[i], "AreMembers %s %s", ch, u)
+		}
+	}
+	conns, err := store.Connections(ctx, app)
+	require.NoError(t, err)
+	assert.Equal(t, want.conns, conns, "Connections")
+}
+
+// TestReadsExactWhileReaping holds a node's reap midway, two fields a
+// slice, beside a live node sharing some channels and users with it: from
+// the reap's first unit on, every read equals the live node's
+// contribution, at every step between slices and after the last.
+func TestReadsExactWhileReaping(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		live := loadNode(t, rdb, "app", "live", 3, 2, 4)
+		dead := loadNode(t, rdb, "app", "dead", 6, 3, 5)
+		// A user both nodes hold, who must stay while one node is reaped.
+		for _, r := range []*Recorder{live, dead} {
+			r.Add("app", "presence-0", 1)
+			r.AddMember("app", "presence-0", "both", json.RawMessage(`{}`), 1)
+			require.NoError(t, r.Flush(ctx))
+		}
+		chans := []string{"ch0", "ch1", "ch2", "ch3", "ch4", "ch5", "presence-0", "presence-1", "presence-2", "vacant"}
+		users := []string{"u-live", "u-dead", "both", "nobody"}
+		want := registeredSum(takeSnapshot(t, rdb, "app"))
+		require.Equal(t, int64(9), want.conns)
+
+		id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0, "", "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		want = registeredSum(takeSnapshot(t, rdb, "app"))
+		require.Equal(t, int64(4), want.conns, "only the live node is registered")
+		for step := 0; ; step++ {
+			checkReads(t, rdb, "app", want, chans, users)
+			fields := reapFields(t, rdb, "app", id, 2)
+			if len(fields) == 0 {
+				break
+			}
+			require.NoError(t, store.reapSlice(ctx, "app", id, fields, &reaped))
+			s := takeSnapshot(t, rdb, "app")
+			checkInvariants(t, s)
+			require.Equal(t, want, registeredSum(s), "a slice changes no live contribution (step %d)", step)
+		}
+		s := takeSnapshot(t, rdb, "app")
+		require.Equal(t, []string{"live"}, mapKeys(s.contrib), "the reap ran to its end")
+		require.Equal(t, want.channels, s.global, "and the globals hold what the reads returned")
+	})
+}
+
+// TestReadsCountARetire: a live node's republish moves its contribution
+// aside as a reap too (a retire), which reads keep counting while its
+// slices run, so counts read high during a republish, never low.
+func TestReadsCountARetire(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		loadNode(t, rdb, "app", "a", 3, 2, 4)
+		loadNode(t, rdb, "app", "b", 5, 3, 2)
+		chans := []string{"ch0", "ch3", "ch4", "presence-0", "presence-2"}
+		users := []string{"u-a", "u-b"}
+		want := registeredSum(takeSnapshot(t, rdb, "app"))
+		id, ok, reaped, err := store.startReap(ctx, "app", "b", -1, newEpoch(), "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, strings.HasPrefix(id, retirePrefix), id)
+		for range 3 {
+			checkReads(t, rdb, "app", want, chans, users)
+			require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 2), &reaped))
+			want = registeredSum(takeSnapshot(t, rdb, "app"))
+		}
+		checkReads(t, rdb, "app", want, chans, users)
+	})
+}
+
+// TestPropertyReadsExact drives random interleavings, one step at a time,
+// of nodes' changes, reaps started and their slices (two fields each, in
+// any order), a zombie's republish (a node reaped while alive writes
+// again, under a new epoch, while its old contribution is still being
+// reaped), and a second death during a reap (of another node, or of the
+// zombie again); after every step every read equals the sum of the
+// registered contributions at that moment, and invariants 1 and 2 hold.
+func TestPropertyReadsExact(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		for seed := uint64(1); seed <= 2; seed++ {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { propertyReadsRun(t, rdb, seed) })
+		}
+	})
+}
+
+func propertyReadsRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
+	const (
+		nodes = 4
+		steps = 120
+	)
+	ctx := context.Background()
+	app := fmt.Sprintf("reads%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	store := NewStore(rdb, testKeys.ks)
+	recs := make([]*Recorder, nodes)
+	for i := range recs {
+		recs[i] = NewRecorder(rdb, fmt.Sprintf("node%d", i), RecorderOptions{Heartbeat: time.Hour, SliceSize: 2})
+	}
+	chans := []string{"ch0", "ch1", "ch2", "presence-0", "presence-1"}
+	users := []string{"u0", "u1", "u2"}
+	members := make([]map[string]int64, nodes) // per node: "channel\nuser" -> sockets, the model
+	for i := range members {
+		members[i] = map[string]int64{}
+	}
+	var reaps []string // ids this test started, maybe finished since
+	for step := range steps {
+		switch op := rng.IntN(10); {
+		case op < 5: // a node's change, flushed (republishing if it was reaped)
+			i := rng.IntN(nodes)
+			r := recs[i]
+			ch := chans[rng.IntN(len(chans))]
+			if strings.HasPrefix(ch, "presence-") {
+				f := ch + "\n" + users[rng.IntN(len(users))]
+				d := int64(1)
+				if members[i][f] > 0 && rng.IntN(2) == 0 {
+					d = -1
+				}
+				members[i][f] += d
+				cu, u, _ := strings.Cut(f, "\n")
+				r.Add(app, cu, d)
+				r.AddMember(app, cu, u, json.RawMessage(`{}`), d)
+			} else if n := r.Local(app)[ch]; n > 0 && rng.IntN(2) == 0 {
+				r.Add(app, ch, -1)
+			} else {
+				r.Add(app, ch, 1)
+			}
+			if rng.IntN(3) == 0 {
+				r.AddConnections(app, 1)
+			}
+			require.NoError(t, r.Flush(ctx))
+		case op < 7: // a node dies (or is reaped while alive: a zombie)
+			id, ok, _, err := store.startReap(ctx, app, fmt.Sprintf("node%d", rng.IntN(nodes)), 0, "", "")
+			require.NoError(t, err)
+			if ok && id != "" {
+				reaps = append(reaps, id)
+			}
+		default: // a slice of some reap, fields in any order
+			if len(reaps) == 0 {
+				continue
+			}
+			id := reaps[rng.IntN(len(reaps))]
+			fields := reapFields(t, rdb, app, id, 8)
+			rng.Shuffle(len(fields), func(a, b int) { fields[a], fields[b] = fields[b], fields[a] })
+			var r Reaped
+			require.NoError(t, store.reapSlice(ctx, app, id, fields[:min(2, len(fields))], &r))
+		}
+		s := takeSnapshot(t, rdb, app)
+		checkInvariants(t, s)
+		checkReads(t, rdb, app, registeredSum(s), chans, users)
+		if step%40 == 0 {
+			t.Logf("step %d: %d contributions and reaps", step, len(s.contrib))
+		}
+	}
+	_, err := store.FinishReaps(ctx, app)
+	require.NoError(t, err)
+	s := takeSnapshot(t, rdb, app)
+	checkInvariants(t, s)
+	want := registeredSum(s)
+	checkReads(t, rdb, app, want, chans, users)
+	require.Equal(t, want.channels, s.global, "once the reaps end the globals hold what the reads returned")
+}

@@ -1,0 +1,93 @@
+-- exactlib.lua is prepended to every script that reads counts, after
+-- STATUS_REAPS and RETIRE_PREFIX (exact.go). A reap renames a dead node's contribution under
+-- a key of its own (reap.lua) and each of its slices subtracts from the
+-- globals exactly the fields it deletes there (reap_slice.lua), so after
+-- every unit a global minus what the reaping hashes still hold of it is
+-- the sum of the registered (live) contributions. These reads return that,
+-- so a node's sockets leave every read the moment it is known dead.
+-- A retire's reap (its id starts with RETIRE_PREFIX) holds a live node's
+-- contribution being republished: it stays counted, and is not declared.
+-- KEYS[at] is the app's reaps SET, KEYS[at+1..] the reaping hash of each
+-- other reap the caller believes under way (keys.go: reapingKey is the reaps
+-- key's sibling "reaping:<id>"). Field names are lib.lua's.
+
+-- reaping returns the reaping hashes of the reaps under way (usually
+-- none), or nil and the reaps' ids when the caller declared other keys: it
+-- must retry declaring those (a reap started or ended since it looked), as
+-- no script may touch a key it did not declare.
+local function reaping(at)
+  local reaps = KEYS[at]
+  local prefix = string.sub(reaps, 1, -6) .. 'reaping:' -- 'reaps' -> 'reaping:'
+  local ids = {}
+  for _, id in ipairs(redis.call('SMEMBERS', reaps)) do
+    if string.sub(id, 1, #RETIRE_PREFIX) ~= RETIRE_PREFIX then ids[#ids + 1] = id end
+  end
+  if #ids ~= #KEYS - at then return nil, ids end
+  local given = {}
+  for i = at + 1, #KEYS do given[KEYS[i]] = true end
+  local hs = {}
+  for i, id in ipairs(ids) do
+    hs[i] = prefix .. id
+    if not given[hs[i]] then return nil, ids end
+  end
+  return hs
+end
+
+-- held returns, for each of fields, what the reaping hashes hs still hold
+-- of it in all: one HMGET per reap and 4,000 fields, O(#fields * #hs).
+local function held(hs, fields)
+  local out = {}
+  for i = 1, #fields do out[i] = 0 end
+  for _, h in ipairs(hs) do
+    for i = 1, #fields, 4000 do
+      local j = math.min(i + 3999, #fields)
+      local vs = redis.call('HMGET', h, unpack(fields, i, j))
+      for k = 1, j - i + 1 do
+        if vs[k] then out[i + k - 1] = out[i + k - 1] + vs[k] end
+      end
+    end
+  end
+  return out
+end
+
+-- live takes a flat {name, count, ...} list read from a global (the
+-- channel counts, or a presence channel's members) and returns it with
+-- what hs hold of each name's field (field(name)) subtracted, without the
+-- names left at 0 or below (vacant, or gone), counts as decimal strings.
+local function live(hs, kv, field)
+  if #hs == 0 then return kv end
+  local fields = {}
+  for i = 1, #kv, 2 do fields[#fields + 1] = field(kv[i]) end
+  local h = held(hs, fields)
+  local out = {}
+  for i = 1, #kv, 2 do
+    local n = kv[i + 1] - h[(i + 1) / 2]
+    if n > 0 then
+      out[#out + 1] = kv[i]
+      out[#out + 1] = string.format('%d', n)
+    end
+  end
+  return out
+end
+
+local function channel_field(ch) return 'c:' .. ch end
+
+-- member_field(ch) names, for live, a user's field in presence channel ch.
+local function member_field(ch)
+  return function(user) return 'm:' .. ch .. '\n' .. user end
+end
+
+-- live_members returns {user, sockets, ...} of presence channel ch, whose
+-- members hash is m, as live does. O(members * #hs): members are bounded
+-- by the channel's member cap (the admission gate); the internal
+-- signed-in channel, which has none, is read by AreMembers only.
+local function live_members(hs, m, ch)
+  return live(hs, redis.call('HGETALL', m), member_field(ch))
+end
+
+-- user_count is the number of live_members: one HLEN while no reap is
+-- under way.
+local function user_count(hs, m, ch)
+  if #hs == 0 then return redis.call('HLEN', m) end
+  return #live_members(hs, m, ch) / 2
+end
