@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -36,7 +38,8 @@ var (
 	waitersSrc string
 
 	// lib.lua reads apps.MaxCapacity as MAX_CAPACITY.
-	lib = "local MAX_CAPACITY = " + strconv.Itoa(apps.MaxCapacity) + "\n" + libSrc
+	// lib.lua reads counts' members as counts.ExactLua does.
+	lib = counts.ExactLua + "local MAX_CAPACITY = " + strconv.Itoa(apps.MaxCapacity) + "\n" + libSrc
 
 	checkScript   = redis.NewScript(lib + checkSrc)
 	leaveScript   = redis.NewScript(lib + leaveSrc)
@@ -181,7 +184,8 @@ func (e *IncompleteError) Error() string {
 // the list (or, if they are on it, checks them in and tells their place).
 // One Redis round trip.
 func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Result, error) {
-	v, err := checkScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
+	reply, err := g.run(ctx, checkScript, app, channel, r.args(user)...)
+	v, _ := reply.([]any)
 	if err != nil {
 		return Result{}, fmt.Errorf("admission check: %w", err)
 	}
@@ -216,7 +220,8 @@ func (g *Gate) State(ctx context.Context, app, channel string, r Rule) (State, C
 }
 
 func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, user string, r Rule) (State, Changes, error) {
-	v, err := s.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
+	res, err := g.run(ctx, s, app, channel, r.args(user)...)
+	v, _ := res.([]any)
 	if err != nil {
 		return State{}, Changes{}, fmt.Errorf("admission %s: %w", op, err)
 	}
@@ -262,7 +267,8 @@ func (g *Gate) ClearCapacity(ctx context.Context, app, channel string, r Rule) (
 // round trip; the script's work grows with the channel's seats, never
 // with the app.
 func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok, reentry bool, position, waiting int, err error) {
-	v, err := joinScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Slice()
+	res, err := g.run(ctx, joinScript, app, channel, r.args(user)...)
+	v, _ := res.([]any)
 	if err != nil {
 		return false, false, 0, 0, fmt.Errorf("admission join: %w", err)
 	}
@@ -283,11 +289,24 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 // reports whether the user held a slot, which then frees after r.Grace
 // unless they come back.
 func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) (bool, error) {
-	kept, err := leftScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), r.args(user)...).Int()
+	res, err := g.run(ctx, leftScript, app, channel, r.args(user)...)
 	if err != nil {
 		return false, fmt.Errorf("admission left: %w", err)
 	}
+	kept, ok := res.(int64)
+	if !ok {
+		return false, fmt.Errorf("admission left: unexpected reply %v", res)
+	}
 	return kept == 1, nil
+}
+
+// run runs s over channel's keys and the reaps under way of app, whose
+// members hold no seat (counts.Exactly), and returns its reply.
+func (g *Gate) run(ctx context.Context, s *redis.Script, app, channel string, args ...any) (any, error) {
+	own := g.keys.channel(app, channel).scriptKeys()
+	return counts.Exactly(nil, func(reaps []string) (any, error) {
+		return s.Run(ctx, g.rdb, slices.Concat(own, counts.ReapKeys(g.keys.ks, app, reaps)), args...).Result()
+	})
 }
 
 // WaiterState is where one connected waiter stands after CheckIn.
@@ -305,7 +324,8 @@ func (g *Gate) CheckIn(ctx context.Context, app, channel string, users []string,
 	for _, u := range users {
 		args = append(args, u)
 	}
-	v, err := waitersScript.Run(ctx, g.rdb, g.keys.channel(app, channel).scriptKeys(), args...).Slice()
+	res, err := g.run(ctx, waitersScript, app, channel, args...)
+	v, _ := res.([]any)
 	if err != nil {
 		return State{}, Changes{}, nil, fmt.Errorf("admission check-in: %w", err)
 	}

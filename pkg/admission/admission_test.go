@@ -14,6 +14,7 @@ import (
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
@@ -431,4 +432,47 @@ func TestHolds(t *testing.T) {
 func complete(t testing.TB, rdb redis.UniversalClient, app string) {
 	t.Helper()
 	require.NoError(t, rdb.Set(context.Background(), counts.CompleteKey(keyspace.Space{}, app), "0", 0).Err())
+}
+
+// TestDeadNodesMembersHoldNoSeat: a member whose sockets are all on a node
+// known dead holds no seat from the reap's first unit on, however long
+// the reap takes (here it is left whole: its cleaner stopped at the first
+// slice), as every read of counts leaves the node out.
+func TestDeadNodesMembersHoldNoSeat(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx, g := context.Background(), New(rdb, keyspace.Space{})
+		for node, user := range map[string]string{"dead": "a", "live": "b"} {
+			rec := counts.NewRecorder(rdb, node, counts.RecorderOptions{Heartbeat: time.Hour, Logger: logging.TestLogger(t)})
+			rec.Add("app", "presence-m", 1)
+			rec.AddMember("app", "presence-m", user, nil, 1)
+			require.NoError(t, rec.Flush(ctx))
+		}
+		complete(t, rdb, "app")
+		r := Rule{Members: 2, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
+		_, _, _, _, err := g.Join(ctx, "app", "presence-m", "c", r)
+		require.ErrorIs(t, err, ErrFull)
+
+		// The cleaner stops right after the reap's first unit: its first
+		// slice asks what to log, and that cancels it.
+		reapCtx, stop := context.WithCancel(ctx)
+		store := counts.NewStore(rdb, keyspace.Space{})
+		store.LogEvents = func(string) eventlog.Spec { stop(); return eventlog.Spec{} }
+		_, _, err = store.ReapNode(reapCtx, "app", "dead", 0)
+		require.ErrorIs(t, err, context.Canceled)
+		n, err := store.Nodes(ctx, "app", 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, n.Reaping, "the reap is left whole")
+
+		listed := r
+		listed.Capacity = 2
+		st, _, err := g.State(ctx, "app", "presence-m", listed)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Occupancy, "only b holds a seat")
+		ok, _, _, _, err := g.Join(ctx, "app", "presence-m", "c", r)
+		require.NoError(t, err)
+		require.True(t, ok, "a's seat is free")
+		left, err := g.Left(ctx, "app", "presence-m", "a", listed)
+		require.NoError(t, err)
+		require.False(t, left)
+	})
 }

@@ -13,8 +13,10 @@
 //     an admission check costs one round trip. A script's work grows with
 //     the channel's seats and the waiters it strikes or admits, never with
 //     the app.
-//   - Occupancy counts distinct users holding a seat: presence members,
-//     holders of an unexpired slot (a ticket not used yet, a leaver within
+//   - Occupancy counts distinct users holding a seat: presence members
+//     (read as counts reads them: a user whose sockets are all on nodes
+//     being reaped is none, from the reap's first unit on), holders of an
+//     unexpired slot (a ticket not used yet, a leaver within
 //     the grace) and holds. Nobody is admitted while occupancy is at
 //     the seats, so under any concurrency, in any order of checks,
 //     subscribes, flushes, leaves, DELETEs, expiries and capacity changes,

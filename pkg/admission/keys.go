@@ -57,7 +57,7 @@ func (k keys) channel(app, channel string) channelKeys {
 }
 
 // scriptKeys are the keys in the order of every script's KEYS (the K table
-// of scripts/lib.lua).
+// of scripts/lib.lua); Gate.run appends the reaps' (counts.ReapKeys).
 func (c channelKeys) scriptKeys() []string {
 	return []string{c.Cap, c.Slots, c.Wait, c.Seen, c.Seq, c.Members, c.Grace, c.Hold, c.Complete}
 }

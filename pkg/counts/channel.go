@@ -15,8 +15,8 @@ var (
 	//go:embed scripts/top.lua
 	topSrc string
 
-	channelScript = redis.NewScript(freshLibSrc + exactLua + channelSrc)
-	topScript     = redis.NewScript(freshLibSrc + exactLua + topSrc)
+	channelScript = redis.NewScript(freshLibSrc + ExactLua + channelSrc)
+	topScript     = redis.NewScript(freshLibSrc + ExactLua + topSrc)
 )
 
 // ChannelStats are one channel's counts.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // Reads are exact once a node is known dead: the unit that declares it
@@ -60,14 +62,18 @@ var (
 	//go:embed scripts/conns.lua
 	connsSrc string
 
-	exactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX = %d, %q\n", statusReaps, retirePrefix) + exactLibSrc
+	// ExactLua is exactlib.lua with what it reads from Go. It is exported
+	// for the scripts of packages that read counts' keys in their own unit
+	// (admission's gate): prepended, with ReapKeys declared after the
+	// script's own keys and the script run through Exactly.
+	ExactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX = %d, %q\n", statusReaps, retirePrefix) + exactLibSrc
 
-	countsScript     = redis.NewScript(exactLua + countsSrc)
-	scanScript       = redis.NewScript(exactLua + scanSrc)
-	membersScript    = redis.NewScript(exactLua + membersSrc)
-	usersScript      = redis.NewScript(exactLua + usersSrc)
-	areMembersScript = redis.NewScript(exactLua + areMembersSrc)
-	connsScript      = redis.NewScript(exactLua + connsSrc)
+	countsScript     = redis.NewScript(ExactLua + countsSrc)
+	scanScript       = redis.NewScript(ExactLua + scanSrc)
+	membersScript    = redis.NewScript(ExactLua + membersSrc)
+	usersScript      = redis.NewScript(ExactLua + usersSrc)
+	areMembersScript = redis.NewScript(ExactLua + areMembersSrc)
+	connsScript      = redis.NewScript(ExactLua + connsSrc)
 )
 
 var errReapsMoving = errors.New("the reaps under way changed at every attempt")
@@ -81,6 +87,13 @@ func (k keys) withReaps(ks []string, app string, ids []string) []string {
 		out = append(out, k.reapingKey(app, id))
 	}
 	return out
+}
+
+// ReapKeys are the keys a script prepended with ExactLua declares after its
+// own, in ks: app's reaps set and the reaping hash of each of reaps (ids
+// Exactly gives).
+func ReapKeys(ks keyspace.Space, app string, reaps []string) []string {
+	return keys{ks}.withReaps(nil, app, reaps)
 }
 
 // otherReaps reports whether a read script's reply v is {statusReaps,
@@ -103,9 +116,10 @@ func otherReaps(v any) ([]string, bool) {
 	return ids, true
 }
 
-// exactly calls read with the reaps it should declare, reaps first, until
-// its reply is not statusReaps.
-func exactly(reaps []string, read func(reaps []string) (any, error)) (any, error) {
+// Exactly calls read with the reaps it should declare, reaps first, until
+// its reply is not a script's {STATUS_REAPS, ids} (see ExactLua), and
+// returns that reply.
+func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error) {
 	for range maxReapsRetries {
 		v, err := read(reaps)
 		if err != nil {
@@ -122,7 +136,7 @@ func exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 // runExact runs a read script with ks, its own keys, and the reaps under
 // way (see exactly).
 func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *redis.Script, app string, ks []string, args ...any) (any, error) {
-	return exactly(nil, func(reaps []string) (any, error) {
+	return Exactly(nil, func(reaps []string) (any, error) {
 		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
 	})
 }

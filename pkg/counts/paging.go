@@ -20,7 +20,7 @@ var (
 	//go:embed scripts/page.lua
 	pageBody string
 
-	pageSrc = statusLua + exactLua + pageBody
+	pageSrc = statusLua + ExactLua + pageBody
 )
 
 // Page is one page of a paging walk.
@@ -104,7 +104,7 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 	}
 	lo, hi := lexRange(prefix, last)
 	var f Freshness
-	res, err := exactly(nil, func(reaps []string) (any, error) {
+	res, err := Exactly(nil, func(reaps []string) (any, error) {
 		var res *redis.Cmd
 		var err error
 		f, err = l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {

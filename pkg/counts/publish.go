@@ -43,7 +43,7 @@ func (pc *PendingCounts) keys(reaps []string) []string {
 func (pc *PendingCounts) Result(ctx context.Context) (subscriptions, users int64, err error) {
 	v, err := pc.cmd.Result()
 	if reaps, other := otherReaps(v); other || isNoScript(err) {
-		v, err = exactly(reaps, func(reaps []string) (any, error) {
+		v, err = Exactly(reaps, func(reaps []string) (any, error) {
 			return countsScript.Run(ctx, pc.s.rdb, pc.keys(reaps), pc.channel, pc.users).Result()
 		})
 	}

@@ -23,8 +23,9 @@ if wait_ms ~= 0 and not (is_member(user) or is_held(user, now)) then
 end
 if not listed then
   if not (is_member(user) or is_held(user, now)) then
-    -- Members alone filling the seats is the common full channel: O(1).
-    if redis.call('HLEN', K.members) >= cap then return {0, 0, 0, -1} end
+    -- Members alone filling the seats is the common full channel: O(1)
+    -- while no reap is under way.
+    if members() >= cap then return {0, 0, 0, -1} end
     -- occupancy counts every hold in the key, ended or not: sweep first.
     sweep(now, grace, dropout)
     if occupancy() >= cap then return {0, 0, 0, -1} end

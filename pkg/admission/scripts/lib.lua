@@ -11,6 +11,8 @@
 --                            enough for the node to record the member
 --   KEYS[9] complete STRING  the app's: from when (ms) the members hold
 --                            every live node's (owned by counts; read only)
+--   KEYS[10..] the app's reaps under way and their reaping hashes (counts;
+--                            read only, see below)
 -- ARGV, the same in every script: ARGV[1] user, ARGV[2] the apps file's
 -- capacity rule (0: none), ARGV[3] ticket ms, ARGV[4] grace ms, ARGV[5]
 -- dropout ms, ARGV[6] the member limit (0: none); waiters.lua adds users.
@@ -24,6 +26,15 @@
 -- not count (a node records a subscribe within milliseconds; a node stalled
 -- longer than the grace is as good as dead).
 local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7], hold = KEYS[8], complete = KEYS[9]}
+
+-- Membership is read as counts reads it (counts.ExactLua, prepended): a
+-- user whose sockets are all on nodes known dead, whose reaps are under
+-- way, is no member and holds no seat as such. A script that finds other
+-- reaps than the caller declared answers STATUS_REAPS having done nothing;
+-- the caller runs it again declaring them.
+local HS, REAPS = reaping(10)
+if not HS then return {STATUS_REAPS, REAPS} end
+local CH = members_channel(10, K.members)
 
 -- incomplete returns how long (ms) until the members hold every live
 -- node's: 0 once they do, and -1 when no node registered since Redis's
@@ -68,7 +79,13 @@ local function seats()
 end
 
 local function is_member(u)
-  return redis.call('HEXISTS', K.members, u) == 1
+  return live_of(HS, K.members, CH, {u})[u] == true
+end
+
+-- members is how many users are members: one HLEN while no reap is under
+-- way, else O(members * reaps).
+local function members()
+  return user_count(HS, K.members, CH)
 end
 
 -- is_held: a node's subscribe holds u's seat at now (ms). A hold that
@@ -125,15 +142,12 @@ local function sweep(now, grace, dropout)
 end
 
 -- not_members returns the users of list who are not members, reading
--- membership with one HMGET per 1,000 (not one HEXISTS each): this runs on
--- every check.
+-- membership with one HMGET per 1,000 (not one HEXISTS each; live_of): this
+-- runs on every check.
 local function not_members(list)
-  local out = {}
-  for i = 1, #list, 1000 do
-    local vals = redis.call('HMGET', K.members, unpack(list, i, math.min(i + 999, #list)))
-    for j = 1, #vals do
-      if not vals[j] then out[#out + 1] = list[i + j - 1] end
-    end
+  local live, out = live_of(HS, K.members, CH, list), {}
+  for _, u in ipairs(list) do
+    if not live[u] then out[#out + 1] = u end
   end
   return out
 end
@@ -143,7 +157,7 @@ end
 -- most of them are members by then.) Two HMGETs and no call per user.
 local function occupancy()
   local slots = redis.call('ZRANGE', K.slots, 0, -1)
-  local n = redis.call('HLEN', K.members) + #not_members(slots)
+  local n = members() + #not_members(slots)
   local slotted = {}
   for _, u in ipairs(slots) do slotted[u] = true end
   for _, u in ipairs(not_members(redis.call('ZRANGE', K.hold, 0, -1))) do

@@ -7,17 +7,7 @@
 local hs, ids = reaping(2)
 if not hs then return {STATUS_REAPS, ids} end
 local users = {unpack(ARGV, 2)}
-local socks = redis.call('HMGET', KEYS[1], unpack(users))
-local kv = {}
-for i, u in ipairs(users) do
-  if socks[i] then
-    kv[#kv + 1] = u
-    kv[#kv + 1] = socks[i]
-  end
-end
-local left = {}
-kv = live(hs, kv, member_field(ARGV[1]))
-for i = 1, #kv, 2 do left[kv[i]] = true end
+local left = live_of(hs, KEYS[1], ARGV[1], users)
 local out = {}
 for i, u in ipairs(users) do out[i] = left[u] and 1 or 0 end
 return out

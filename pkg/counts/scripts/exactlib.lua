@@ -77,6 +77,33 @@ local function member_field(ch)
   return function(user) return 'm:' .. ch .. '\n' .. user end
 end
 
+-- live_of returns, as a set, the users of list who are members of
+-- presence channel ch (members hash m) with sockets left once what hs hold
+-- is subtracted: one HMGET per 1,000 users, and as many per reap.
+local function live_of(hs, m, ch, list)
+  local kv = {}
+  for i = 1, #list, 1000 do
+    local vals = redis.call('HMGET', m, unpack(list, i, math.min(i + 999, #list)))
+    for j = 1, #vals do
+      if vals[j] then
+        kv[#kv + 1] = list[i + j - 1]
+        kv[#kv + 1] = vals[j]
+      end
+    end
+  end
+  local set = {}
+  kv = live(hs, kv, member_field(ch))
+  for i = 1, #kv, 2 do set[kv[i]] = true end
+  return set
+end
+
+-- members_channel returns the presence channel whose members hash is m, a
+-- sibling of the reaps set KEYS[at] (keys.go: membersKey is
+-- "members:<channel>"), for scripts given the hash but not the channel.
+local function members_channel(at, m)
+  return string.sub(m, #KEYS[at] - #'reaps' + #'members:' + 1)
+end
+
 -- live_members returns {user, sockets, ...} of presence channel ch, whose
 -- members hash is m, as live does. O(members * #hs): members are bounded
 -- by the channel's member cap (the admission gate); the internal
