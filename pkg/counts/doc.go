@@ -14,14 +14,15 @@
 //     same unit.
 //   - Reads are exact once a node is known dead: every count Store and
 //     Listings read (a channel's, a listing's, a page's, a publish's,
-//     users, members, connections, and admission's seats through ExactLua)
+//     users, Members, connections, and admission's seats through ExactLua)
 //     leaves out what the reaps under way still hold, read in the same
 //     script as the global it corrects, from the reap's first unit on,
 //     however long its slices take (exact.go). A retire's reap, a live
-//     node's republish, stays counted. Two reads do not follow this: a
-//     channel's rank and the leaderboard's choice of entries order by the
-//     global counts, and ChannelLoad's counts hold the reaps until they
-//     end.
+//     node's republish, stays counted. Some reads do not follow this:
+//     MembersAt and AreMembers read the globals, as the member edges they
+//     pair with are of the globals; a channel's rank and the leaderboard's
+//     choice of entries order by the global counts, and ChannelLoad's
+//     counts hold the reaps until they end.
 //   - A node reaped while alive, or whose Redis lost its data, learns it from
 //     its next write or heartbeat and republishes its whole state. An epoch
 //     fences each republish: a unit sent before it that Redis runs after it

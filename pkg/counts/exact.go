@@ -57,8 +57,6 @@ var (
 	membersSrc string
 	//go:embed scripts/users.lua
 	usersSrc string
-	//go:embed scripts/are_members.lua
-	areMembersSrc string
 	//go:embed scripts/conns.lua
 	connsSrc string
 
@@ -68,12 +66,11 @@ var (
 	// script's own keys and the script run through Exactly.
 	ExactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX = %d, %q\n", statusReaps, retirePrefix) + exactLibSrc
 
-	countsScript     = redis.NewScript(ExactLua + countsSrc)
-	scanScript       = redis.NewScript(ExactLua + scanSrc)
-	membersScript    = redis.NewScript(ExactLua + membersSrc)
-	usersScript      = redis.NewScript(ExactLua + usersSrc)
-	areMembersScript = redis.NewScript(ExactLua + areMembersSrc)
-	connsScript      = redis.NewScript(ExactLua + connsSrc)
+	countsScript  = redis.NewScript(ExactLua + countsSrc)
+	scanScript    = redis.NewScript(ExactLua + scanSrc)
+	membersScript = redis.NewScript(ExactLua + membersSrc)
+	usersScript   = redis.NewScript(ExactLua + usersSrc)
+	connsScript   = redis.NewScript(ExactLua + connsSrc)
 )
 
 var errReapsMoving = errors.New("the reaps under way changed at every attempt")

@@ -189,39 +189,57 @@ func toInt(v any) (int64, error) {
 }
 
 // Members returns the cluster-wide members of a presence channel: user id
-// to user_info (null when none was given).
+// to user_info (null when none was given), in one script, leaving out
+// users whose sockets are all on reaps under way (see exact.go).
 func (s *Store) Members(ctx context.Context, app, channel string) (map[string]json.RawMessage, error) {
-	m, _, err := s.MembersAt(ctx, app, channel)
-	return m, err
-}
-
-// MembersAt is Members with the version of the app's counts it read (0
-// when none was made since Redis began), in one script: the list holds
-// every member edge of that version or lower (MemberEdge.Version), and
-// none higher, so a subscriber given the list needs only the edges above.
-// A user whose sockets are all on reaps under way is left out (see
-// exact.go): their leave is such an edge, of a version above.
-func (s *Store) MembersAt(ctx context.Context, app, channel string) (map[string]json.RawMessage, int64, error) {
-	res, err := s.runExact(ctx, s.rdb, membersScript, app,
-		[]string{s.versionKey(app), s.membersKey(app, channel), s.infoKey(app, channel)}, channel)
-	v, _ := res.([]any)
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("%d values, want 2", len(v))
+	res, err := s.runExact(ctx, s.rdb, membersScript, app, []string{s.membersKey(app, channel), s.infoKey(app, channel)}, channel)
+	kv, ok := res.([]any)
+	if err == nil && !ok {
+		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("read members of %s: %w", channel, err)
+		return nil, fmt.Errorf("read members of %s: %w", channel, err)
 	}
-	var version int64
-	if v[0] != nil {
-		if version, err = toInt(v[0]); err != nil {
-			return nil, 0, fmt.Errorf("read the version of %s's members: %w", channel, err)
-		}
-	}
-	kv, _ := v[1].([]any)
 	out := make(map[string]json.RawMessage, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		user, _ := kv[i].(string)
 		info, _ := kv[i+1].(string)
+		if info == "" {
+			info = "null"
+		}
+		out[user] = json.RawMessage(info)
+	}
+	return out, nil
+}
+
+// MembersAt is Members with the version of the app's counts it read (0
+// when none was made since Redis began), in one MULTI/EXEC: the list holds
+// every member edge of that version or lower (MemberEdge.Version), and
+// none higher, so a subscriber given the list needs only the edges above.
+// Unlike Members it reads the global members, which hold a dead node's
+// until its reap's slices take them: the edges are of the globals, and a
+// user left out because their sockets are on a reap under way would get
+// no edge on rejoining elsewhere (their global count never reaches 0).
+func (s *Store) MembersAt(ctx context.Context, app, channel string) (map[string]json.RawMessage, int64, error) {
+	var ids *redis.MapStringStringCmd
+	var infos *redis.MapStringStringCmd
+	var seq *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		seq = p.Get(ctx, s.versionKey(app))
+		ids = p.HGetAll(ctx, s.membersKey(app, channel))
+		infos = p.HGetAll(ctx, s.infoKey(app, channel))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("read members of %s: %w", channel, err)
+	}
+	version, err := seq.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("read the version of %s's members: %w", channel, err)
+	}
+	out := make(map[string]json.RawMessage, len(ids.Val()))
+	for user := range ids.Val() {
+		info := infos.Val()[user]
 		if info == "" {
 			info = "null"
 		}
@@ -306,30 +324,20 @@ func (s *Store) userCounts(ctx context.Context, app string, channels []string, o
 }
 
 // AreMembers reports, for each of users, whether they are a member of
-// channel cluster-wide right now, leaving out sockets on reaps under way
-// (one script, O(users) while none is): a watchlist's first status reads
-// SignedInChannel this way.
+// channel cluster-wide right now (one HMGET): a watchlist's first status
+// reads SignedInChannel this way. Like MembersAt it reads the global
+// members, which the online and offline edges that follow are of.
 func (s *Store) AreMembers(ctx context.Context, app, channel string, users []string) ([]bool, error) {
 	out := make([]bool, len(users))
 	if len(users) == 0 {
 		return out, nil
 	}
-	args := make([]any, 0, len(users)+1)
-	args = append(args, channel)
-	for _, u := range users {
-		args = append(args, u)
-	}
-	res, err := s.runExact(ctx, s.rdb, areMembersScript, app, []string{s.membersKey(app, channel)}, args...)
-	v, _ := res.([]any)
-	if err == nil && len(v) != len(users) {
-		err = fmt.Errorf("%d values, want %d", len(v), len(users))
-	}
+	vals, err := s.rdb.HMGet(ctx, s.membersKey(app, channel), users...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read members of %s: %w", channel, err)
 	}
-	for i, x := range v {
-		n, _ := x.(int64)
-		out[i] = n == 1
+	for i, v := range vals {
+		out[i] = v != nil
 	}
 	return out, nil
 }
