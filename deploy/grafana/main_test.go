@@ -182,42 +182,14 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// dashboardQueries is every panel's expression and every query variable's
-// selector.
+// dashboardQueries is every query of the dashboard as render writes it.
 func dashboardQueries(t *testing.T) []string {
 	t.Helper()
-	var d struct {
-		Panels []struct {
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type  string `json:"type"`
-				Query string `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
 	b, err := render()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range d.Panels {
-		for _, q := range p.Targets {
-			out = append(out, q.Expr)
-		}
-	}
-	for _, v := range d.Templating.List {
-		if v.Type == "query" {
-			out = append(out, v.Query)
-		}
-	}
-	return out
+	return metricstest.DashboardQueries(t, b)
 }
 
 var (

@@ -2,7 +2,6 @@ package prometheus_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 )
 
@@ -239,36 +239,10 @@ func labelSet(sets ...map[string]string) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// dashboardQueries is every panel's expression and every variable's
-// query of the dashboard.
+// dashboardQueries is every query of the committed dashboard.
 func dashboardQueries(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile(dashboardFile)
 	require.NoError(t, err)
-	var d struct {
-		Panels []struct {
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Query any `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	require.NoError(t, json.Unmarshal(b, &d))
-	var out []string
-	for _, p := range d.Panels {
-		for _, q := range p.Targets {
-			out = append(out, q.Expr)
-		}
-	}
-	for _, v := range d.Templating.List {
-		if s, ok := v.Query.(string); ok {
-			out = append(out, s)
-		}
-	}
-	require.NotEmpty(t, out, "no queries in %s", dashboardFile)
-	return out
+	return metricstest.DashboardQueries(t, b)
 }
