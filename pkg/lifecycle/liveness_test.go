@@ -51,3 +51,47 @@ func TestLivenessOutlastsTheAdminTimeouts(t *testing.T) {
 		t.Fatal("the watch outlived the liveness subscription")
 	}
 }
+
+// TestLivenessWatchesAreCapped: past MaxLivenessWatches held at once, a
+// watch is answered 503 at once, so whoever reaches the admin port cannot
+// take the process's descriptors one held response at a time; a watch
+// that ends makes room.
+func TestLivenessWatchesAreCapped(t *testing.T) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	mux := http.NewServeMux()
+	mux.Handle("/liveness", LivenessHandler(done))
+	srv, err := Listen("127.0.0.1:0", mux, AdminTimeouts)
+	require.NoError(t, err)
+	go func() { _ = srv.Serve() }()
+	t.Cleanup(srv.Close)
+	watch := func() (net.Conn, int) {
+		c, err := net.Dial("tcp", srv.Addr())
+		require.NoError(t, err)
+		_, err = c.Write([]byte("GET /liveness HTTP/1.1\r\nHost: x\r\n\r\n"))
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		return c, resp.StatusCode
+	}
+	conns := make([]net.Conn, MaxLivenessWatches)
+	for i := range conns {
+		var code int
+		conns[i], code = watch()
+		require.Equal(t, http.StatusOK, code, "watch %d", i)
+		defer conns[i].Close()
+	}
+	c, code := watch()
+	_ = c.Close()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	_ = conns[0].Close()
+	require.Eventually(t, func() bool {
+		c, code := watch()
+		if code == http.StatusOK {
+			conns[0] = c
+			return true
+		}
+		_ = c.Close()
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "a watch that ended makes room")
+}
