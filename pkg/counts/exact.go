@@ -131,7 +131,7 @@ func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 }
 
 // runExact runs a read script with ks, its own keys, and the reaps under
-// way (see exactly).
+// way (see Exactly).
 func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *redis.Script, app string, ks []string, args ...any) (any, error) {
 	return Exactly(nil, func(reaps []string) (any, error) {
 		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
