@@ -34,9 +34,10 @@ type ChannelStats struct {
 // Channel reads one channel's subscription count and, if asked, its
 // distinct users and leaderboard rank, all in one atomic read (one script
 // call), leaving out what the reaps under way still hold (see exact.go).
-// The rank is the channel's place by the global counts read with it,
-// which hold those reaps until they end. O(log n) in the app's occupied
-// channels.
+// O(log n) in the app's occupied channels; while a reap is under way the
+// rank is counted around them, O(log^2 n + reapWindow * reaps^2), and is
+// exact while each holds at most about reapWindow fields (beyond, it may
+// place the channel lower, never higher).
 func (l *Listings) Channel(ctx context.Context, app, channel string, users, rank bool) (ChannelStats, Freshness, error) {
 	flag := func(b bool) string {
 		if b {
@@ -88,11 +89,12 @@ type ChannelCount struct {
 // Top returns the limit channels of app with the most subscriptions, most
 // first; channels with equal counts come in reverse lexicographic order
 // (Redis's ZREVRANGE order, so the i-th entry has Rank i+1), in one
-// atomic read. O(log n + limit). While a reap is under way (see exact.go)
-// the counts leave it out and order the entries again, but the entries are
-// the first limit by the global counts, which hold it: a channel held only
-// by it is left out (fewer than limit may come), and one just below the
-// limit that it would let in is not listed until the reap ends.
+// atomic read, leaving out what the reaps under way still hold (see
+// exact.go). O(log n + limit); while a reap is under way it reads past
+// the limit until what it read is the top, at most topWindow channels
+// more (O((limit + topWindow) * (1 + reaps))): should a reap hold more
+// of the first channels than that, fewer than limit come, never a wrong
+// one.
 func (l *Listings) Top(ctx context.Context, app string, limit int) ([]ChannelCount, Freshness, error) {
 	if limit <= 0 {
 		return nil, Freshness{}, fmt.Errorf("leaderboard: limit %d is not positive", limit)

@@ -17,12 +17,15 @@
 //     users, Members, connections, and admission's seats through ExactLua)
 //     leaves out what the reaps under way still hold, read in the same
 //     script as the global it corrects, from the reap's first unit on,
-//     however long its slices take (exact.go). A retire's reap, a live
-//     node's republish, stays counted. Some reads do not follow this:
-//     MembersAt and AreMembers read the globals, as the member edges they
-//     pair with are of the globals; a channel's rank and the leaderboard's
-//     choice of entries order by the global counts, and ChannelLoad's
-//     counts hold the reaps until they end.
+//     however long its slices take (exact.go). So do a channel's rank,
+//     the leaderboard's choice of entries and ChannelLoad, within bounds
+//     that keep their work from growing with a node: exact while each reap
+//     holds at most reapWindow fields (the leaderboard: topWindow of the
+//     first channels); beyond, a rank may place a channel lower, the load
+//     count more channels and the leaderboard come short, never the other
+//     way. A retire's reap, a live node's republish, stays counted. Some
+//     reads do not follow this: MembersAt and AreMembers read the globals,
+//     as the member edges they pair with are of the globals.
 //   - A node reaped while alive, or whose Redis lost its data, learns it from
 //     its next write or heartbeat and republishes its whole state. An epoch
 //     fences each republish: a unit sent before it that Redis runs after it

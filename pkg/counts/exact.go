@@ -44,6 +44,14 @@ const (
 	// start and end, so running into it this often means something is
 	// wrong rather than busy.
 	maxReapsRetries = 8
+	// reapWindow bounds the fields of each reap under way that a read
+	// scans for the channels it holds (exactlib.lua's held_channels): a
+	// wsnode's channel load and a channel's rank are exact while each reap
+	// holds fewer, and never grow with a node's size.
+	reapWindow = 1000
+	// topWindow bounds how many channels past its limit the leaderboard
+	// reads while a reap is under way (top.lua).
+	topWindow = 1000
 )
 
 var (
@@ -59,18 +67,22 @@ var (
 	usersSrc string
 	//go:embed scripts/conns.lua
 	connsSrc string
+	//go:embed scripts/load.lua
+	loadSrc string
 
 	// ExactLua is exactlib.lua with what it reads from Go. It is exported
 	// for the scripts of packages that read counts' keys in their own unit
 	// (admission's gate): prepended, with ReapKeys declared after the
 	// script's own keys and the script run through Exactly.
-	ExactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX = %d, %q\n", statusReaps, retirePrefix) + exactLibSrc
+	ExactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX, REAP_WINDOW, TOP_WINDOW = %d, %q, %d, %d\n",
+		statusReaps, retirePrefix, reapWindow, topWindow) + exactLibSrc
 
 	countsScript  = redis.NewScript(ExactLua + countsSrc)
 	scanScript    = redis.NewScript(ExactLua + scanSrc)
 	membersScript = redis.NewScript(ExactLua + membersSrc)
 	usersScript   = redis.NewScript(ExactLua + usersSrc)
 	connsScript   = redis.NewScript(ExactLua + connsSrc)
+	loadScript    = redis.NewScript(ExactLua + loadSrc)
 )
 
 var errReapsMoving = errors.New("the reaps under way changed at every attempt")

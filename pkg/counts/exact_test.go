@@ -78,6 +78,7 @@ func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCo
 	all, err := store.Channels(ctx, app, "")
 	require.NoError(t, err)
 	assert.Equal(t, want.channels, all, "Channels")
+	board := leaderboard(want.channels)
 
 	p := rdb.Pipeline()
 	pending := map[string]*PendingCounts{}
@@ -98,7 +99,11 @@ func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCo
 		st, _, err := l.Channel(ctx, app, ch, true, true)
 		require.NoError(t, err)
 		assert.Equal(t, want.channels[ch], st.Subscriptions, "Listings.Channel %s", ch)
-		assert.Equal(t, want.channels[ch] > 0, st.Rank > 0, "rank of %s", ch)
+		assert.Equal(t, int64(slices.Index(board, ch)+1), st.Rank, "rank of %s in %v", ch, board)
+		load, err := store.ChannelLoad(ctx, app, "reader", ch)
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(want.channels)), load.Channels, "ChannelLoad's channels")
+		assert.Equal(t, want.channels[ch] > 0, load.Occupied, "ChannelLoad: %s occupied", ch)
 		if want.channels[ch] > 0 {
 			assert.Equal(t, int64(len(want.users[ch])), st.Users, "Listings.Channel users of %s", ch)
 		}
@@ -114,6 +119,16 @@ func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCo
 		}
 	}
 	assert.Equal(t, want.channels, tops, "Top")
+	for _, limit := range []int{1, 2} {
+		top, _, err := l.Top(ctx, app, limit)
+		require.NoError(t, err)
+		names := []string{}
+		for _, c := range top {
+			names = append(names, c.Name)
+			assert.Equal(t, want.channels[c.Name], c.Count, "Top(%d)'s count of %s", limit, c.Name)
+		}
+		assert.Equal(t, board[:min(limit, len(board))], names, "Top(%d) of %v", limit, want.channels)
+	}
 	for _, c := range walk(t, l, app, "", 2, nil) {
 		assert.Equal(t, want.channels[c.Name], c.Count, "page count of %s", c.Name)
 	}
@@ -144,6 +159,19 @@ func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCo
 	conns, err := store.Connections(ctx, app)
 	require.NoError(t, err)
 	assert.Equal(t, want.conns, conns, "Connections")
+}
+
+// leaderboard orders the occupied channels of counts as Top does: most
+// first, equal counts in reverse name order.
+func leaderboard(counts map[string]int64) []string {
+	out := append([]string{}, slices.Collect(maps.Keys(counts))...)
+	slices.SortFunc(out, func(a, b string) int {
+		if counts[a] != counts[b] {
+			return int(counts[b] - counts[a])
+		}
+		return strings.Compare(b, a)
+	})
+	return out
 }
 
 // checkEdgeReads requires MembersAt and AreMembers of each of chans to
@@ -329,4 +357,73 @@ func propertyReadsRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 	want := registeredSum(s)
 	checkReads(t, rdb, app, want, chans)
 	require.Equal(t, want.channels, s.global, "once the reaps end the globals hold what the reads returned")
+}
+
+// TestLeaderboardLeavesAReapOut: a dead node holds the channels first by
+// the global counts, one of them alone. From its reap's first unit the
+// leaderboard's choice of entries, a channel's rank and a wsnode's channel
+// load are those of the live node's counts; past the windows that bound
+// their work (a reap holding more than topWindow of the first channels)
+// the leaderboard comes short, never with a wrong entry, and the channel
+// load is at least the truth.
+func TestLeaderboardLeavesAReapOut(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		l := NewListings(rdb, ListingOptions{CacheTTL: -1})
+		live, dead := newRecorder(t, rdb, "live"), newRecorder(t, rdb, "dead")
+		for ch, n := range map[string]int64{"a": 2, "b": 1, "tie": 1} {
+			live.Add("app", ch, n)
+		}
+		for ch, n := range map[string]int64{"big": 5, "a": 3, "z": 1} {
+			dead.Add("app", ch, n)
+		}
+		require.NoError(t, live.Flush(ctx))
+		require.NoError(t, dead.Flush(ctx))
+		_, ok, _, err := store.startReap(ctx, "app", "dead", 0, "", "")
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		for limit, want := range map[int][]string{1: {"a"}, 2: {"a", "tie"}, 3: {"a", "tie", "b"}} {
+			top, _, err := l.Top(ctx, "app", limit)
+			require.NoError(t, err)
+			require.Equal(t, want, names(top), "Top(%d)", limit)
+		}
+		for ch, rank := range map[string]int64{"a": 1, "tie": 2, "b": 3, "big": 0, "z": 0} {
+			st, _, err := l.Channel(ctx, "app", ch, false, true)
+			require.NoError(t, err)
+			require.Equal(t, rank, st.Rank, "rank of %s", ch)
+		}
+		load, err := store.ChannelLoad(ctx, "app", "live", "big")
+		require.NoError(t, err)
+		require.Equal(t, ChannelLoad{Channels: 3, Nodes: 1}, load)
+
+		// A second dead node holding more than the windows.
+		huge := newRecorder(t, rdb, "huge")
+		for i := range topWindow + 100 {
+			huge.Add("app", fmt.Sprintf("h%04d", i), 10)
+		}
+		require.NoError(t, huge.Flush(ctx))
+		_, ok, _, err = store.startReap(ctx, "app", "huge", 0, "", "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		top, _, err := l.Top(ctx, "app", 1)
+		require.NoError(t, err)
+		require.Empty(t, top, "past its window the leaderboard comes short")
+		st, _, err := l.Channel(ctx, "app", "a", false, true)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, st.Rank, int64(1), "a rank past the window is never above the truth")
+		load, err = store.ChannelLoad(ctx, "app", "live", "a")
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, load.Channels, int64(3), "a channel load past the window is never below the truth")
+		require.True(t, load.Occupied)
+	})
+}
+
+func names(cs []ChannelCount) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
 }

@@ -67,36 +67,34 @@ func (s *Store) Channel(ctx context.Context, app, channel string) (int64, error)
 
 // ChannelLoad is what a wsnode reads to cap an app's occupied channels.
 type ChannelLoad struct {
-	// Channels counts the app's occupied channels; Nodes the nodes with a
-	// contribution to the app (dead ones too, until reaped), and the
-	// reading node if it has none yet.
+	// Channels counts the app's occupied channels, as the other reads
+	// leave out the reaps under way (see exact.go): exact while each reap
+	// holds at most about reapWindow fields, else above the truth by at
+	// most the channels only a reap's unscanned part holds. Nodes counts
+	// the nodes with a contribution to the app (dead ones too, until their
+	// reap starts), and the reading node if it has none yet.
 	Channels, Nodes int64
-	// Occupied says whether the channel asked about is occupied.
+	// Occupied says whether the channel asked about is occupied, exactly.
 	Occupied bool
 }
 
 // ChannelLoad reads, for node, app's occupied channels, its nodes and
-// whether channel is occupied, in one round trip of four O(1) commands.
-// Unlike the other reads it counts the reaps under way (see exact.go) until
-// they end: leaving them out would cost O(a node's size).
+// whether channel is occupied, in one script: O(1) while no reap is under
+// way, else O(reapWindow * reaps^2) (scripts/load.lua).
 func (s *Store) ChannelLoad(ctx context.Context, app, node, channel string) (ChannelLoad, error) {
-	var channels, nodes *redis.IntCmd
-	var score, self *redis.FloatCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		channels = p.ZCard(ctx, s.globalKey(app))
-		nodes = p.ZCard(ctx, s.nodesKey(app))
-		self = p.ZScore(ctx, s.nodesKey(app), node)
-		score = p.ZScore(ctx, s.globalKey(app), channel)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) { // Nil: a member that is not there
+	v, err := s.runExact(ctx, s.rdb, loadScript, app, []string{s.globalKey(app), s.nodesKey(app)}, node, channel)
+	l, _ := v.([]any)
+	if err == nil && len(l) != 4 {
+		err = fmt.Errorf("%d values, want 4", len(l))
+	}
+	var n [4]int64
+	for i := 0; err == nil && i < len(l); i++ {
+		n[i], err = toInt(l[i])
+	}
+	if err != nil {
 		return ChannelLoad{}, fmt.Errorf("read channel load: %w", err)
 	}
-	l := ChannelLoad{Channels: channels.Val(), Nodes: nodes.Val(), Occupied: score.Err() == nil && score.Val() > 0}
-	if self.Err() != nil {
-		l.Nodes++
-	}
-	return l, nil
+	return ChannelLoad{Channels: n[0], Nodes: n[1] + 1 - n[2], Occupied: n[3] == 1}, nil
 }
 
 // Channels returns the occupied channels of app whose names start with

@@ -10,8 +10,9 @@
 -- ARGV[4] '1': distinct users
 -- Returns {STATUS_REAPS, reaps} (see exactlib.lua), else {freshness (see
 -- freshlib.lua), count or false (vacant), rank (0-based, -1 when not asked
--- or vacant), users (-1 when not asked or vacant)}. The rank is the
--- channel's place by the global counts, which hold the reaps under way.
+-- or vacant), users (-1 when not asked or vacant)}. While a reap is under
+-- way the rank is live_rank's (exactlib.lua): O(log^2 n + REAP_WINDOW *
+-- reaps^2).
 local hs, ids = reaping(4)
 if not hs then return {STATUS_REAPS, ids} end
 local f = freshness(KEYS[2], ARGV[2])
@@ -20,7 +21,7 @@ local count = score and live(hs, {ARGV[1], score}, channel_field)[2]
 local rank, users = -1, -1
 if count then
   if ARGV[3] == '1' then
-    rank = redis.call('ZREVRANK', KEYS[1], ARGV[1])
+    rank = live_rank(hs, KEYS[1], ARGV[1], tonumber(count), tonumber(score))
   end
   if ARGV[4] == '1' then
     users = user_count(hs, KEYS[3], ARGV[1])

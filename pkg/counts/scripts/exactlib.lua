@@ -118,3 +118,89 @@ local function user_count(hs, m, ch)
   if #hs == 0 then return redis.call('HLEN', m) end
   return #live_members(hs, m, ch) / 2
 end
+
+-- held_channels returns the channels the reaping hashes hs hold sockets of,
+-- each with what they hold in all, as one HSCAN of REAP_WINDOW per reap
+-- finds them, and whether those scans found every one: a reap of up to
+-- about REAP_WINDOW fields is read whole, a larger one in part, so the
+-- work never grows with a node's size. O(REAP_WINDOW * #hs * #hs).
+local function held_channels(hs)
+  local names, seen, complete = {}, {}, true
+  for _, h in ipairs(hs) do
+    local r = redis.call('HSCAN', h, '0', 'MATCH', 'c:*', 'COUNT', REAP_WINDOW)
+    if r[1] ~= '0' then complete = false end
+    for i = 1, #r[2], 2 do
+      if not seen[r[2][i]] then
+        seen[r[2][i]] = true
+        names[#names + 1] = r[2][i]
+      end
+    end
+  end
+  local h, out = held(hs, names), {}
+  for i, f in ipairs(names) do out[string.sub(f, 3)] = h[i] end
+  return out, complete
+end
+
+-- global_of returns the global counts (ZSET g) of the channels of held
+-- (held_channels), as numbers, nil for a vacant one: one ZMSCORE per 1,000.
+local function global_of(g, held)
+  local names, out = {}, {}
+  for ch in pairs(held) do names[#names + 1] = ch end
+  for i = 1, #names, 1000 do
+    local vs = redis.call('ZMSCORE', g, unpack(names, i, math.min(i + 999, #names)))
+    for k = 1, #vs do
+      if vs[k] then out[names[i + k - 1]] = tonumber(vs[k]) end
+    end
+  end
+  return out
+end
+
+-- vacant_live counts the channels of global ZSET g that only the reaps hs
+-- hold sockets of (vacant once those leave), as far as held_channels finds
+-- them, and whether it found all: ZCARD minus it is the occupied channels,
+-- exact when complete, else above the truth by at most what was not found.
+local function vacant_live(hs, g)
+  if #hs == 0 then return 0, true end
+  local held, complete = held_channels(hs)
+  local n = 0
+  for ch, s in pairs(global_of(g, held)) do
+    if s - held[ch] <= 0 then n = n + 1 end
+  end
+  return n, complete
+end
+
+-- beats: a channel of count n and name a comes before one of count m and
+-- name b on the leaderboard (most first, equal counts in reverse name
+-- order, as ZREVRANGE orders them).
+local function beats(n, a, m, b)
+  if n ~= m then return n > m end
+  return a > b
+end
+
+-- live_rank is the 0-based leaderboard place of channel ch, of live count
+-- n and global count s (ZSET g), among the channels as the reaps hs leave
+-- them: its place by the globals (ZREVRANK when n is s, else counted
+-- around n, O(log^2 channels)), less the channels that beat it by their
+-- global count but not by their live one. Exact when held_channels finds
+-- every channel of the reaps; else it may place ch lower, never higher.
+local function live_rank(hs, g, ch, n, s)
+  local r
+  if n == s then
+    r = redis.call('ZREVRANK', g, ch)
+  else
+    local above = redis.call('ZCOUNT', g, '(' .. n, '+inf')
+    -- The channels of count n hold places above.. in reverse name order:
+    -- find how many of them have a name above ch.
+    local lo, hi = 0, redis.call('ZCOUNT', g, n, n)
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if redis.call('ZREVRANGE', g, above + mid, above + mid)[1] > ch then lo = mid + 1 else hi = mid end
+    end
+    r = above - 1 + lo -- ch's own global is above n
+  end
+  local held = held_channels(hs)
+  for x, gx in pairs(global_of(g, held)) do
+    if x ~= ch and beats(gx, x, n, ch) and not beats(gx - held[x], x, n, ch) then r = r - 1 end
+  end
+  return r
+end
