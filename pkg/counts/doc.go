@@ -23,7 +23,9 @@
 //     holds at most reapWindow fields (the leaderboard: topWindow of the
 //     first channels); beyond, a rank may place a channel lower, the load
 //     count more channels and the leaderboard come short, never the other
-//     way. A retire's reap, a live node's republish, stays counted. Some
+//     way. A retire's reap, a live node's republish, stays counted while
+//     its node is registered: a node that dies mid-republish leaves the
+//     reads with its retire, from its own reap's first unit on. Some
 //     reads do not follow this: MembersAt and AreMembers read the globals,
 //     as the member edges they pair with are of the globals.
 //   - A node reaped while alive, or whose Redis lost its data, learns it from

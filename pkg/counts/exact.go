@@ -24,7 +24,9 @@ import (
 // A retire (a live node's republish, reap.lua) moves the node's
 // contribution aside as a reap too, but the node is alive: reads keep
 // counting what that reap holds, so during a republish counts may read
-// high, never low, as before. Its id starts with retirePrefix.
+// high, never low, as before. Its id starts with retirePrefix. A node
+// known dead during its republish is unregistered by its reap, and from
+// then reads leave its retire out too.
 //
 // A script may touch only the keys it declares, and the reaping keys are
 // known only from the app's reaps set: the caller declares the reaps it
@@ -87,11 +89,12 @@ var (
 
 var errReapsMoving = errors.New("the reaps under way changed at every attempt")
 
-// withReaps appends to ks (a read script's own keys) the app's reaps set
-// and the reaping key of each of ids, as exactlib.lua takes them.
+// withReaps appends to ks (a read script's own keys) the app's reaps set,
+// its nodes (whose registration tells a live node's retire from a dead
+// one's) and the reaping key of each of ids, as exactlib.lua takes them.
 func (k keys) withReaps(ks []string, app string, ids []string) []string {
-	out := make([]string, 0, len(ks)+1+len(ids))
-	out = append(append(out, ks...), k.reapsKey(app))
+	out := make([]string, 0, len(ks)+2+len(ids))
+	out = append(append(out, ks...), k.reapsKey(app), k.nodesKey(app))
 	for _, id := range ids {
 		out = append(out, k.reapingKey(app, id))
 	}

@@ -28,13 +28,17 @@ type liveCounts struct {
 }
 
 // registeredSum sums the registered contributions of an atomic snapshot,
-// retires under way included.
+// retires under way of registered nodes included.
 func registeredSum(s snapshot) liveCounts {
 	lc := liveCounts{channels: map[string]int64{}, users: map[string]map[string]bool{}}
 	members := map[string]int64{}
 	for node, c := range s.contrib {
-		if strings.HasPrefix(node, "reaping:") && !strings.HasPrefix(node, "reaping:"+retirePrefix) {
-			continue
+		if id, ok := strings.CutPrefix(node, "reaping:"); ok {
+			// A retire counts while its node is registered (has an epoch).
+			_, of, _ := strings.Cut(id, ":")
+			if _, registered := s.epochs[of]; !strings.HasPrefix(id, retirePrefix) || !registered {
+				continue
+			}
 		}
 		for f, n := range c {
 			switch kind, ch, _ := parseField(f); kind {
@@ -264,6 +268,46 @@ func TestReadsCountARetire(t *testing.T) {
 			want = registeredSum(takeSnapshot(t, rdb, "app"))
 		}
 		checkReads(t, rdb, "app", want, chans)
+	})
+}
+
+// TestReadsLeaveOutTheRetireOfADeadNode: a node dies during its own
+// republish, its retire's slices under way. From its reap's first unit
+// (which unregisters it) reads leave out what the retire still holds too,
+// while a live node's retire beside it stays counted.
+func TestReadsLeaveOutTheRetireOfADeadNode(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		loadNode(t, rdb, "app", "a", 3, 2, 4)
+		loadNode(t, rdb, "app", "b", 5, 3, 2)
+		chans := []string{"ch0", "ch1", "ch3", "ch4", "presence-0", "presence-2"}
+		retires := map[string]string{}
+		for _, node := range []string{"a", "b"} {
+			id, ok, reaped, err := store.startReap(ctx, "app", node, -1, newEpoch(), "")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.NoError(t, store.reapSlice(ctx, "app", id, reapFields(t, rdb, "app", id, 2), &reaped))
+			retires[node] = id
+		}
+		checkReads(t, rdb, "app", registeredSum(takeSnapshot(t, rdb, "app")), chans)
+		_, ok, _, err := store.startReap(ctx, "app", "b", 0, "", "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		s := takeSnapshot(t, rdb, "app")
+		want := registeredSum(s)
+		require.NotEmpty(t, s.contrib["reaping:"+retires["b"]], "the dead node's retire is under way still")
+		checkReads(t, rdb, "app", want, chans)
+		for {
+			fields := reapFields(t, rdb, "app", retires["b"], 2)
+			if len(fields) == 0 {
+				break
+			}
+			var r Reaped
+			require.NoError(t, store.reapSlice(ctx, "app", retires["b"], fields, &r))
+			require.Equal(t, want, registeredSum(takeSnapshot(t, rdb, "app")), "a slice changes no live contribution")
+			checkReads(t, rdb, "app", want, chans)
+		}
 	})
 }
 

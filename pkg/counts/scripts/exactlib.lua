@@ -6,25 +6,32 @@
 -- the sum of the registered (live) contributions. These reads return that,
 -- so a node's sockets leave every read the moment it is known dead.
 -- A retire's reap (its id starts with RETIRE_PREFIX) holds a live node's
--- contribution being republished: it stays counted, and is not declared.
--- KEYS[at] is the app's reaps SET, KEYS[at+1..] the reaping hash of each
--- other reap the caller believes under way (keys.go: reapingKey is the reaps
--- key's sibling "reaping:<id>"). Field names are lib.lua's.
+-- contribution being republished: it stays counted, and is not declared,
+-- while its node is registered. A node known dead mid-republish is not
+-- (reap.lua unregisters it), and its retire then goes like any reap.
+-- KEYS[at] is the app's reaps SET, KEYS[at+1] its nodes ZSET, KEYS[at+2..]
+-- the reaping hash of each other reap the caller believes under way
+-- (keys.go: reapingKey is the reaps key's sibling "reaping:<id>", id
+-- "<nonce>:<node>"). Field names are lib.lua's.
 
 -- reaping returns the reaping hashes of the reaps under way (usually
 -- none), or nil and the reaps' ids when the caller declared other keys: it
 -- must retry declaring those (a reap started or ended since it looked), as
 -- no script may touch a key it did not declare.
 local function reaping(at)
-  local reaps = KEYS[at]
+  local reaps, nodes = KEYS[at], KEYS[at + 1]
   local prefix = string.sub(reaps, 1, -6) .. 'reaping:' -- 'reaps' -> 'reaping:'
   local ids = {}
   for _, id in ipairs(redis.call('SMEMBERS', reaps)) do
-    if string.sub(id, 1, #RETIRE_PREFIX) ~= RETIRE_PREFIX then ids[#ids + 1] = id end
+    local colon = string.find(id, ':', 1, true)
+    if string.sub(id, 1, #RETIRE_PREFIX) ~= RETIRE_PREFIX or
+        (colon and not redis.call('ZSCORE', nodes, string.sub(id, colon + 1))) then
+      ids[#ids + 1] = id
+    end
   end
-  if #ids ~= #KEYS - at then return nil, ids end
+  if #ids ~= #KEYS - at - 1 then return nil, ids end
   local given = {}
-  for i = at + 1, #KEYS do given[KEYS[i]] = true end
+  for i = at + 2, #KEYS do given[KEYS[i]] = true end
   local hs = {}
   for i, id in ipairs(ids) do
     hs[i] = prefix .. id
