@@ -169,9 +169,11 @@ type SharedResult struct {
 // at most once at a time across every process sharing this Redis:
 //
 //   - A cached result is used while it is younger than CacheTTL and the app
-//     has as many occupied channels as when it was read (so a channel
-//     vacated or occupied invalidates it at once, unless another changed
-//     the other way within the TTL).
+//     has as many occupied channels and registered nodes as when it was
+//     read (so a channel vacated or occupied invalidates it at once, unless
+//     another changed the other way within the TTL, and so does a node's
+//     death: its reap's first unit unregisters it, and the reads leave its
+//     sockets out from then).
 //   - Otherwise the first caller takes a lock (SET NX PX LockTTL), reads,
 //     encodes, caches the result and releases the lock; every concurrent
 //     caller for the same app and q, on any replica, polls with a bounded
@@ -198,7 +200,7 @@ func (l *Listings) SharedListing(ctx context.Context, app string, q ListingQuery
 		return SharedResult{Body: body, Fresh: ls.Fresh, Source: Computed}, err
 	}
 	variant := q.variant()
-	keys := []string{l.listingKey(app, variant), l.listingLockKey(app, variant), l.globalKey(app)}
+	keys := []string{l.listingKey(app, variant), l.listingLockKey(app, variant), l.globalKey(app), l.nodesKey(app)}
 	token := strconv.FormatUint(rand.Uint64(), 36)
 	accept := int64(math.MaxInt64) // first attempt: only a valid cached result
 	waited := false
@@ -314,7 +316,7 @@ func (l *Listings) renewLock(ctx context.Context, lock, token string) (stop func
 }
 
 // The cached value: "<read-at ms> <occupied> <nodes> <oldest ms> <stale>\n"
-// then the body. flight.lua reads the first two fields.
+// then the body. flight.lua reads the first three fields.
 func encodeShared(ls Listing, body []byte) string {
 	f := ls.Fresh
 	var sb strings.Builder

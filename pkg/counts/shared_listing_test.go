@@ -186,3 +186,39 @@ func TestSharedListingRenewsLock(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedListingDropsADeadNodeAtOnce: a listing cached before a node's
+// death (with a TTL of a minute) is not served once the node's reap has
+// started: the next listing leaves its sockets out, as every read does.
+func TestSharedListingDropsADeadNodeAtOnce(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		live, dead := newRecorder(t, rdb, "live"), newRecorder(t, rdb, "dead")
+		live.Add("app", "a", 1)
+		dead.Add("app", "a", 2)
+		dead.Add("app", "b", 1)
+		require.NoError(t, live.Flush(ctx))
+		require.NoError(t, dead.Flush(ctx))
+		l := NewListings(rdb, ListingOptions{CacheTTL: time.Minute, LockTTL: 30 * time.Second})
+		var calls atomic.Int64
+		encode := func(ls Listing) ([]byte, error) {
+			calls.Add(1)
+			return fmt.Appendf(nil, "%v", ls.Channels), nil
+		}
+		res, err := l.SharedListing(ctx, "app", ListingQuery{}, encode)
+		require.NoError(t, err)
+		require.Equal(t, "map[a:3 b:1]", string(res.Body))
+		res, err = l.SharedListing(ctx, "app", ListingQuery{}, encode)
+		require.NoError(t, err)
+		require.Equal(t, Cached, res.Source, "the listing is cached")
+
+		_, ok, _, err := store.startReap(ctx, "app", "dead", 0, "", "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		res, err = l.SharedListing(ctx, "app", ListingQuery{}, encode)
+		require.NoError(t, err)
+		require.Equal(t, "map[a:1]", string(res.Body), "a listing cached before the death is not served after it (%s)", res.Source)
+		require.Equal(t, int64(2), calls.Load())
+	})
+}
