@@ -2,6 +2,7 @@ package cleaner
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,4 +62,65 @@ func TestWatchBrokenPathReapsNobody(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, nodes, 1, "the node stays registered")
 	require.Equal(t, proxy.Addr(), nodes[0].Address)
+}
+
+// TestWatchRestartedNodeUnderTheSameID: a watched node dies and is reaped
+// through its watch's end; a new process under the same node id, at
+// another admin address, is then neither reaped by that old watch nor left
+// unwatched: the cleaner watches it afresh, its counts stay, and its own
+// death is found by its own watch.
+func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
+	srv := redistest.New(t)
+	store := counts.NewStore(srv.Client(t), keyspace.Space{})
+	opts, err := redis.ParseURL(srv.URL())
+	require.NoError(t, err)
+	start := func() (*liveNode, func()) {
+		done := make(chan struct{})
+		mux := http.NewServeMux()
+		mux.Handle("/liveness", lifecycle.LivenessHandler(done))
+		admin, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.AdminTimeouts)
+		require.NoError(t, err)
+		go func() { _ = admin.Serve() }()
+		rdb := redis.NewClient(opts)
+		t.Cleanup(func() { _ = rdb.Close() })
+		n := startLiveNodeAt(t, rdb, "node", 50*time.Millisecond, true, admin.Addr())
+		var once sync.Once
+		kill := func() { // as a SIGKILL: every connection closes at once
+			once.Do(func() { n.stopLive(); n.stopRec(); close(done); admin.Close() })
+		}
+		t.Cleanup(kill)
+		return n, kill
+	}
+
+	first, killFirst := start()
+	first.rec.Add("app", "room", 3)
+	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 3 }, 5*time.Second, 5*time.Millisecond)
+	cl := livenessCleaner(t, srv.URL(), time.Minute)
+	waitWatched(t, cl, store, "node")
+	watchReaps := func() float64 { return testutil.ToFloat64(cl.m.reaped.WithLabelValues("app", reasonWatch)) }
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cl.m.watched) == 1 }, 10*time.Second, 5*time.Millisecond)
+	killFirst()
+	require.Eventually(t, func() bool { return watchReaps() == 1 }, 10*time.Second, 5*time.Millisecond, "the first process's death was not found")
+	require.Zero(t, channelsOf(t, store)["room"])
+
+	second, killSecond := start()
+	second.rec.Add("app", "room", 5)
+	waitWatched(t, cl, store, "node")
+	require.Eventually(t, func() bool {
+		nodes, err := store.WatchNodes(t.Context(), 10)
+		require.NoError(t, err)
+		return testutil.ToFloat64(cl.m.watched) == 1 && len(nodes) == 1 && channelsOf(t, store)["room"] == 5
+	}, 10*time.Second, 5*time.Millisecond, "the restarted node is not watched, or its counts are missing")
+	for _, reason := range reasons {
+		want := 0.0
+		if reason == reasonWatch {
+			want = 1
+		}
+		require.Equal(t, want, testutil.ToFloat64(cl.m.reaped.WithLabelValues("app", reason)), "reaps for %s", reason)
+	}
+	require.Equal(t, int64(5), channelsOf(t, store)["room"])
+
+	killSecond()
+	require.Eventually(t, func() bool { return watchReaps() == 2 }, 10*time.Second, 5*time.Millisecond, "the restarted process's death was not found by its watch")
+	require.Zero(t, channelsOf(t, store)["room"])
 }
