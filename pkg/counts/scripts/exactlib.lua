@@ -191,6 +191,7 @@ end
 -- global count but not by their live one. Exact when held_channels finds
 -- every channel of the reaps; else it may place ch lower, never higher.
 local function live_rank(hs, g, ch, n, s)
+  if #hs == 0 then return redis.call('ZREVRANK', g, ch) end
   local r
   if n == s then
     r = redis.call('ZREVRANK', g, ch)
