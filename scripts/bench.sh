@@ -20,7 +20,8 @@
 # HC_BENCH_LARGE_APP (1000000: the connections of BenchmarkLargeApp's app).
 # PEER_ONLY=1 runs only the side-by-side benchmark and replaces only its
 # section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3),
-# HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it.
+# HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it; its idle-memory
+# measure takes about 10 minutes (HC_PEER_SETTLE, HC_PEER_IDLE_SOCKETS).
 # BENCH_REGEN=1 runs nothing: it redoes OUT's tables and result blocks from
 # the result lines OUT already holds (after a change to bench-table.awk).
 set -euo pipefail
@@ -151,6 +152,10 @@ peer_section() {
 	echo "transport (\`--transport\`, the event loop); idle-memory, connect and delivery also run it with \`--transport goroutine\`"
 	echo "(a goroutine per socket, the transport the event loop replaced)."
 	echo "kernel-KiB/socket is the node's half of the kernel's slab memory per socket (as root; BenchmarkPeer's comment)."
+	echo "idle-memory is settled memory: one process per server, the three at once, grown to three sizes; at each, the RSS"
+	echo "once it has stayed still after HC_PEER_SETTLE (130 s) idle, past Go's forced GC and V8's idle GCs; KiB/socket is the least-squares"
+	echo "slope over the sizes (MiB@N each size's RSS, intercept-MiB where the line meets zero sockets), go-heap-KiB/socket"
+	echo "the slope of headcount's Go heap in use (peerIdleMemory in test/e2e/bench_peer_memory_test.go)."
 	echo
 	echo "How the two differ where the ratios are far from 1 (the designs, not this run's numbers):"
 	echo

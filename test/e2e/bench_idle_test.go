@@ -383,16 +383,8 @@ func settledSlabs(base int64) slabs {
 // sockets held between a node and this process (conns) cost: before is
 // read before they opened, open with them open. both is all of it, both
 // ends of every connection (a loopback connection's two sockets live in
-// the same kernel). node is the node's half, measured: kill ends the node
-// (it must not return before the process is gone), which leaves this
-// process's halves open in CLOSE_WAIT; once they have read the node's FIN
-// (an unread FIN holds a buffer on the socket) the caches that shrank are
-// what went with the node. That leaves out the timewait sockets the
-// node's closes left (a cost of closing, not of an idle socket), and it
-// includes the node's own kernel objects (threads, mappings, its epoll
-// instance, its Redis connections, its warm-up sockets) spread over the
-// sockets: an upper bound, by well under 0.1 KiB a socket at 10,000. Both
-// in bytes per socket; ok is false where /proc/slabinfo cannot be read.
+// the same kernel). node is the node's half (nodeKernelShare). Both in
+// bytes per socket; ok is false where /proc/slabinfo cannot be read.
 func kernelShare(b testing.TB, before, open slabs, sockets int, conns *idleConns, kill func()) (node, both float64, ok bool) {
 	if before == nil || open == nil {
 		b.Log("kernel share: /proc/slabinfo is not readable (it needs root); not measured")
@@ -400,23 +392,45 @@ func kernelShare(b testing.TB, before, open slabs, sockets int, conns *idleConns
 	}
 	both = float64(open.total()-before.total()) / float64(sockets)
 	b.Logf("kernel, both ends, per socket: %s", open.grownBy(before, sockets, int64(sockets)*8))
+	node, _ = nodeKernelShare(b, before.total(), open, sockets, conns, kill)
+	b.Logf("kernel: %.0f B a socket both ends, %.0f B the node's", both, node)
+	return node, both, true
+}
+
+// nodeKernelShare measures the node's half of the kernel's slab memory
+// per socket of its sockets held by this process (conns), open read with
+// them open, base the slabs' total before them (settledSlabs' tolerance).
+// kill ends the node (it must not return before the process is gone),
+// which leaves this process's halves open in CLOSE_WAIT; once they have
+// read the node's FIN (an unread FIN holds a buffer on the socket) the
+// caches that shrank are what went with the node. That leaves out the
+// timewait sockets the node's closes left (a cost of closing, not of an
+// idle socket), and it includes the node's own kernel objects (threads,
+// mappings, its epoll instance, its Redis connections, its warm-up
+// sockets) spread over the sockets: an upper bound, by well under 0.1 KiB
+// a socket at 10,000. Other processes' sockets may stay open meanwhile:
+// only what shrank counts. In bytes; ok is false where /proc/slabinfo
+// cannot be read.
+func nodeKernelShare(b testing.TB, base int64, open slabs, sockets int, conns *idleConns, kill func()) (float64, bool) {
+	if open == nil {
+		b.Log("kernel share: /proc/slabinfo is not readable (it needs root); not measured")
+		return 0, false
+	}
 	if conns.stop != nil {
 		conns.stop()
 	}
 	kill()
 	conns.drain()
-	after := settledSlabs(before.total())
+	after := settledSlabs(base)
 	var went int64
 	for name, v := range open {
 		if d := v - after[name]; d > 0 {
 			went += d
 		}
 	}
-	node = float64(went) / float64(sockets)
 	b.Logf("kernel, the node's, per socket: %s", open.grownBy(after, sockets, int64(sockets)*8))
 	b.Logf("kernel, grown after the node ended (not counted), per socket: %s", after.grownBy(open, sockets, int64(sockets)*8))
-	b.Logf("kernel: %.0f B a socket both ends, %.0f B the node's", both, node)
-	return node, both, true
+	return float64(went) / float64(sockets), true
 }
 
 // goMemory is a Go process's memory by use, in bytes, from its /metrics

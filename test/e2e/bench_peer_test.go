@@ -37,19 +37,17 @@ const (
 
 // BenchmarkPeer runs the same measures against headcount and soketi in
 // the same run, rounds rotating the order (headcount first in odd
-// rounds, soketi first in even ones; idle-memory's three servers take
-// turns going first) on fresh processes and a fresh
-// redis-server each time, and reports each server's median over the rounds
-// as Peer/<measure>/<server>; scripts/bench.sh tabulates those lines with
+// rounds, soketi first in even ones; idle-memory runs once, below) on
+// fresh processes and a fresh redis-server each time, and reports each
+// server's median over the rounds as Peer/<measure>/<server>; scripts/bench.sh tabulates those lines with
 // the ratio soketi/headcount. Both servers run with their default timings,
 // logging at warn (headcount) or without debug (soketi), on loopback.
-//   - idle-memory: HC_PEER_SOCKETS (default 10,000) idle sockets on one
-//     node, each subscribed to one of 100 channels: the node's RSS growth
-//     per socket once the HTTP API counts them all, and the kernel's slab
-//     memory per socket that went with the node when it was then killed
-//     (kernelShare; as root).
-//   - connect: the load tool's storm (as BenchmarkLoad's) of as many
-//     sockets into one node, 512 dials in flight from 30 source addresses:
+//   - idle-memory: each server's idle process memory per socket, settled
+//     (peerIdleMemory): one process per server grown through three sizes,
+//     the three at once, in one round; the kernel's half beside it.
+//   - connect: the load tool's storm (as BenchmarkLoad's) of
+//     HC_PEER_SOCKETS (default 10,000) sockets into one node, 512 dials
+//     in flight from 30 source addresses:
 //     the node's CPU per 1,000 sockets connected and subscribed, read from
 //     /proc for both (headcount's httpapi and cleaners aside: soketi's node
 //     is its HTTP API too), redis-server's CPU over the whole run (connect,
@@ -88,28 +86,7 @@ func BenchmarkPeer(b *testing.B) {
 	subscribers := envInt("HC_PEER_SUBSCRIBERS", 10000)
 	proctest.RaiseFileLimit(b, max(sockets, subscribers))
 
-	// idle-memory runs headcount on both transports: its default and the
-	// goroutine-per-socket one, so the ratio to soketi of each is from
-	// the same run.
-	sideBySide(b, "idle-memory", func(b *testing.B, kind string) []peerMetric {
-		c := startCluster(b, kind, 1)
-		conns := &idleConns{}
-		defer conns.close()
-		conns.keepAlive(b)
-		openIdle(b, c.ws[0], 100, conns) // warm the pools and the Redis connections
-		waitAPICount(b, c.api, "idle-", 100, int64(conns.len()))
-		pid := c.nodes[0].cmd.Process.Pid
-		base := proctest.SettledRSS(b, pid)
-		slabBase := readSlabs()
-		openIdle(b, c.ws[0], sockets, conns)
-		waitAPICount(b, c.api, "idle-", 100, int64(conns.len()))
-		grown := proctest.SettledRSS(b, pid) - base
-		m := []peerMetric{{"KiB/socket", float64(grown) / 1024 / float64(sockets)}}
-		if kernel, _, ok := kernelShare(b, slabBase, settledSlabs(slabBase.total()), sockets, conns, func() { c.nodes[0].kill(b) }); ok {
-			m = append(m, peerMetric{"kernel-KiB/socket", kernel / 1024})
-		}
-		return append(m, peerMetric{"sockets", float64(sockets)})
-	}, headcountServer, headcountGoroutine, peerServer)
+	peerIdleMemory(b)
 
 	sideBySide(b, "connect", func(b *testing.B, kind string) []peerMetric {
 		c := startCluster(b, kind, 1)
