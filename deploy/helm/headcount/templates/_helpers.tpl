@@ -139,6 +139,7 @@ config maps may not set them: each with the value to use instead.
   "HEADCOUNT_ADMIN_ADDR" "nothing: the ports are fixed, as the Services and probes expect"
   "HEADCOUNT_ADVERTISE_HOST" "nothing: wsnode advertises its pod IP"
   "GOMEMLIMIT" "<binary>.goMemLimit"
+  "GOGC" "wsnode.goGC"
 ) }}
 {{- end }}
 
@@ -347,6 +348,10 @@ envFrom:
 env:
   - name: GOMEMLIMIT
     value: {{ $v.goMemLimit | quote }}
+{{- with $v.goGC }}
+  - name: GOGC
+    value: {{ . | quote }}
+{{- end }}
 {{- if eq .binary "wsnode" }}
   # Where the active cleaner watches this node's admin port (GET
   # /liveness), to reap it the moment it is killed.
