@@ -229,3 +229,12 @@ func mibs(sizes []int, rss []int64) string {
 	}
 	return out
 }
+
+func TestLeastSquares(t *testing.T) {
+	// Points off the line y = 2x + 10 by +1, -2, +1: the residuals sum to
+	// zero and do not tilt it, so the fit is the line itself.
+	slope, intercept := leastSquares([]float64{1, 2, 3}, []float64{13, 12, 17})
+	if slope != 2 || intercept != 10 {
+		t.Fatalf("fit %v x + %v, want 2 x + 10", slope, intercept)
+	}
+}
