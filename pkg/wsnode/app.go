@@ -117,6 +117,9 @@ type App struct {
 	cache *cache.Store
 	index *index
 	send  *sender
+	// woken is deliver's scratch list of the sockets it put on the ready
+	// list; the bus never calls deliver concurrently (fanout.Bus.Run).
+	woken []*socket
 	ann   *announcer
 	// announce says what count changes and gate calls cause (member
 	// events, subscription counts, webhooks, the gate's leaves).

@@ -286,8 +286,12 @@ func (a *App) deliver(app string, m fanout.Message) {
 		a.m.superseded.Inc() // a count older than one delivered already
 		return
 	}
-	var f frame
-	cached := protocol.IsCacheChannel(m.Channel) && cacheable(m.Event)
+	var one []frame // the frame, built for the first subscriber and shared (push)
+	cacheChannel := ""
+	if protocol.IsCacheChannel(m.Channel) && cacheable(m.Event) {
+		cacheChannel = m.Channel
+	}
+	woken := a.woken[:0]
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
 			return
@@ -295,16 +299,20 @@ func (a *App) deliver(app string, m fanout.Message) {
 		if member != "" && !p.listed.news(member, added, m.Version) {
 			return // its subscription_succeeded said so
 		}
-		if f == nil {
-			f = framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
-				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))
+		if one == nil {
+			one = []frame{framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
+				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))}
 		}
-		if cached {
-			s.enqueueLive(f, m.Channel)
-			return
+		if _, wake := s.queueDelivery(one, cacheChannel); wake {
+			if woken = append(woken, s); len(woken) == runLength {
+				a.send.pushAll(woken) // a writer starts on them meanwhile
+				woken = woken[:0]
+			}
 		}
-		s.enqueue(f)
 	})
+	a.send.pushAll(woken)
+	clear(woken) // the scratch holds no socket past the delivery
+	a.woken = woken[:0]
 }
 
 // memberOf is the user_id of a member event's data.

@@ -166,7 +166,6 @@ func (l *goLink) flush(batch []frame) (int, bool, error) {
 			l.s.node.send.wg.Go(func() { l.finish(f[n:], batch[i+1:]) })
 			return i, true, nil
 		}
-		batch[i] = nil
 	}
 	return len(batch), false, nil
 }
@@ -180,12 +179,11 @@ func (l *goLink) finish(rest []byte, batch []frame) {
 	sent := 0
 	if err == nil {
 		sent++
-		for i, f := range batch {
+		for _, f := range batch {
 			if err = l.write(f); err != nil {
 				break
 			}
 			sent++
-			batch[i] = nil
 		}
 	}
 	l.s.flushDone(sent, err)

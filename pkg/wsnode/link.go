@@ -16,8 +16,9 @@ type link interface {
 	// many frames went out whole and whether the rest is pending. Pending
 	// frames are the link's to finish: it calls the socket's flushDone,
 	// from another goroutine, with how many more went out and the error
-	// that stopped it, if any. batch's frames are not copied and must stay
-	// unmodified.
+	// that stopped it, if any. Neither batch nor its frames are copied,
+	// and neither may be modified: a delivery's batch is shared by its
+	// subscribers (socket.push).
 	flush(batch []frame) (sent int, pending bool, err error)
 	// shut sends a close frame with code and reason behind whatever is
 	// pending, then ends the connection once the client answers with its

@@ -51,8 +51,11 @@ const closeSlots = 64
 
 // sender is the fixed pool of writer goroutines. A socket with frames to
 // send is on the ready list at most once (socket.scheduled); a writer takes
-// it, writes its whole queue, and puts it back at the tail if more came
-// meanwhile. A writer never waits for a client: a socket whose kernel
+// a run of sockets off the list at once (popRun), writes each one's whole
+// queue, and puts a socket back at the tail if more came meanwhile. A
+// delivery puts its subscribers on the list in one go (pushAll): a burst
+// to thousands of sockets costs the list's lock and a writer's wake-up a
+// few times, not once per socket. A writer never waits for a client: a socket whose kernel
 // buffer is full gets a goroutine of its own (finishBatch) until its
 // batch is out or the sweeper's write timeout cuts it. So no socket has
 // a goroutine for writing while it keeps up, and one that does not holds
@@ -78,36 +81,57 @@ func (q *sender) push(s *socket) {
 	q.cond.Signal()
 }
 
-// pop waits for a ready socket; it reports false once the sender is closed
-// and the list is empty.
-func (q *sender) pop() (*socket, bool) {
+// pushAll puts every socket of ss on the ready list, under one lock.
+func (q *sender) pushAll(ss []*socket) {
+	if len(ss) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.ready = append(q.ready, ss...)
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// runLength is the most sockets a writer takes off the ready list at once:
+// enough that the list's lock is not taken per socket, few enough that
+// the writers of a many-core node share a burst.
+const runLength = 64
+
+// popRun waits for ready sockets and moves up to runLength of them into
+// run; it reports false once the sender is closed and the list is empty.
+func (q *sender) popRun(run []*socket) ([]*socket, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.ready) == 0 {
 		if q.closed {
-			return nil, false
+			return run, false
 		}
 		q.cond.Wait()
 	}
-	s := q.ready[0]
-	q.ready[0] = nil
-	q.ready = q.ready[1:]
+	n := min(len(q.ready), runLength)
+	run = append(run, q.ready[:n]...)
+	clear(q.ready[:n])
+	q.ready = q.ready[n:]
 	if len(q.ready) == 0 {
 		q.ready = nil // let the backing array go after a burst
 	}
-	return s, true
+	return run, true
 }
 
 // start runs n writers.
 func (q *sender) start(n int, write func(*socket)) {
 	for range n {
 		q.wg.Go(func() {
+			run := make([]*socket, 0, runLength)
 			for {
-				s, ok := q.pop()
-				if !ok {
+				var ok bool
+				if run, ok = q.popRun(run[:0]); !ok {
 					return
 				}
-				write(s)
+				for i, s := range run {
+					write(s)
+					run[i] = nil // a closed socket is not held until the next run
+				}
 			}
 		})
 	}
@@ -125,33 +149,41 @@ func (q *sender) stop() {
 // enqueue queues a delivery for s without blocking. f is shared between
 // sockets and must not be modified afterwards. It reports false if s is
 // gone or was just found to be a slow consumer (then it is being closed).
-func (s *socket) enqueue(f frame) bool { return s.enqueueLive(f, "") }
+func (s *socket) enqueue(f frame) bool {
+	ok, wake := s.queueDelivery([]frame{f}, "")
+	if wake {
+		s.node.send.push(s)
+	}
+	return ok
+}
 
-// enqueueLive is enqueue for a delivery on a cache channel: it also tells
-// a subscribe of s to that channel still waiting for its cached event that
-// a live one came first (cache.go), in the same lock as the queueing, so
-// the two agree on which frame is ahead.
-func (s *socket) enqueueLive(f frame, cacheChannel string) bool {
+// queueDelivery queues one[0] as enqueue does, except that it reports
+// whether s must be put on the sender's ready list instead of putting it
+// there, so that a delivery puts all its subscribers there at once. one
+// holds just that frame and may be shared between sockets (push). For a
+// delivery on a cache channel (cacheChannel), it also tells a subscribe
+// of s to that channel still waiting for its cached event that a live one
+// came first (cache.go), in the same lock as the queueing, so the two
+// agree on which frame is ahead.
+func (s *socket) queueDelivery(one []frame, cacheChannel string) (ok, wake bool) {
+	f := one[0]
 	s.mu.Lock()
 	if w := s.cacheWait; w != nil && cacheChannel != "" && w.channel == cacheChannel {
 		w.live = true
 	}
 	if s.dead {
 		s.mu.Unlock()
-		return false
+		return false, false
 	}
 	if frames, bytes := queueLimits(s.app.Load()); len(s.queue)-int(s.replies) >= frames || s.queued-s.replyBytes+len(f) > bytes {
 		s.kill()
 		s.mu.Unlock()
 		s.slowConsumer()
-		return false
+		return false, false
 	}
-	wake := s.push(f)
+	wake = s.push(one)
 	s.mu.Unlock()
-	if wake {
-		s.node.send.push(s)
-	}
-	return true
+	return true, wake
 }
 
 // queueReply queues a reply to s's own frame, waiting while s's replies
@@ -182,7 +214,7 @@ func (s *socket) queueReplyIf(f frame, keep func() bool) error {
 	}
 	s.replies++
 	s.replyBytes += len(f)
-	wake := s.push(f)
+	wake := s.push([]frame{f})
 	s.mu.Unlock()
 	if wake {
 		s.node.send.push(s)
@@ -190,10 +222,19 @@ func (s *socket) queueReplyIf(f frame, keep func() bool) error {
 	return nil
 }
 
-// push appends f to the queue (s.mu held) and reports whether s must be
-// put on the sender's ready list.
-func (s *socket) push(f frame) bool {
-	s.queue = append(s.queue, f)
+// push appends one[0] to the queue (s.mu held) and reports whether s must
+// be put on the sender's ready list. An empty queue becomes one itself: a
+// delivery hands every subscriber the same one-frame slice, so that a
+// burst to thousands of idle sockets allocates no queue for each. Its
+// capacity is 1, so an append to it copies, and nobody writes to a batch
+// taken from the queue (link.flush).
+func (s *socket) push(one []frame) bool {
+	f := one[0]
+	if len(s.queue) == 0 {
+		s.queue = one[:1:1]
+	} else {
+		s.queue = append(s.queue, f)
+	}
 	s.queued += len(f)
 	wake := !s.scheduled
 	s.scheduled = true
