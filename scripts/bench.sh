@@ -19,9 +19,10 @@
 # (./pkg/counts/), BENCHFLAGS (extra go test flags), GO (go), OUT (BENCHMARKS.md),
 # HC_BENCH_LARGE_APP (1000000: the connections of BenchmarkLargeApp's app).
 # PEER_ONLY=1 runs only the side-by-side benchmark and replaces only its
-# section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3),
-# HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS (10,000) size it; its idle-memory
-# measure takes about 10 minutes (HC_PEER_SETTLE, HC_PEER_IDLE_SOCKETS).
+# section of OUT (the rest keeps its earlier run). HC_PEER_ROUNDS (3;
+# 5 for the delivery measures), HC_PEER_SOCKETS and HC_PEER_SUBSCRIBERS
+# (10,000) size it; its idle-memory measure takes about 10 minutes
+# (HC_PEER_SETTLE, HC_PEER_IDLE_SOCKETS).
 # BENCH_REGEN=1 runs nothing: it redoes OUT's tables and result blocks from
 # the result lines OUT already holds (after a change to bench-table.awk).
 set -euo pipefail
@@ -144,7 +145,7 @@ peer_section() {
 	echo "${cpu:-unknown CPU}, $cores cores${mem:+, $mem memory}, $("$GO" env GOVERSION), node $(node --version 2>/dev/null || echo '?'),"
 	echo "Redis ${redis_version:-unknown}. soketi $soketi_version (test/peer) with uWebSockets.js $uws_version (the npm override;"
 	echo "soketi 1.6.1 asks for v20.10.0, which only a git host serves). Both servers on loopback with their default timings,"
-	echo "each measure on fresh processes and a fresh redis-server, ${HC_PEER_ROUNDS:-3} rounds alternating which server goes"
+	echo "each measure on fresh processes and a fresh redis-server, ${HC_PEER_ROUNDS:-3 (five for delivery)} rounds alternating which server goes"
 	echo "first; the figures are each server's median. The load tool, the sockets and this process share the machine's cores,"
 	echo "except in delivery-split-cpus, where every server-side process (redis-server too) runs on one half of the CPUs and"
 	echo "the load tool on the other, as in a deployment whose clients are elsewhere."

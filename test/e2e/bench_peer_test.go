@@ -67,6 +67,8 @@ const (
 //     soketi's first node is its HTTP API too).
 //   - delivery-split-cpus: the same with every server-side process on
 //     one half of the CPUs and the load tool on the other.
+//     Both delivery measures run five rounds unless HC_PEER_ROUNDS says
+//     otherwise (peerRounds).
 //   - recovery: two nodes holding 1,000 sockets each on 10 channels; one
 //     is SIGKILLed; the survivor's HTTP API (headcount's httpapi, soketi's
 //     live node) is read every 100 ms until every channel's count equals
@@ -189,11 +191,18 @@ type peerMetric struct {
 	value float64
 }
 
-// peerRounds is how many rounds sideBySide runs (HC_PEER_ROUNDS, default 3).
-func peerRounds() int { return envInt("HC_PEER_ROUNDS", 3) }
+// peerRounds is how many rounds sideBySide runs measure: HC_PEER_ROUNDS,
+// else 3, or 5 for the delivery measures, whose rounds differ the most
+// from one to the next: their figures are medians of five.
+func peerRounds(measure string) int {
+	if strings.HasPrefix(measure, "delivery") {
+		return envInt("HC_PEER_ROUNDS", 5)
+	}
+	return envInt("HC_PEER_ROUNDS", 3)
+}
 
 // sideBySide runs measure on each server (kinds; headcount and soketi
-// unless given) for peerRounds rounds, as <measure>/round=N/<server>,
+// unless given) for peerRounds(measure) rounds, as <measure>/round=N/<server>,
 // rotating which server goes first, then reports each server's median per
 // unit as <measure>/<server>.
 func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string) []peerMetric, kinds ...string) {
@@ -202,7 +211,7 @@ func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string
 	}
 	b.Run(measure, func(b *testing.B) {
 		results := map[string][][]peerMetric{}
-		for r := range peerRounds() {
+		for r := range peerRounds(measure) {
 			order := append(slices.Clone(kinds[r%len(kinds):]), kinds[:r%len(kinds)]...)
 			for _, kind := range order {
 				b.Run("round="+strconv.Itoa(r+1)+"/"+kind, func(b *testing.B) {
@@ -217,7 +226,7 @@ func sideBySide(b *testing.B, measure string, run func(b *testing.B, kind string
 		}
 		for _, kind := range kinds {
 			rs := results[kind]
-			if len(rs) != peerRounds() {
+			if len(rs) != peerRounds(measure) {
 				continue // a round failed; it said why
 			}
 			b.Run(kind, func(b *testing.B) {
