@@ -306,6 +306,7 @@ func (a *App) deliver(app string, m fanout.Message) {
 		if _, wake := s.queueDelivery(one, cacheChannel); wake {
 			if woken = append(woken, s); len(woken) == runLength {
 				a.send.pushAll(woken) // a writer starts on them meanwhile
+				clear(woken)
 				woken = woken[:0]
 			}
 		}

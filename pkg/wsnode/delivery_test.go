@@ -37,7 +37,7 @@ func TestADeliveryAllocatesPerEventNotPerSubscriber(t *testing.T) {
 		frameLen = 2 + len(p) // an unmasked frame's header, payload under 126 bytes
 		// Nothing more is buffered ahead: the frames that follow are read
 		// from the socket itself, into buf, which allocates nothing.
-		require.NoError(t, c.Conn.Conn.SetReadDeadline(time.Now().Add(time.Minute)))
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute)))
 	}
 	buf := make([]byte, frameLen)
 	allocs := testing.AllocsPerRun(20, func() {
