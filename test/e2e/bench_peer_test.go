@@ -68,7 +68,8 @@ const (
 //   - delivery-split-cpus: the same with every server-side process on
 //     one half of the CPUs and the load tool on the other.
 //     Both delivery measures run five rounds unless HC_PEER_ROUNDS says
-//     otherwise (peerRounds).
+//     otherwise (peerRounds); HC_PEER_TRACE=dir keeps a trace and a CPU
+//     profile of headcount's nodes during each round's hold (profileHold).
 //   - recovery: two nodes holding 1,000 sockets each on 10 channels; one
 //     is SIGKILLed; the survivor's HTTP API (headcount's httpapi, soketi's
 //     live node) is read every 100 ms until every channel's count equals
@@ -130,8 +131,10 @@ func BenchmarkPeer(b *testing.B) {
 	})
 
 	deliver := func(b *testing.B, c cluster) []peerMetric {
+		profiled := profileHold(b, c)
 		sum := runLoad(b, load.Config{WS: c.ws, API: c.api, PIDs: c.pids(), Sockets: subscribers, HotShare: 1,
 			SourceIPs: 10, PublishRate: 5, Hold: 4 * time.Second, ProbeEvery: -1})
+		profiled()
 		if sum.Delivery.N < int(sum.Published)*subscribers*9/10 {
 			b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
 		}
