@@ -430,3 +430,39 @@ func TestFinishReapsLeavesOwnDrains(t *testing.T) {
 	require.Equal(t, 20+4+4+1, done["dead"].Fields)
 	checkInvariants(t, takeSnapshot(t, rdb, "app"))
 }
+
+// A drain slices a contribution in name order, not in HSCAN's hash order
+// (sortWindow): each slice's channels are neighbours by name, so their
+// removals from the global sorted set walk paths the cache holds. A slice
+// is one unit, and a unit gives its channels one version, so the channels
+// reported under one version are one slice's.
+func TestReapSlicesInNameOrder(t *testing.T) {
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		const chans, perSlice = 300, 4
+		r := newRecorder(t, rdb, "dead")
+		for i := range chans {
+			r.Add("app", fmt.Sprintf("ch%03d", i), 1)
+		}
+		require.NoError(t, r.Flush(ctx))
+		s := NewStore(rdb, testKeys.ks)
+		s.SliceSize = perSlice * slicesInFlight
+		ok, reaped, err := s.ReapNode(ctx, "app", "dead", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Len(t, reaped.Channels, chans, "every channel vacated")
+
+		slice := map[int64][]int{} // version -> its channels' numbers
+		for ch, v := range reaped.Versions {
+			var i int
+			_, err := fmt.Sscanf(ch, "ch%03d", &i)
+			require.NoError(t, err)
+			slice[v] = append(slice[v], i)
+		}
+		require.Len(t, slice, chans/perSlice)
+		for _, is := range slice {
+			slices.Sort(is)
+			require.Equal(t, len(is)-1, is[len(is)-1]-is[0], "a slice of channels that are not neighbours: %v", is)
+		}
+	})
+}

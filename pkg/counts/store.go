@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -324,11 +325,11 @@ const (
 
 // drain subtracts the contribution under reap id a slice at a time, adding
 // what each slice changed to into. It reads field names by HSCAN, ahead
-// of the slices (scanReap), and hands them to reap_slice.lua, which takes
-// those still there, up to slicesInFlight slices (of half the slice size)
-// at once: each is an atomic unit that subtracts only the fields it
-// deletes, so no order among them and no other drain of the same reap
-// changes what is subtracted. One order matters to the event log: a
+// of the slices, sorts them a window at a time (scanReap) and hands them
+// to reap_slice.lua, which takes those still there, up to slicesInFlight
+// slices (of half the slice size) at once: each is an atomic unit that
+// subtracts only the fields it deletes, so no order among them and no
+// other drain of the same reap changes what is subtracted. One order matters to the event log: a
 // presence channel's member_removed before its channel_vacated, as one
 // unit would log them. So the fields of channels that have members are
 // held back until every slice of the walk has answered: by then no member
@@ -339,9 +340,9 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 	defer s.setDraining(app, id, false)
 	n := max(s.sliceSize()/slicesInFlight, 1)
 	d := s.newSlicer(ctx, app, id, into)
-	// The scan reads ahead of the slices, so the next is at hand when a
-	// slot frees.
-	batches := make(chan []string, slicesInFlight)
+	// The scan reads a window ahead of the slices, so the next is at hand
+	// when a slot frees.
+	batches := make(chan []string, max(sortWindow/n, slicesInFlight))
 	var last []string
 	var scanErr error
 	var scanned sync.WaitGroup
@@ -357,10 +358,8 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 		return err
 	}
 	d = s.newSlicer(ctx, app, id, into)
-	for len(last) > 0 {
-		k := min(n, len(last))
-		d.send(last[:k])
-		last = last[k:]
+	for b := range slices.Chunk(last, n) {
+		d.send(b)
 	}
 	// A scan returns every field present throughout it, and nothing but
 	// slices deletes from the hash, so it is empty now; the slice that
@@ -371,11 +370,12 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 
 // scanReap walks the contribution under reap id with HSCAN, scanAhead
 // slices' worth of fields a command, and sends its fields to out in
-// batches of n, until the walk ends or d has failed; it closes out. It
-// returns the fields of channels that have members, which it holds back.
+// batches of n, sorted within each window of sortWindow fields, until the
+// walk ends or d has failed; it closes out. It returns the fields of
+// channels that have members, which it holds back, sorted.
 func (s *Store) scanReap(ctx context.Context, app, id string, n int, d *slicer, out chan<- []string) ([]string, error) {
 	defer close(out)
-	var batch, last []string
+	var window, last []string
 	var cursor uint64
 	for d.ok() {
 		kv, next, err := s.rdb.HScan(ctx, s.reapingKey(app, id), cursor, "", int64(n*scanAhead)).Result()
@@ -385,20 +385,35 @@ func (s *Store) scanReap(ctx context.Context, app, id string, n int, d *slicer, 
 		for i := 0; i < len(kv); i += 2 {
 			if f := kv[i]; channelHasMembers(f) {
 				last = append(last, f)
-			} else if batch = append(batch, f); len(batch) == n {
-				out <- batch
-				batch = nil
+			} else {
+				window = append(window, f)
 			}
 		}
-		if cursor = next; cursor == 0 {
+		cursor = next
+		if len(window) >= sortWindow || cursor == 0 {
+			slices.Sort(window)
+			for b := range slices.Chunk(window, n) {
+				out <- b
+			}
+			window = nil
+		}
+		if cursor == 0 {
 			break
 		}
 	}
-	if len(batch) > 0 {
-		out <- batch
-	}
+	slices.Sort(last)
 	return last, nil
 }
+
+// sortWindow is how many field names a drain sorts before it slices
+// them. HSCAN returns them in hash order, and a channel's removal from the
+// global sorted set is a walk down its skiplist whose nodes, among equal
+// counts, are compared by name: in name order each walk finds most of its
+// path in the cache the previous one left, where in hash order nearly
+// every comparison waits on memory (docs/SCALING.md has the figures). A
+// window bounds what the cleaner holds (a few MB) and lets the slices
+// start before the walk ends.
+const sortWindow = 1 << 16
 
 // scanAhead is how many slices' worth of fields one HSCAN of a drain
 // reads: its Redis time stays below a slice's (a field costs a scan a
