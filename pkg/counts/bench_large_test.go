@@ -1,6 +1,7 @@
 package counts
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -30,8 +31,10 @@ import (
 // a node holding 300,000 subscriptions of the app, one per channel of its
 // own (every one vacated). Each reports
 // Redis's own view (SLOWLOG at 50 µs, INFO commandstats): the longest
-// command, the p99 of the scripts logged, how many scripts ran and the
-// Redis server's CPU time (INFO cpu), and for a reap that time per field
+// command, the p99 of the scripts logged, how many scripts ran, the
+// commands that took most of Redis's time (a script's own commands count
+// under their names, so a reap's time splits by command) and the Redis
+// server's CPU time (INFO cpu), and for a reap that time per field
 // reaped; and how long a heartbeat of another node of the app, sent every
 // 10 ms on a connection of its own, waited meanwhile (p99, max).
 // Skipped without the variable: it needs about 1 GB of Redis memory and
@@ -171,6 +174,9 @@ type measurement struct {
 	longest, scriptP99, redisTime, wall, hbP99, hbMax time.Duration
 	longestCmd                                        string
 	units                                             int64
+	// costliest: the commands that took most of Redis's time, by INFO
+	// commandstats (a script's commands count under their own names too).
+	costliest string
 }
 
 func (m *scriptMeter) measure(tb testing.TB, f func()) measurement {
@@ -225,18 +231,39 @@ func (m *scriptMeter) measure(tb testing.TB, f func()) measurement {
 	// under their own names, so only these two are the units.
 	stats, err := m.rdb.Info(ctx, "commandstats").Result()
 	require.NoError(tb, err)
+	type cost struct {
+		name        string
+		calls, usec int64
+	}
+	var costs []cost
 	for _, line := range strings.Split(stats, "\r\n") {
-		if !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
+		stat, ok := strings.CutPrefix(line, "cmdstat_")
+		name, rest, _ := strings.Cut(stat, ":")
+		if !ok {
 			continue
 		}
-		_, rest, _ := strings.Cut(line, ":")
+		c := cost{name: name}
 		for _, kv := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "calls" {
-				x, _ := strconv.ParseInt(v, 10, 64)
-				out.units += x
+			k, v, _ := strings.Cut(kv, "=")
+			x, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				c.calls = x
+			case "usec":
+				c.usec = x
 			}
 		}
+		if name == "eval" || name == "evalsha" {
+			out.units += c.calls
+		}
+		costs = append(costs, c)
 	}
+	slices.SortFunc(costs, func(a, b cost) int { return cmp.Compare(b.usec, a.usec) })
+	var top []string
+	for _, c := range costs[:min(len(costs), 6)] {
+		top = append(top, fmt.Sprintf("%s %d calls %v", c.name, c.calls, time.Duration(c.usec)*time.Microsecond))
+	}
+	out.costliest = strings.Join(top, ", ")
 	out.redisTime = m.cpu(tb) - cpu0
 	return out
 }
@@ -268,8 +295,8 @@ func (m *scriptMeter) run(b *testing.B, name string, f func() int) (ran bool) {
 			b.ReportMetric(us, "redis-cpu-us/field")
 			perField = fmt.Sprintf(" (%d fields, %.2f µs a field)", fields, us)
 		}
-		b.Logf("%s: longest command %v (%s), scripts p99 %v, %d scripts, %v of Redis CPU%s, wall %v; heartbeats p99 %v, max %v",
-			name, r.longest, r.longestCmd, r.scriptP99, r.units, r.redisTime, perField, r.wall, r.hbP99, r.hbMax)
+		b.Logf("%s: longest command %v (%s), scripts p99 %v, %d scripts, %v of Redis CPU%s, wall %v; heartbeats p99 %v, max %v; Redis's time by command: %s",
+			name, r.longest, r.longestCmd, r.scriptP99, r.units, r.redisTime, perField, r.wall, r.hbP99, r.hbMax, r.costliest)
 	})
 	return ran
 }
