@@ -370,13 +370,16 @@ func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 
 // scanReap walks the contribution under reap id with HSCAN, scanAhead
 // slices' worth of fields a command, and sends its fields to out in
-// batches of n, sorted within each window of sortWindow fields, until the
-// walk ends or d has failed; it closes out. It returns the fields of
-// channels that have members, which it holds back, sorted.
+// batches of n, sorted within each window of up to sortWindow fields,
+// until the walk ends or d has failed; it closes out. It returns the
+// fields of channels that have members, which it holds back, sorted.
 func (s *Store) scanReap(ctx context.Context, app, id string, n int, d *slicer, out chan<- []string) ([]string, error) {
 	defer close(out)
 	var window, last []string
 	var cursor uint64
+	// The first window is small, so the first slices start after a few
+	// scans, not a whole window's; each next one is twice as large.
+	size := sortWindow / 16
 	for d.ok() {
 		kv, next, err := s.rdb.HScan(ctx, s.reapingKey(app, id), cursor, "", int64(n*scanAhead)).Result()
 		if err != nil {
@@ -390,12 +393,12 @@ func (s *Store) scanReap(ctx context.Context, app, id string, n int, d *slicer, 
 			}
 		}
 		cursor = next
-		if len(window) >= sortWindow || cursor == 0 {
+		if len(window) >= size || cursor == 0 {
 			slices.Sort(window)
 			for b := range slices.Chunk(window, n) {
 				out <- b
 			}
-			window = nil
+			window, size = nil, min(2*size, sortWindow)
 		}
 		if cursor == 0 {
 			break
