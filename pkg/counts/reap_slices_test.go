@@ -446,7 +446,7 @@ func TestReapSlicesInNameOrder(t *testing.T) {
 		}
 		require.NoError(t, r.Flush(ctx))
 		s := NewStore(rdb, testKeys.ks)
-		s.SliceSize = perSlice * slicesInFlight
+		s.SliceSize = perSlice * slicesInFlight / reapShare
 		ok, reaped, err := s.ReapNode(ctx, "app", "dead", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -459,7 +459,7 @@ func TestReapSlicesInNameOrder(t *testing.T) {
 			require.NoError(t, err)
 			slice[v] = append(slice[v], i)
 		}
-		require.Len(t, slice, chans/perSlice)
+		require.Len(t, slice, (chans+perSlice-1)/perSlice)
 		for _, is := range slice {
 			slices.Sort(is)
 			require.Equal(t, len(is)-1, is[len(is)-1]-is[0], "a slice of channels that are not neighbours: %v", is)

@@ -26,9 +26,10 @@ type Store struct {
 	// app's Spec says.
 	LogEvents func(app string) eventlog.Spec
 	// SliceSize, if set before use, bounds the work of one atomic unit:
-	// the contribution fields the slices of a reap in flight take
-	// together (see slicesInFlight), and (times four, shared among the
-	// contributions) the values a slice of an audit reads. 0 means
+	// the contribution fields of a republish's unit, (times reapShare)
+	// the fields the slices of a reap in flight take together (see
+	// slicesInFlight), and (times four, shared among the contributions)
+	// the values a slice of an audit reads. 0 means
 	// DefaultSliceSize; at most 4096. Tests make it small so every
 	// operation takes many units.
 	SliceSize int
@@ -313,21 +314,29 @@ func (s *Store) FinishReaps(ctx context.Context, app string) (map[string]Reaped,
 
 // slicesInFlight is how many slices of one drain are sent before the
 // first of them answers: two, so Redis has the next at hand when one ends
-// (a round trip costs more than Redis's time between two). Each takes half
-// the slice size, so what a drain has queued before another client's
-// command is one slice size of fields at most, as when it sent one full
-// slice at a time. storeSlicesInFlight bounds the slices of all the
-// drains of one store (the cleaner reaps a node in several apps at once).
+// (a round trip costs more than Redis's time between two). Together they
+// take reapShare slice sizes of fields, so what a drain has queued before
+// another client's command is that many fields at most.
+// storeSlicesInFlight bounds the slices of all the drains of one store
+// (the cleaner reaps a node in several apps at once).
+//
+// reapShare: a reap's slices are larger than a republish's units, as a
+// dead node's count is read exact already but its reap still holds
+// webhooks and Redis memory: at the default slice size, slices of 256
+// fields reaped 300,000 subscriptions in 1.9-2.0 s of wall time against
+// 2.4 s with slices of 64, their scripts at most 3.7 ms
+// (BenchmarkLargeApp, docs/SCALING.md).
 const (
 	slicesInFlight      = 2
 	storeSlicesInFlight = 8
+	reapShare           = 4
 )
 
 // drain subtracts the contribution under reap id a slice at a time, adding
 // what each slice changed to into. It reads field names by HSCAN, ahead
 // of the slices, sorts them a window at a time (scanReap) and hands them
 // to reap_slice.lua, which takes those still there, up to slicesInFlight
-// slices (of half the slice size) at once: each is an atomic unit that
+// slices (of reapShare/slicesInFlight slice sizes) at once: each is an atomic unit that
 // subtracts only the fields it deletes, so no order among them and no
 // other drain of the same reap changes what is subtracted. One order matters to the event log: a
 // presence channel's member_removed before its channel_vacated, as one
@@ -338,7 +347,7 @@ const (
 func (s *Store) drain(ctx context.Context, app, id string, into *Reaped) error {
 	s.setDraining(app, id, true)
 	defer s.setDraining(app, id, false)
-	n := max(s.sliceSize()/slicesInFlight, 1)
+	n := max(reapShare*s.sliceSize()/slicesInFlight, 1)
 	d := s.newSlicer(ctx, app, id, into)
 	// The scan reads a window ahead of the slices, so the next is at hand
 	// when a slot frees.
