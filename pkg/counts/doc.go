@@ -37,8 +37,8 @@
 //   - Every member edge carries its unit's version, and MembersAt reads a
 //     member list with the version it holds.
 //   - No unit grows with an app: a reap, a republish and an audit run in
-//     units of at most Store.SliceSize fields, and two cleaners draining one
-//     reap subtract each field once.
+//     units of at most Store.SliceSize fields (a reap's slices twice
+//     that), and two cleaners draining one reap subtract each field once.
 //   - A node's admin address (RecorderOptions.Address) lives beside its
 //     node-level last-seen and goes with it: ForgetNode deletes it and
 //     WatchNodes drops any whose node left, so none outlives its node.
