@@ -140,6 +140,13 @@ const idleOpeners = 8
 // conns already open and to open), and adds them to conns.
 func openIdle(b testing.TB, addr string, count int, conns *idleConns) {
 	b.Helper()
+	openIdleOn(b, addr, count, conns, func(i int) string { return fmt.Sprintf("idle-%d", i%100) })
+}
+
+// openIdleOn is openIdle with the i-th socket of conns subscribed to
+// channel(i).
+func openIdleOn(b testing.TB, addr string, count int, conns *idleConns, channel func(i int) string) {
+	b.Helper()
 	dst, err := net.ResolveTCPAddr("tcp4", addr)
 	if err != nil {
 		b.Fatal(err)
@@ -154,7 +161,7 @@ func openIdle(b testing.TB, addr string, count int, conns *idleConns) {
 			buf := make([]byte, 4096)
 			for i := range next {
 				src := [4]byte{127, 0, byte((2 + i%sources) >> 8), byte(2 + i%sources)}
-				fd, err := dialIdle(src, dst, addr, fmt.Sprintf("idle-%d", i%100), buf)
+				fd, err := dialIdle(src, dst, addr, channel(i), buf)
 				if err != nil {
 					errs <- fmt.Errorf("socket %d: %w", i, err)
 					return

@@ -6,48 +6,57 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/internal/wstest"
 	"github.com/headcount/headcount/pkg/counts"
-	"github.com/headcount/headcount/pkg/keyspace"
 )
 
 // BenchmarkRecovery measures, with the binaries' default timings
-// (heartbeat 1 s, dead-after 3 s, scan interval 500 ms, lease TTL 3 s),
-// three rounds each on fresh processes and their median:
-//   - sigkill: a wsnode holding 1,000 subscribed sockets over 100
-//     channels is SIGKILLed next to a live one holding 1,000; the time
-//     until the counts, read back to back as the HTTP API reads them,
-//     equal the live node's sockets exactly.
-//   - sigkill-large: the same with 50,000 sockets over 5,000 channels on
-//     the node killed, or as many as the open-file limit allows, ten to a
-//     channel (its sockets metric says how many).
+// (heartbeat 1 s, dead-after 3 s, scan interval 500 ms, lease TTL 3 s):
+//   - sigkill: 30 wsnodes holding 1,000 subscribed sockets over 100
+//     channels, each started fresh and SIGKILLed next to a live one
+//     holding 1,000 on 50 of those channels; for each, the time until
+//     the HTTP API (an httpapi process), read back to back, counts every
+//     channel as the live node alone (recovery, in
+//     bench_recovery_peer_test.go, which BenchmarkPeer shares): p50, p99
+//     and max over the kills.
+//   - sigkill-large: the same, 10 kills, with 50,000 sockets over 5,000
+//     channels on each node killed, or as many as the open-file limit
+//     allows, ten to a channel (its sockets metric says how many): the
+//     counts read exact from the reap's first script, whatever the node
+//     held.
+//   - sigstop: 10 nodes of 1,000 hung (SIGSTOP: no FIN, the watch and
+//     Redis's connection stay open), which only the heartbeat's age tells:
+//     dead-after and the next scan.
 //   - lease-takeover: the active cleaner of two is SIGKILLed; the time
-//     until the other reports itself active.
+//     until the other reports itself active; three rounds on fresh
+//     processes and their median.
 //
-// Run it with:
+// HC_RECOVERY_KILLS (30) sets the kills of sigkill; the others kill a
+// third as many. Run it with (about 5 minutes on 2 cores):
 //
-//	go test -run '^$' -bench Recovery -benchtime 1x ./test/e2e/
+//	go test -run '^$' -bench Recovery -benchtime 1x -timeout 40m ./test/e2e/
 func BenchmarkRecovery(b *testing.B) {
-	// A node as the other tests size it, and one of 50,000 sockets over
-	// 5,000 channels (or as many as the open-file limit lets this process
-	// and a wsnode hold, ten to a channel), whose reap takes dozens of
-	// slices: the counts read exact from the reap's first script, whatever
-	// the node held.
-	fit := proctest.RaiseFileLimit(b, 50000+liveSockets)
-	large := min(50000, fit*9/10-liveSockets) // a wsnode's --max-sockets is 90% of its limit
-	for _, size := range []struct {
-		name              string
-		sockets, channels int
-	}{{"sigkill", 1000, 100}, {"sigkill-large", large, large / 10}} {
-		rounds(b, size.name, func(b *testing.B) time.Duration {
-			b.ReportMetric(float64(size.sockets), "sockets")
-			return sigkillToExact(b, size.sockets, size.channels)
-		}, cmp.Compare, seconds("s-to-exact"))
+	sizes := recoverySizes(b)
+	measures := []struct {
+		name string
+		recoverySize
+		sig syscall.Signal
+	}{
+		{"sigkill", sizes[0], syscall.SIGKILL},
+		{"sigkill-large", sizes[1], syscall.SIGKILL},
+		{"sigstop", recoverySize{sockets: sizes[0].sockets, kills: sizes[1].kills}, syscall.SIGSTOP},
+	}
+	for _, m := range measures {
+		b.Run(m.name, func(b *testing.B) {
+			for _, x := range recoveryMetrics(recovery(b, headcountServer, m.sockets, m.kills, m.sig), m.sockets) {
+				b.ReportMetric(x.value, x.unit)
+			}
+		})
 	}
 	rounds(b, "lease-takeover", func(b *testing.B) time.Duration {
 		srv := redistest.New(b)
@@ -77,45 +86,6 @@ func BenchmarkRecovery(b *testing.B) {
 		}
 		return time.Since(killed)
 	}, cmp.Compare, seconds("s-to-takeover"))
-}
-
-// liveSockets is what the node left alive holds, on the victim's first
-// channels.
-const liveSockets = 1000
-
-// sigkillToExact starts two cleaners and two wsnodes with their default
-// timings, subscribes sockets over channels on the victim and liveSockets
-// on the other, SIGKILLs the victim and returns the time until the counts,
-// read as the HTTP API reads them, are the live node's alone.
-func sigkillToExact(b *testing.B, sockets, channels int) time.Duration {
-	srv := redistest.New(b)
-	store := counts.NewStore(srv.Client(b), keyspace.Space{})
-	for i := range 2 {
-		c := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", "--redis", srv.URL())
-		waitReady(b, c.p, c.admin)
-	}
-	victim := startDefault(b, "ws-victim", "wsnode", "--redis", srv.URL(), "--node-id", "victim")
-	live := startDefault(b, "ws-live", "wsnode", "--redis", srv.URL(), "--node-id", "live")
-	want, both := map[string]int64{}, map[string]int64{}
-	for _, n := range []struct {
-		node
-		sockets int
-	}{{victim, sockets}, {live, liveSockets}} {
-		waitReady(b, n.p, n.admin)
-		for i := range n.sockets {
-			ch := "recovery-" + strconv.Itoa(i%channels)
-			openSubscribed(b, n.addr, ch)
-			both[ch]++
-			if n.node == live {
-				want[ch]++
-			}
-		}
-	}
-	waitRedisCounts(b, store, both, time.Minute)
-	victim.p.kill(b)
-	killed := time.Now()
-	waitRedisCounts(b, store, want, time.Minute)
-	return time.Since(killed)
 }
 
 // rounds runs round three times as sub-benchmarks name/round=N, each on
