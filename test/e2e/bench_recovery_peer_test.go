@@ -25,9 +25,6 @@ const (
 	// channels recovery-0..49: the victim's first channels, so some
 	// channels lose sockets and the victim's others vanish.
 	liveSockets, liveChannels = 1000, 50
-	// recoveryReaders read the HTTP API back to back, as a user reading
-	// continuously does: the figure is the system's, not a poll's.
-	recoveryReaders = 1
 	// recoveryWithin bounds one kill's wait for exact counts; a hung
 	// node takes dead-after (3 s by default) and a scan.
 	recoveryWithin = 30 * time.Second
@@ -155,7 +152,7 @@ func readExact(client *http.Client, api string, want map[string]int64, since tim
 		}
 		last = err
 	}
-	return 0, fmt.Errorf("counts not exact %v after the signal; last read: %v", recoveryWithin, last)
+	return 0, fmt.Errorf("counts not exact %v after the signal; last read: %w", recoveryWithin, last)
 }
 
 // channelCounts is one GET of u: each channel's subscription_count.
