@@ -103,7 +103,7 @@ i=0
 for run in "${runs[@]}"; do
 	read -r pkg bench btime <<<"$run"
 	[ -d "$pkg" ] || continue
-	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 -timeout 40m "${extra[@]}" "$pkg")
+	cmd=("$GO" test -run '^$' -bench "$bench" -benchtime "$btime" -count 1 -timeout 90m "${extra[@]}" "$pkg")
 	cmd_text=go
 	for a in "${cmd[@]:1}"; do cmd_text+=" $(shq "$a")"; done
 	envs=()

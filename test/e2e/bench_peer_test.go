@@ -85,7 +85,7 @@ const (
 // It skips when soketi is not installed. Run it with make bench, or:
 //
 //	(cd test/peer && npm ci)
-//	go test -run '^$' -bench Peer -benchtime 1x -timeout 30m ./test/e2e/
+//	go test -run '^$' -bench Peer -benchtime 1x -timeout 90m ./test/e2e/
 func BenchmarkPeer(b *testing.B) {
 	peerServerJS(b)
 	sockets := envInt("HC_PEER_SOCKETS", 10000)
