@@ -171,8 +171,8 @@ peer_section() {
 	echo "  default), and a client reading continuously has such a read in flight at the kill. headcount"
 	echo "  keeps counts in Redis: the active cleaner watches each node's admin port and reaps a node once"
 	echo "  the watch ends and Redis has dropped its liveness subscription; reads are exact from the reap's"
-	echo "  first script. The watch ends when the kernel closes the node's connections, after it has"
-	echo "  unregistered every socket of the node's event loop, so a larger node takes longer to be seen dead."
+	echo "  first script. The watch ends only when the kernel, tearing the killed node down, closes the"
+	echo "  watch's connection, which takes longer the more sockets the node held (recovery-large)."
 	echo "- soketi with this uWebSockets.js prints three warnings (\"writes must be made from within a corked"
 	echo "  callback\") to its log for each signed HTTP API answer; that is part of its HTTP API latency here."
 	echo
