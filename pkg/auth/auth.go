@@ -164,24 +164,6 @@ func signedParams(query url.Values) (map[string]string, error) {
 	return params, nil
 }
 
-// VerifyRequest checks a signed Pusher HTTP API request for app: path is
-// the request path as the client signed it (no mount prefix), query its
-// decoded parameters (see ParseQuery), body the raw body. It returns nil or
-// an *Error saying why the request is refused. It is VerifyQuery followed
-// by SignedQuery.CheckBody.
-//
-// A parameter given twice, even in different case, is refused: the server
-// would otherwise act on a value other than the one that was signed. So is
-// a parameter whose decoded key holds '&' or '=', or whose decoded value
-// holds '&' (see signedParams).
-func VerifyRequest(method, path string, query url.Values, body []byte, app *apps.App, now time.Time) error {
-	sq, err := VerifyQuery(method, path, query, app, now)
-	if err != nil {
-		return err
-	}
-	return sq.CheckBody(body)
-}
-
 // SignedQuery is a request whose query signature holds: only its body is
 // left to check, against the body_md5 the signature covers.
 type SignedQuery struct {
@@ -189,11 +171,19 @@ type SignedQuery struct {
 	hasMD5  bool
 }
 
-// VerifyQuery checks everything VerifyRequest checks except the body:
-// parameters, key, version, timestamp and the signature over method, path
-// and query. body_md5 is one of the signed parameters, so a server can
-// refuse a forged or stale request before reading a byte of its body, and
-// read only the bodies of callers who hold the secret.
+// VerifyQuery checks a signed Pusher HTTP API request for app, all but its
+// body: parameters, key, version, timestamp and the signature over method,
+// path and query. path is the request path as the client signed it (no
+// mount prefix), query its decoded parameters (see ParseQuery). It returns
+// an *Error saying why the request is refused. body_md5 is one of the
+// signed parameters, so a server can refuse a forged or stale request
+// before reading a byte of its body (SignedQuery.CheckLength), and read
+// only the bodies of callers who hold the secret (SignedQuery.CheckBody).
+//
+// A parameter given twice, even in different case, is refused: the server
+// would otherwise act on a value other than the one that was signed. So is
+// a parameter whose decoded key holds '&' or '=', or whose decoded value
+// holds '&' (see signedParams).
 func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.Time) (SignedQuery, error) {
 	params, err := signedParams(query)
 	if err != nil {
@@ -227,10 +217,6 @@ func VerifyQuery(method, path string, query url.Values, app *apps.App, now time.
 	md5, has := params["body_md5"]
 	return SignedQuery{bodyMD5: md5, hasMD5: has}, nil
 }
-
-// ExpectsBody reports whether the signature covers a body (body_md5 was
-// signed). A request that does not may still have an empty body.
-func (s SignedQuery) ExpectsBody() bool { return s.hasMD5 }
 
 // CheckBody checks the request's body against the signed body_md5. It is
 // checked after the signature: once the signature holds, body_md5 is the

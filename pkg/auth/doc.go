@@ -19,5 +19,5 @@
 // a server need read a body only for a caller who holds the secret.
 //
 // The package does no I/O, keeps no state and is safe for concurrent use.
-// Its parsers never panic, whatever the input (see FuzzVerifyRequest).
+// Its parsers never panic, whatever the input (see FuzzVerify).
 package auth
