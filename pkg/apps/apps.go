@@ -2,7 +2,6 @@ package apps
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,11 +148,6 @@ func (a *App) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// LoadFile reads an apps file.
-func LoadFile(path string) (*Registry, error) {
-	return NewFile(path).Load(context.Background())
 }
 
 // Parse decodes an apps file: a JSON array of app objects. Field names are

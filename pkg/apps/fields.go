@@ -42,17 +42,6 @@ var soketiUnsupported = map[string]string{
 	"hascachemissedwebhooks":     "hasCacheMissedWebhooks",
 }
 
-// SoketiUnsupported lists soketi's app settings that headcount ignores
-// with a warning, sorted.
-func SoketiUnsupported() []string {
-	var names []string
-	for _, n := range soketiUnsupported {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
-}
-
 // appFields keys an app object's fields by canonical name, aliases
 // resolved. A field given twice under different spellings is an error:
 // which one won would depend on map order.

@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestFromEnvPrecedence(t *testing.T) {
 // serves its appManager.array.apps, soketi spellings and all, and names
 // every other setting once, with headcount's equivalent.
 func TestParseSoketiConfig(t *testing.T) {
-	r, err := LoadFile("testdata/soketi-config.json")
+	r, err := NewFile("testdata/soketi-config.json").Load(context.Background())
 	require.NoError(t, err)
 	a := r.ByID("123456")
 	require.NotNil(t, a)

@@ -4,9 +4,6 @@ package evloop
 
 import "net"
 
-// Supported reports whether Listen works here: on Linux only.
-func Supported() bool { return false }
-
 // Server is a stub off Linux: Listen always fails.
 type Server struct{}
 

@@ -15,9 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Supported reports whether Listen works here: on Linux only.
-func Supported() bool { return true }
-
 // Server accepts TCP connections and serves them on its loops.
 type Server struct {
 	opts  Options

@@ -130,15 +130,10 @@ func IsCacheChannel(name string) bool {
 // error of their own (a LimitReached with status 4009, as soketi sends).
 var ErrChannelNameTooLong = errors.New("channel name too long")
 
-// ValidateChannelName reports why name is not a channel a client or the HTTP
-// API may use, or nil. #server-to-user-{id} is valid (its id part follows the
-// same charset).
-func ValidateChannelName(name string) error {
-	return ValidateChannelNameMax(name, MaxChannelNameLength)
-}
-
-// ValidateChannelNameMax is ValidateChannelName with an app's own length
-// limit, in bytes, instead of MaxChannelNameLength.
+// ValidateChannelNameMax reports why name is not a channel a client or the
+// HTTP API may use, or nil, under an app's length limit in bytes (an app's
+// ChannelNameLimit, MaxChannelNameLength unless it sets its own).
+// #server-to-user-{id} is valid (its id part follows the same charset).
 func ValidateChannelNameMax(name string, maxLen int) error {
 	rest := strings.TrimPrefix(name, UserChannelPrefix)
 	switch {

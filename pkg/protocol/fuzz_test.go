@@ -72,7 +72,7 @@ func FuzzValidateChannelName(f *testing.F) {
 				t.Fatalf("cache channel %q is %v, its base kind is %v", name, kind, want)
 			}
 		}
-		if protocol.ValidateChannelName(name) != nil {
+		if protocol.ValidateChannelNameMax(name, protocol.MaxChannelNameLength) != nil {
 			return
 		}
 		if name == "" || len(name) > protocol.MaxChannelNameLength {

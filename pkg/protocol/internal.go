@@ -2,7 +2,7 @@ package protocol
 
 // InternalPrefix starts the name of every channel the server keeps for
 // itself: the internal bus channels below and SignedInChannel. The leading
-// '#' (and no "#server-to-user-") makes ValidateChannelName refuse them, so
+// '#' (and no "#server-to-user-") makes ValidateChannelNameMax refuse them, so
 // no client can subscribe to one and no HTTP API caller can publish on or
 // read one; ChannelKind makes them KindInternal.
 const InternalPrefix = "#headcount-"
@@ -32,7 +32,7 @@ func WatchUserChannel(user string) string { return WatchUserPrefix + user }
 // in (pusher:signin) as that user, so Redis routes the order only to nodes
 // holding such sockets.
 //
-// The leading '#' (and no "#server-to-user-") makes ValidateChannelName
+// The leading '#' (and no "#server-to-user-") makes ValidateChannelNameMax
 // refuse it, so no client can subscribe to it and no HTTP API caller can
 // publish on it: only the terminate_connections endpoint does.
 const TerminateUserPrefix = InternalPrefix + "terminate-user-"

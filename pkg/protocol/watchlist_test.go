@@ -23,7 +23,7 @@ func TestInternalChannels(t *testing.T) {
 		require.False(t, k.NeedsAuth(), name)
 		require.False(t, k.AllowsClientEvents(), name)
 		require.False(t, k.Logged(), name)
-		require.Error(t, protocol.ValidateChannelName(name), name)
+		require.Error(t, protocol.ValidateChannelNameMax(name, protocol.MaxChannelNameLength), name)
 	}
 	for _, name := range []string{"room", "presence-room", "#server-to-user-7"} {
 		require.True(t, protocol.ChannelKind(name).Logged(), name)

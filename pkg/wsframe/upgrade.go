@@ -21,19 +21,12 @@ type upgradeError struct {
 
 func (e *upgradeError) Error() string { return e.msg }
 
-// CheckUpgrade checks a handshake request as websocket.Accept does
+// checkUpgrade checks a handshake request as websocket.Accept does
 // (verifyClientRequest, in its order): HTTP/1.1 or later, Connection
 // holding the token Upgrade and Upgrade the token websocket (426), GET
 // (405), Sec-WebSocket-Version 13, one Sec-WebSocket-Key of 16 bytes in
-// base64 (400). It returns 0 and nil for a request Accept upgrades, else
-// the status and an error whose text is the body Accept writes.
-func CheckUpgrade(r *http.Request) (status int, err error) {
-	if e := checkUpgrade(r); e != nil {
-		return e.status, e
-	}
-	return 0, nil
-}
-
+// base64 (400). It returns nil for a request Accept upgrades, else the
+// status and the body Accept writes.
 func checkUpgrade(r *http.Request) *upgradeError {
 	if !r.ProtoAtLeast(1, 1) {
 		return &upgradeError{status: http.StatusUpgradeRequired,
@@ -89,7 +82,7 @@ func hasToken(h http.Header, key, token string) bool {
 	return false
 }
 
-// Refuse answers r as websocket.Accept does when CheckUpgrade refuses it
+// Refuse answers r as websocket.Accept does when it refuses it
 // (the headers Accept sets, then http.Error with its message) and reports
 // whether it refused; it writes nothing for a request Accept upgrades.
 func Refuse(w http.ResponseWriter, r *http.Request) bool {
@@ -119,7 +112,7 @@ func AcceptKey(secKey string) string {
 }
 
 // AppendAcceptResponse appends the 101 response head that wsnode sends
-// for a request CheckUpgrade accepts, with websocket.Accept's headers
+// for a request Refuse lets through, with websocket.Accept's headers
 // (compression off, no subprotocol) written as http.Header.Write writes
 // them (sorted, canonical names): the head pkg/wsfront builds from the
 // headers Accept set. secKey is r.Header.Get("Sec-WebSocket-Key").
