@@ -2,8 +2,8 @@
 // per connection: a few event loops (one per core by default) each watch
 // their share of the connections with epoll, read into one shared buffer,
 // and write what a socket would not take once it is writable. It moves
-// bytes only; protocols sit on top through Handler. Off Linux it builds,
-// Supported reports false and Listen fails with ErrUnsupported.
+// bytes only; protocols sit on top through Handler. Off Linux it builds and
+// Listen fails with ErrUnsupported.
 //
 // Where things run:
 //
