@@ -24,7 +24,7 @@ const (
 	CountEvery  = 5 * time.Second
 )
 
-// joinWait bounds how long Announce waits for the bus's joins
+// joinWait bounds how long an announcement waits for the bus's joins
 // (Options.WaitJoined): an outage delays counts and stops nothing.
 const joinWait = time.Second
 
@@ -51,12 +51,12 @@ type Options struct {
 	// gate leave, an append); 0 leaves them to the caller's context.
 	Timeout time.Duration
 	// Throttle holds back the counts of busy channels: more than
-	// BusyChannel subscribers get at most one count per CountEvery. The
-	// caller then calls Trailing about every second, so the last count of
+	// BusyChannel subscribers get at most one count per CountEvery. Run
+	// sends the held-back counts about every second, so the last count of
 	// a burst still goes out.
 	Throttle bool
-	// WaitJoined makes Announce wait (up to a second) until Bus has joined
-	// the channels whose counts it announces: a count reaches the caller's
+	// WaitJoined makes an announcement wait (up to a second) until Bus has
+	// joined the channels whose counts it announces: a count reaches the caller's
 	// own subscribers through the bus too, and a socket whose subscribe
 	// caused it must not miss it because the join is still on its way.
 	WaitJoined bool
@@ -77,6 +77,13 @@ type Announcer struct {
 	// mu guards counts, the throttle's state per channel.
 	mu     sync.Mutex
 	counts map[chanKey]*countState
+
+	// The queue Flushed fills and Run drains (queue.go). qmu guards
+	// queue; pubMu serializes announcing, so counts go out in order.
+	qmu   sync.Mutex
+	queue []counts.Edges
+	wake  chan struct{}
+	pubMu sync.Mutex
 }
 
 type chanKey struct{ app, channel string }
@@ -96,15 +103,15 @@ func New(opts Options) *Announcer {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	return &Announcer{opts: opts, log: opts.Logger.Named("announce"), counts: map[chanKey]*countState{}}
+	return &Announcer{opts: opts, log: opts.Logger.Named("announce"), counts: map[chanKey]*countState{}, wake: make(chan struct{}, 1)}
 }
 
 // Metrics returns the gate's metrics (nil without them).
 func (a *Announcer) Metrics() *admission.Metrics { return a.opts.Metrics }
 
-// Wants reports whether e causes anything to announce, so a caller that
+// wants reports whether e causes anything to announce, so a caller that
 // queues edges can skip the rest.
-func (a *Announcer) Wants(e counts.Edges) bool {
+func (a *Announcer) wants(e counts.Edges) bool {
 	return len(e.Members) > 0 || (len(e.Channels) > 0 && wantsCounts(a.opts.Apps.ByID(e.App)))
 }
 
@@ -114,9 +121,9 @@ func wantsCounts(ap *apps.App) bool {
 	return ap != nil && ap.EnableSubscriptionCount
 }
 
-// Announce announces what each edge set of batch causes, in order: member
+// announce announces what each edge set of batch causes, in order: member
 // events (after the gate's Left for each leaver), then the new counts.
-func (a *Announcer) Announce(ctx context.Context, batch ...counts.Edges) {
+func (a *Announcer) announce(ctx context.Context, batch ...counts.Edges) {
 	if a.opts.WaitJoined {
 		a.waitJoined(ctx, batch)
 	}
@@ -193,7 +200,7 @@ func (a *Announcer) left(ctx context.Context, ap *apps.App, ch, user string) {
 
 // pass decides whether channel k's new count c goes out now. A vacated
 // channel has nobody to tell. With Throttle, a busy channel's count waits
-// until CountEvery has passed since its last one (Trailing sends it).
+// until CountEvery has passed since its last one (trailing sends it).
 func (a *Announcer) pass(k chanKey, c count, now time.Time) bool {
 	n := c.n
 	if !a.opts.Throttle {
@@ -220,10 +227,10 @@ func (a *Announcer) pass(k chanKey, c count, now time.Time) bool {
 	return true
 }
 
-// Trailing sends the held-back counts whose interval has passed, so the
+// trailing sends the held-back counts whose interval has passed, so the
 // last count of a burst is not lost, and forgets quiet channels. With
 // Throttle, call it about every second; without, it does nothing.
-func (a *Announcer) Trailing(ctx context.Context, now time.Time) {
+func (a *Announcer) trailing(ctx context.Context, now time.Time) {
 	type due struct {
 		k chanKey
 		c count

@@ -158,16 +158,16 @@ func TestCounts(t *testing.T) {
 
 	e := counts.Edges{App: "app", Channels: map[string]int64{"news": 3, "private-x": 1, "vacated": 0, "presence-room": 2, "#server-to-user-u1": 1},
 		Versions: map[string]int64{"news": 7, "private-x": 8}}
-	require.True(t, a.Wants(e))
-	a.Announce(ctx, e)
+	require.True(t, a.wants(e))
+	a.announce(ctx, e)
 	l.waitFor(t,
 		`pusher_internal:subscription_count news {"subscription_count":3} v7`,
 		`pusher_internal:subscription_count private-x {"subscription_count":1} v8`)
 	require.Empty(t, hooks(t, rdb, "app"), "subscription_count webhooks are the count scripts' to log")
 
 	e.App = "quiet"
-	require.False(t, a.Wants(e), "an app asking for no counts wants no count edges")
-	a.Announce(ctx, e)
+	require.False(t, a.wants(e), "an app asking for no counts wants no count edges")
+	a.announce(ctx, e)
 	// A marker published after: once it arrives, nothing else came before it.
 	require.NoError(t, a.opts.Bus.Publish(ctx, "quiet", fanout.Message{Channel: "news", Event: "marker"}))
 	quiet.waitFor(t, "marker news ")
@@ -214,9 +214,9 @@ func TestMembers(t *testing.T) {
 	require.NoError(t, rec.Flush(ctx))
 	require.Len(t, edges, 2)
 	for _, e := range edges {
-		require.True(t, a.Wants(e))
+		require.True(t, a.wants(e))
 	}
-	a.Announce(ctx, edges...)
+	a.announce(ctx, edges...)
 	l.waitFor(t,
 		`pusher_internal:member_added `+ch+` {"user_id":"alice","user_info":{"n":1}} except alice`,
 		`pusher_internal:member_removed `+ch+` {"user_id":"alice"}`)
@@ -228,7 +228,7 @@ func TestMembers(t *testing.T) {
 }
 
 // TestThrottle: with Throttle, a busy channel's counts go out at most once
-// per CountEvery, the last of a burst by Trailing; quiet channels' at once.
+// per CountEvery, the last of a burst by trailing; quiet channels' at once.
 func TestThrottle(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
@@ -237,12 +237,12 @@ func TestThrottle(t *testing.T) {
 	count := func(ch string, n int64) counts.Edges {
 		return counts.Edges{App: "app", Channels: map[string]int64{ch: n}, Versions: map[string]int64{ch: n}}
 	}
-	a.Announce(ctx, count("busy", BusyChannel+1))
-	a.Announce(ctx, count("busy", BusyChannel+2))
-	a.Announce(ctx, count("busy", BusyChannel+3))
-	a.Announce(ctx, count("calm", 1))
-	a.Announce(ctx, count("calm", 2))
-	a.Trailing(ctx, time.Now())
+	a.announce(ctx, count("busy", BusyChannel+1))
+	a.announce(ctx, count("busy", BusyChannel+2))
+	a.announce(ctx, count("busy", BusyChannel+3))
+	a.announce(ctx, count("calm", 1))
+	a.announce(ctx, count("calm", 2))
+	a.trailing(ctx, time.Now())
 	l.waitFor(t,
 		`pusher_internal:subscription_count busy {"subscription_count":101} v101`,
 		`pusher_internal:subscription_count calm {"subscription_count":1} v1`,
@@ -250,15 +250,15 @@ func TestThrottle(t *testing.T) {
 
 	// An older count arriving late (another unit, merged after) does not
 	// replace the held one.
-	a.Announce(ctx, count("busy", BusyChannel+2))
-	a.Trailing(ctx, time.Now().Add(CountEvery))
+	a.announce(ctx, count("busy", BusyChannel+2))
+	a.trailing(ctx, time.Now().Add(CountEvery))
 	l.waitFor(t,
 		`pusher_internal:subscription_count busy {"subscription_count":101} v101`,
 		`pusher_internal:subscription_count busy {"subscription_count":103} v103`,
 		`pusher_internal:subscription_count calm {"subscription_count":1} v1`,
 		`pusher_internal:subscription_count calm {"subscription_count":2} v2`)
 
-	a.Trailing(ctx, time.Now().Add(3*CountEvery))
+	a.trailing(ctx, time.Now().Add(3*CountEvery))
 	a.mu.Lock()
 	require.Empty(t, a.counts, "quiet channels are forgotten")
 	a.mu.Unlock()
@@ -273,7 +273,7 @@ func TestWaitJoined(t *testing.T) {
 	// Joined but never confirmed: the bus is not running.
 	a.opts.Bus.Join("app", "news")
 	start := time.Now()
-	a.Announce(ctx, counts.Edges{App: "app", Channels: map[string]int64{"news": 1}})
+	a.announce(ctx, counts.Edges{App: "app", Channels: map[string]int64{"news": 1}})
 	require.GreaterOrEqual(t, time.Since(start), joinWait)
 	require.Less(t, time.Since(start), joinWait+time.Second)
 }
@@ -286,7 +286,7 @@ func TestPublishFailure(t *testing.T) {
 	failed := 0
 	a := newAnnouncer(t, rdb, Options{Timeout: 200 * time.Millisecond, OnPublishError: func() { failed++ }})
 	srv.Kill()
-	a.Announce(context.Background(), counts.Edges{App: "app", Channels: map[string]int64{"news": 1},
+	a.announce(context.Background(), counts.Edges{App: "app", Channels: map[string]int64{"news": 1},
 		Members: []counts.MemberEdge{{Channel: "presence-r", UserID: "u", Added: true}}})
 	require.Equal(t, 2, failed)
 }
@@ -332,8 +332,42 @@ func TestSignedInEdges(t *testing.T) {
 		t.Errorf("gate called for %s", ch)
 	}})
 	e := counts.Edges{App: "quiet", Members: []counts.MemberEdge{{Channel: ch, UserID: "u1", Added: true}, {Channel: ch, UserID: "u2"}}}
-	require.True(t, a.Wants(e))
-	a.Announce(ctx, e)
+	require.True(t, a.wants(e))
+	a.announce(ctx, e)
 	l.waitFor(t, "online #headcount-watch-user-u1 ", "offline #headcount-watch-user-u2 ")
 	require.Empty(t, hooks(t, rdb, "quiet"))
+}
+
+// TestFlushedRunDrain: what Flushed queues, Run announces in the order it
+// was queued (one channel's counts must not overtake each other), edges
+// that cause nothing are dropped, and Drain sends what is queued after
+// Run returned, as a stopping process does with its last flush.
+func TestFlushedRunDrain(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	l := listen(t, rdb, "app", "news")
+	a := newAnnouncer(t, rdb, Options{})
+	edge := func(n int64) counts.Edges {
+		return counts.Edges{App: "app", Channels: map[string]int64{"news": n}, Versions: map[string]int64{"news": n}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	var want []string
+	for n := int64(1); n <= 50; n++ {
+		a.Flushed(edge(n))
+		a.Flushed(counts.Edges{App: "quiet", Channels: map[string]int64{"news": n}}) // asks for no counts
+		want = append(want, protocol.EventSubscriptionCount+" news "+protocol.SubscriptionCountData(n)+" v"+strconv.FormatInt(n, 10))
+	}
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.Equal(l.got, want)
+	}, wait, tick, "want the 50 counts in order")
+	cancel()
+	<-done
+
+	a.Flushed(edge(51))
+	a.Drain(context.Background())
+	want = append(want, protocol.EventSubscriptionCount+" news "+protocol.SubscriptionCountData(51)+" v51")
+	l.waitFor(t, want...)
 }

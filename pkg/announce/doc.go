@@ -40,7 +40,10 @@
 //     Throttle holds back counts of busy channels (Pusher's documented
 //     rule), WaitJoined delays counts until the caller's own bus has
 //     joined the channels.
-//   - An Announcer is safe for concurrent use. Concurrent Announce calls
-//     may interleave their publishes; a caller that needs one order per
-//     channel (a wsnode) serializes its calls.
+//   - Count changes flow one way: a process hands each unit's edges to
+//     Flushed (a wsnode's Recorder as its OnFlushed, a cleaner after each
+//     reap), which queues them and returns at once; Run, on one goroutine,
+//     announces them in the order queued, so one channel's counts go out
+//     in order; Drain sends what is left at a stop. An Announcer is safe
+//     for concurrent use.
 package announce

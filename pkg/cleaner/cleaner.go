@@ -353,6 +353,16 @@ func (a *App) run(ctx context.Context) error {
 			return e.Run(ctx, func(ctx context.Context) { a.active(ctx, a.lease.Valid) })
 		}, func(error) { cancel() })
 	}
+	// Announcing has a goroutine of its own, as on a wsnode, so a slow bus
+	// never delays the next reap; what a reap queued before a stop still
+	// goes out, within a second.
+	g.Add(func() error {
+		a.ann.Run(ctx)
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+		defer dcancel()
+		a.ann.Drain(dctx)
+		return nil
+	}, func(error) { cancel() })
 	g.Add(func() error { a.watchRedis(ctx); return nil }, func(error) { cancel() })
 	if a.canary != nil {
 		// Held while passive too, so a cleaner that becomes active can
@@ -500,7 +510,7 @@ func (a *App) reap(ctx context.Context, app, node, reason string, age time.Durat
 	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
 	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "fields", reaped.Fields, "channels", len(reaped.Channels),
 		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
-	a.ann.Announce(ctx, reaped.Edges)
+	a.ann.Flushed(reaped.Edges)
 	return false, err
 }
 
@@ -511,7 +521,7 @@ func (a *App) finishReaps(ctx context.Context, app string) error {
 	for node, reaped := range done {
 		a.log.Info("drained a reap left half done or under way", "app", app, "node", node, "fields", reaped.Fields, "channels", len(reaped.Channels),
 			"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members))
-		a.ann.Announce(ctx, reaped.Edges)
+		a.ann.Flushed(reaped.Edges)
 	}
 	return err
 }

@@ -238,6 +238,7 @@ func TestReapAnnouncesMembersRemoved(t *testing.T) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, live.Heartbeat(ctx))
 		require.NoError(t, c.scan(ctx, func() bool { return true }))
+		c.ann.Drain(ctx) // what Run announces; scan alone only queues
 		n, _ := c.store.UserCount(ctx, "app", "presence-x")
 		return n == 1
 	}, 5*time.Second, 20*time.Millisecond)
@@ -291,6 +292,7 @@ func TestReapStartsAdmissionGrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		require.NoError(t, c.scan(ctx, func() bool { return true }))
+		c.ann.Drain(ctx) // what Run announces; scan alone only queues
 		n, _ := c.store.UserCount(ctx, "app", "presence-room")
 		return n == 0
 	}, 5*time.Second, 20*time.Millisecond, "the dead node was never reaped")

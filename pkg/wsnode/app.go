@@ -120,9 +120,9 @@ type App struct {
 	// woken is deliver's scratch list of the sockets it put on the ready
 	// list; the bus never calls deliver concurrently (fanout.Bus.Run).
 	woken []*socket
-	ann   *announcer
 	// announce says what count changes and gate calls cause (member
-	// events, subscription counts, webhooks, the gate's leaves).
+	// events, subscription counts, the gate's leaves): the recorder's
+	// flushes queue their edges on it, and Run announces them.
 	announce *announce.Announcer
 	// gate and waiters serve capacity-limited channels (admission.go).
 	gate    *admission.Gate
@@ -193,7 +193,6 @@ func New(opts Options) (_ *App, err error) {
 	a.store.SliceSize = cfg.SliceSize
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
 	a.cache = cache.New(a.rdb, cache.Options{Keyspace: ks, Registerer: a.reg})
-	a.ann = newAnnouncer(a)
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)
 	a.announce = a.newAnnounce()
@@ -306,7 +305,7 @@ func (a *App) newRecorder(reg prometheus.Registerer) *counts.Recorder {
 		Coalesce:   a.tun.coalesce,
 		Logger:     a.log,
 		Registerer: reg,
-		OnFlushed:  a.ann.flushed,
+		OnFlushed:  a.announce.Flushed,
 		LogEvents:  func(app string) eventlog.Spec { return webhook.LogSpec(a.cfg.Apps.ByID(app)) },
 		Liveness:   a.live,
 		Address:    a.advertised,
@@ -432,7 +431,7 @@ func (a *App) run(ctx context.Context) error {
 			a.log.Info("removed this node's counts", "node_id", a.cfg.NodeID)
 		}
 		// Announce the leaves (member_removed) to the other nodes.
-		a.ann.publishPending(rctx)
+		a.announce.Drain(rctx)
 		// The liveness subscription goes last: the cleaner could otherwise
 		// reap this node during its final flush and announce its leaves.
 		stopLive()
@@ -494,7 +493,7 @@ func (a *App) run(ctx context.Context) error {
 	}, func(error) { stopBus() })
 
 	g.Add(func() error {
-		a.ann.run(annCtx)
+		a.announce.Run(annCtx)
 		return nil
 	}, func(error) { stopAnn() })
 
