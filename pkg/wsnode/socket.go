@@ -68,7 +68,7 @@ type socket struct {
 	lastSeen atomic.Int64
 	// writeSince is the hub clock when the write in progress started, or 0.
 	writeSince atomic.Int64
-	// authBy is the hub clock by which a socket of an app that requires
+	// authBy is the time (Unix ms) by which a socket of an app that requires
 	// user authentication must be authorized (signed in, or subscribed to
 	// a private or presence channel), or 0 once it is or need not be.
 	authBy atomic.Int64
@@ -161,7 +161,10 @@ func (s *socket) open(r *http.Request) bool {
 	}
 	s.app.Store(app)
 	if app.EnableUserAuthentication {
-		s.authBy.Store(a.hub.now.Load() + a.cfg.UserAuthTimeout.Milliseconds())
+		// From the wall clock, not the hub's, which is as old as the last
+		// sweep and older when the sweeper waits for a core: the socket
+		// must not be closed before its whole timeout.
+		s.authBy.Store(time.Now().UnixMilli() + a.cfg.UserAuthTimeout.Milliseconds())
 	}
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
