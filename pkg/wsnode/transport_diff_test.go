@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -740,6 +741,24 @@ func transcribe(o serverOutput, readErr error, ses *session, notes []string) []s
 	return append(lines, "end: "+endOf(readErr))
 }
 
+// endsSilently requires that a transcript holds no frame after
+// connection_established and that the server ended the connection: what
+// the event loop answers where the goroutine transport has a known flaw.
+func endsSilently(t *testing.T, lines []string, flaw string) {
+	t.Helper()
+	var frames []string // what transcribe writes per frame, and a partial one
+	for _, l := range lines {
+		switch w, _, _ := strings.Cut(l, " "); {
+		case slices.Contains([]string{"text", "binary", "close", "ping", "pong", "cont", "trailing:"}, w), strings.HasPrefix(w, "op0x"):
+			frames = append(frames, l)
+		}
+	}
+	msg := "the event loop's answer where the goroutine transport's varies (%s):\n%s"
+	require.Len(t, frames, 1, msg, flaw, strings.Join(lines, "\n"))
+	require.Contains(t, frames[0], "pusher:connection_established", msg, flaw, strings.Join(lines, "\n"))
+	require.Equal(t, "end: closed", lines[len(lines)-1], msg, flaw, strings.Join(lines, "\n"))
+}
+
 // endOf says how the server's side of the connection ended.
 func endOf(err error) string {
 	var ne net.Error
@@ -779,8 +798,9 @@ type diffCase struct {
 	name string
 	st   clientStream
 	// flaw, when set, is why the oracle answers this stream differently
-	// from run to run: the case is skipped, and runs again when the
-	// flaw is fixed.
+	// from run to run (a difference wsnode's doc.go states): the event
+	// loop alone is checked, against the right answer, which is the end
+	// of the connection with no frame after connection_established.
 	flaw string
 }
 
@@ -1116,10 +1136,11 @@ func TestTransportsAgree(t *testing.T) {
 	wg.Wait()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.flaw != "" {
-				t.Skip(c.flaw)
-			}
 			w, g := strings.Join(want[i], "\n"), strings.Join(got[i], "\n")
+			if c.flaw != "" {
+				endsSilently(t, got[i], c.flaw)
+				return
+			}
 			assert.Equal(t, w, g, "the transports disagree (expected: goroutine, actual: eventloop)")
 			if testing.Verbose() {
 				t.Log("\n" + w)
