@@ -43,11 +43,13 @@
 //   - Both transports (--transport: the event loop, default on Linux, and
 //     a goroutine per socket on coder/websocket) answer the same client
 //     bytes with the same frames and close codes (TestTransportsAgree,
-//     FuzzTransports), but one: a connection that ends inside a message
-//     (a fragment left open, or a frame's payload cut short) ends with no
-//     frame on the event loop, while the goroutine transport may first
-//     answer the part as if it were the whole message (coder/websocket
-//     reads that EOF as the message's end; the answer races the teardown).
+//     FuzzTransports), with two exceptions. A connection that ends
+//     inside a message (a fragment left open, a payload cut short) ends
+//     with no frame on the event loop, while the goroutine transport may
+//     first answer the part as a whole message (coder/websocket reads
+//     that EOF as the message's end). And on either, the reply to a
+//     message that came in the same read as the close frame or the
+//     connection's end may be dropped: the close is answered at once.
 //     Both handle a socket's messages one at a time, in order, off the
 //     loop: a handler waiting on Redis holds up no other socket. On the
 //     event loop an idle socket holds no goroutine and no buffer
