@@ -23,7 +23,7 @@ import (
 
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
@@ -233,14 +233,14 @@ func TestSocketCapUnderLowFileLimit(t *testing.T) {
 	defer probe.CloseNow()
 	_, _, err = probe.Read(ctx) // connection_established
 	require.NoError(t, err)
-	var idle []*wstest.Conn
+	var idle []*wsclient.Conn
 	defer func() {
 		for _, c := range idle {
 			_ = c.Close()
 		}
 	}()
 	for range n.maxSockets - 1 {
-		c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+		c, err := wsclient.Dial(n.addr, "/app/app-key?protocol=7")
 		require.NoError(t, err, "socket %d of %d", len(idle)+2, n.maxSockets)
 		idle = append(idle, c)
 	}
@@ -278,7 +278,7 @@ func TestSocketCapUnderLowFileLimit(t *testing.T) {
 	// A place freed is a place taken.
 	require.NoError(t, idle[0].Close())
 	require.Eventually(t, func() bool {
-		c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+		c, err := wsclient.Dial(n.addr, "/app/app-key?protocol=7")
 		if err != nil {
 			return false
 		}
@@ -327,7 +327,7 @@ func TestAcceptBacksOffWhenOutOfFiles(t *testing.T) {
 
 	closeAll()
 	require.Eventually(t, func() bool { s, _ := n.get("/readyz"); return s == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
-	c, err := wstest.Dial(n.addr, "/app/app-key?protocol=7")
+	c, err := wsclient.Dial(n.addr, "/app/app-key?protocol=7")
 	require.NoError(t, err)
 	_ = c.Close()
 }

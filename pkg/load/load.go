@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/clock"
 )
@@ -38,7 +38,7 @@ type run struct {
 }
 
 type sock struct {
-	c      *wstest.Conn
+	c      *wsclient.Conn
 	closed atomic.Bool
 }
 
@@ -184,7 +184,7 @@ func (r *run) channelOf(i int) (ch string, presence bool) {
 // It returns nil if the socket failed (counted).
 func (r *run) open(i int) *sock {
 	t0 := time.Now()
-	c, err := wstest.DialWith(r.dialers[i%len(r.dialers)], r.cfg.WS[i%len(r.cfg.WS)], "/app/"+r.cfg.Key+"?protocol=7&client=hcload&version=1")
+	c, err := wsclient.DialWith(r.dialers[i%len(r.dialers)], r.cfg.WS[i%len(r.cfg.WS)], "/app/"+r.cfg.Key+"?protocol=7&client=hcload&version=1")
 	if err != nil {
 		r.connErr.Add(1)
 		return nil

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 
@@ -144,7 +144,7 @@ func TestFrontLenientHeads(t *testing.T) {
 			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode, "%q", head)
 			// RFC 6455's example key.
 			require.Equal(t, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", resp.Header.Get("Sec-WebSocket-Accept"))
-			r := &rawConn{wstest.NewConn(c, br)}
+			r := &rawConn{wsclient.NewConn(c, br)}
 			require.Equal(t, hello, r.read(t))
 		}
 	})
@@ -175,14 +175,14 @@ func TestFrontEarlyBytes(t *testing.T) {
 				require.NoError(t, err)
 				defer c.Close()
 				head := "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n"
-				_, err = c.Write(append([]byte(head), append(wstest.TextFrame("one"), wstest.TextFrame("two")...)...))
+				_, err = c.Write(append([]byte(head), append(wsclient.TextFrame("one"), wsclient.TextFrame("two")...)...))
 				require.NoError(t, err)
 				br := bufio.NewReader(c)
 				resp, err := http.ReadResponse(br, nil)
 				require.NoError(t, err)
 				_ = resp.Body.Close() // a 101 has no body: the socket's frames follow
 				require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-				r := &rawConn{wstest.NewConn(c, br)}
+				r := &rawConn{wsclient.NewConn(c, br)}
 				require.Equal(t, hello, r.read(t))
 				require.Equal(t, "one", r.read(t))
 				require.Equal(t, "two", r.read(t))
@@ -382,7 +382,7 @@ func TestFrontHeadEdges(t *testing.T) {
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-			require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))
+			require.Equal(t, hello, (&rawConn{wsclient.NewConn(c, br)}).read(t))
 		})
 		pad := func(size int) string {
 			head := "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "X-Pad: "
@@ -421,7 +421,7 @@ func TestFrontHeadEdges(t *testing.T) {
 			defer resp.Body.Close()
 			require.Equal(t, tc.status, resp.StatusCode)
 			if tc.status == http.StatusSwitchingProtocols {
-				require.Equal(t, hello, (&rawConn{wstest.NewConn(c, br)}).read(t))
+				require.Equal(t, hello, (&rawConn{wsclient.NewConn(c, br)}).read(t))
 			} else {
 				_, _ = io.Copy(io.Discard, resp.Body)
 			}

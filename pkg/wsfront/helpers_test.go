@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -140,18 +140,18 @@ func (tf *testFront) refusals(r wsfront.Reason) int {
 // response; the front closes the connection after anything but a 101.
 func rawRequest(t *testing.T, f *testFront, head string) (*http.Response, string) {
 	t.Helper()
-	resp, body, err := wstest.Request(f.Addr(), head, wait)
+	resp, body, err := wsclient.Request(f.Addr(), head, wait)
 	require.NoError(t, err, "the body ends where Content-Length says")
 	return resp, body
 }
 
 // rawConn is an upgraded client connection on a bare net.Conn.
-type rawConn struct{ *wstest.Conn }
+type rawConn struct{ *wsclient.Conn }
 
 // dialRaw upgrades path on a fresh connection to f.
 func dialRaw(t *testing.T, f *testFront) *rawConn {
 	t.Helper()
-	c, err := wstest.Dial(f.Addr(), path)
+	c, err := wsclient.Dial(f.Addr(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return &rawConn{c}

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/evloop"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -24,7 +24,7 @@ import (
 // of them counts in Open, and every place is given back when they end.
 func TestLoopFrontCapLingering(t *testing.T) {
 	f := serveLoop(t, wsfront.Options{MaxConns: 1}, echoUpgrade)
-	a, err := wstest.Dial(f.Addr(), path)
+	a, err := wsclient.Dial(f.Addr(), path)
 	require.NoError(t, err)
 	defer a.Close()
 	const refused = 24 // more than refusingAtOnce (16)
@@ -59,7 +59,7 @@ func TestLoopFrontShutdownAndClose(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- f.Serve() }()
 
-	up, err := wstest.Dial(f.Addr(), path)
+	up, err := wsclient.Dial(f.Addr(), path)
 	require.NoError(t, err)
 	defer up.Close()
 	got, err := up.Read(wait)
@@ -111,8 +111,8 @@ func TestLoopFrontEarlyBytesInOrder(t *testing.T) {
 	c, err := net.Dial("tcp", f.Addr())
 	require.NoError(t, err)
 	defer c.Close()
-	two := wstest.TextFrame("two")
-	first := append([]byte(upgradeHead), wstest.TextFrame("one")...)
+	two := wsclient.TextFrame("two")
+	first := append([]byte(upgradeHead), wsclient.TextFrame("one")...)
 	first = append(first, two[:4]...)
 	_, err = c.Write(first)
 	require.NoError(t, err)
@@ -122,9 +122,9 @@ func TestLoopFrontEarlyBytesInOrder(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	require.Equal(t, int64(len(first)-len(upgradeHead)), early.Load(), "the bytes behind the head came as early")
-	_, err = c.Write(append(two[4:], wstest.TextFrame("three")...))
+	_, err = c.Write(append(two[4:], wsclient.TextFrame("three")...))
 	require.NoError(t, err)
-	r := &rawConn{wstest.NewConn(c, br)}
+	r := &rawConn{wsclient.NewConn(c, br)}
 	for _, want := range []string{hello, "one", "two", "three"} {
 		require.Equal(t, want, r.read(t))
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
@@ -227,7 +227,7 @@ func TestFrameFloodIsClosed(t *testing.T) {
 	const flood = 5000
 	var b []byte
 	for range flood {
-		b = append(b, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+		b = append(b, wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
 	}
 	_, err := c.Write(b)
 	require.NoError(t, err)
@@ -270,15 +270,15 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 	ud := `{"id":"7"}`
 	b, err := json.Marshal(map[string]any{"event": "pusher:signin", "data": map[string]string{"user_data": ud, "auth": signKey(wideKey, id+"::user::"+ud)}})
 	require.NoError(t, err)
-	burst := wstest.TextFrame(string(b))
+	burst := wsclient.TextFrame(string(b))
 	for i := range channels {
-		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
+		burst = append(burst, wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
 	}
 	for i := range channels {
-		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:unsubscribe","data":{"channel":"c%d"}}`, i))...)
-		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
+		burst = append(burst, wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:unsubscribe","data":{"channel":"c%d"}}`, i))...)
+		burst = append(burst, wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d"}}`, i))...)
 	}
-	burst = append(burst, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	burst = append(burst, wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
 	_, err = c.Write(burst)
 	require.NoError(t, err)
 	succeeded := 0
@@ -330,7 +330,7 @@ func subscribeBurst(t *testing.T, c *rawConn, prefix string, channels int) (succ
 	t.Helper()
 	var burst []byte
 	for i := range channels {
-		burst = append(burst, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"%s%d"}}`, prefix, i))...)
+		burst = append(burst, wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"%s%d"}}`, prefix, i))...)
 	}
 	_, err := c.Write(burst)
 	require.NoError(t, err)
@@ -401,7 +401,7 @@ func TestAppChannelLimit(t *testing.T) {
 	for i := range conns {
 		conns[i], _ = nodes[i%2].connectRaw(t, fewKey)
 		for j := range 2 {
-			burst[i] = append(burst[i], wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d-%d"}}`, i, j))...)
+			burst[i] = append(burst[i], wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"auth":"","channel":"c%d-%d"}}`, i, j))...)
 		}
 	}
 	// Each node shares the room among the nodes that have written counts
@@ -545,7 +545,7 @@ func TestChannelMemory(t *testing.T) {
 		for j := range perSocket {
 			ch := fmt.Sprintf("measure-%05d-%06d", i, j)
 			want[ch] = 1
-			burst = append(burst, wstest.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)...)
+			burst = append(burst, wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)...)
 		}
 		_, err := c.Write(burst)
 		require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/config"
 )
 
@@ -45,7 +45,7 @@ func TestDisconnectsByCloseCode(t *testing.T) {
 
 			bad := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 			bad.read(t) // connection_established
-			_, err := bad.Write(wstest.TextFrame("\xff\xfe"))
+			_, err := bad.Write(wsclient.TextFrame("\xff\xfe"))
 			require.NoError(t, err)
 			ended("1007")
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/config"
 )
 
@@ -18,7 +18,7 @@ import (
 // response; the front closes the connection after anything but a 101.
 func rawRequest(t *testing.T, n *testNode, head string) (*http.Response, string) {
 	t.Helper()
-	resp, body, err := wstest.Request(n.Addr(), head, wait)
+	resp, body, err := wsclient.Request(n.Addr(), head, wait)
 	require.NoError(t, err, "the body ends where Content-Length says")
 	return resp, body
 }

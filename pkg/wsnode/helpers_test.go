@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
@@ -311,9 +311,9 @@ func requireAppCounts(t *testing.T, n *testNode, app string, want map[string]int
 	}, wait, tick)
 }
 
-// rawConn is a WebSocket client on a bare net.Conn (wstest.Conn): it
+// rawConn is a WebSocket client on a bare net.Conn (wsclient.Conn): it
 // starts no goroutines, so goroutine counts measure the server alone.
-type rawConn struct{ *wstest.Conn }
+type rawConn struct{ *wsclient.Conn }
 
 func dialRaw(t *testing.T, addr, path string) *rawConn {
 	t.Helper()
@@ -329,7 +329,7 @@ func dialRawWith(t *testing.T, d *net.Dialer, addr, path string) *rawConn {
 // client's first frames, in the same write.
 func dialRawSending(t *testing.T, d *net.Dialer, addr, path string, early []byte) *rawConn {
 	t.Helper()
-	c, err := wstest.DialSending(d, addr, path, early)
+	c, err := wsclient.DialSending(d, addr, path, early)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return &rawConn{c}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 )
@@ -71,7 +71,7 @@ func TestUnknownKeyFlood(t *testing.T) {
 	var refused atomic.Int64
 	for i := range flood {
 		wg.Go(func() {
-			c, err := wstest.Dial(n.Addr(), fmt.Sprintf("/app/flood-%d?protocol=7", i))
+			c, err := wsclient.Dial(n.Addr(), fmt.Sprintf("/app/flood-%d?protocol=7", i))
 			if err != nil {
 				t.Errorf("dial: %v", err)
 				return

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -43,7 +43,7 @@ func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 		// Long names (200 is the limit) make the replies outgrow the
 		// kernel's buffers, so the node's writer has to wait for the reader.
 		ch := fmt.Sprintf("burst-%04d-%s", i, strings.Repeat("x", 189))
-		burst.Write(wstest.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"` + ch + `"}}`))
+		burst.Write(wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"auth":"","channel":"` + ch + `"}}`))
 		want[ch] = 1
 	}
 	// The whole burst is sent before anything is read (the node may stop
@@ -79,7 +79,7 @@ func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
 	c.send(t, `{"event":"pusher:subscribe","data":{"auth":"","channel":"pings"}}`)
 	n.requireCounts(t, map[string]int64{"pings": 1})
 
-	ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
+	ping := wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)
 	pings := bytes.Repeat(ping, 1000)
 	deadline := time.Now().Add(wait)
 	var err error

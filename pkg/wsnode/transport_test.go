@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/fanout"
 )
 
@@ -69,9 +69,9 @@ func TestAFloodBehindAWaitingHandlerIsReadInOrder(t *testing.T) {
 	require.Contains(t, c.read(t), "pusher:connection_established")
 
 	const pings = 12000 // 12,000 x 35 bytes: more than a loop holds for one socket (inboxLimit)
-	flood := wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"cache-flood"}}`)
+	flood := wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"cache-flood"}}`)
 	for range pings {
-		flood = append(flood, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+		flood = append(flood, wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
 	}
 	pauseRedis(t, n, time.Second)
 	written := make(chan error, 1)
@@ -163,9 +163,9 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 	start := time.Now()
 	var frames []byte
 	for i := range burst {
-		frames = append(frames, wstest.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"fresh-%d"}}`, i))...)
+		frames = append(frames, wsclient.TextFrame(fmt.Sprintf(`{"event":"pusher:subscribe","data":{"channel":"fresh-%d"}}`, i))...)
 	}
-	frames = append(frames, wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
+	frames = append(frames, wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)...)
 	_, err := c.Write(frames)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -234,7 +234,7 @@ func TestAMixedBurstIsAnsweredInOrder(t *testing.T) {
 	}
 	var frames []byte
 	for _, m := range sends {
-		frames = append(frames, wstest.TextFrame(m)...)
+		frames = append(frames, wsclient.TextFrame(m)...)
 	}
 	pauseRedis(t, n, 300*time.Millisecond)
 	_, err := c.Write(frames)

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsnode"
@@ -43,8 +43,8 @@ func TestHandshake(t *testing.T) {
 // and must not be lost on the way.
 func TestFramesBehindHandshake(t *testing.T) {
 	n := startNode(t).run(t)
-	early := append(wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
-		wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
+	early := append(wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
+		wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
 	c := dialRawSending(t, &net.Dialer{}, n.Addr(), "/app/"+appKey+pusherJSQuery, early)
 	require.Contains(t, c.read(t), "pusher:connection_established")
 	require.Contains(t, c.read(t), `"channel":"early-1"`)
@@ -63,7 +63,7 @@ func TestFramesHoweverTheyArrive(t *testing.T) {
 
 	var three []byte
 	for range 3 {
-		three = append(three, wstest.TextFrame(ping)...)
+		three = append(three, wsclient.TextFrame(ping)...)
 	}
 	_, err := c.Write(three)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestFramesHoweverTheyArrive(t *testing.T) {
 		require.Equal(t, pong, c.read(t))
 	}
 
-	for _, b := range wstest.TextFrame(ping) {
+	for _, b := range wsclient.TextFrame(ping) {
 		_, err := c.Write([]byte{b})
 		require.NoError(t, err)
 		time.Sleep(time.Millisecond)
@@ -79,7 +79,7 @@ func TestFramesHoweverTheyArrive(t *testing.T) {
 	require.Equal(t, pong, c.read(t))
 
 	large := `{"event":"pusher:ping","data":{"pad":"` + strings.Repeat("x", 5000) + `"}}`
-	_, err = c.Write(append(wstest.TextFrame(large), wstest.TextFrame(ping)...))
+	_, err = c.Write(append(wsclient.TextFrame(large), wsclient.TextFrame(ping)...))
 	require.NoError(t, err)
 	require.Equal(t, pong, c.read(t))
 	require.Equal(t, pong, c.read(t))

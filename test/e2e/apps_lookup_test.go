@@ -11,7 +11,7 @@ import (
 
 	"github.com/headcount/headcount/internal/dbtest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 )
 
 // TestNewAppServedAtFirstClient: an app written to the apps' source is
@@ -83,7 +83,7 @@ func TestNewAppServedAtFirstClient(t *testing.T) {
 
 			add("app-2", "key-2", "secret-2")
 			// Once each, no retry: pusher-js does not retry a 4001.
-			c, err := wstest.Dial(ws.addr, "/app/key-2?protocol=7")
+			c, err := wsclient.Dial(ws.addr, "/app/key-2?protocol=7")
 			if err != nil {
 				t.Fatal(err)
 			}

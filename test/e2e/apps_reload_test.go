@@ -14,7 +14,7 @@ import (
 
 	"github.com/headcount/headcount/internal/appstest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 )
 
@@ -163,7 +163,7 @@ func TestAppsReloadLive(t *testing.T) {
 	vol.Write(appsJSON(t, busy, calm, fresh, rot))
 	for _, addr := range []string{a.addr, b.addr} {
 		waitFor(t, 5*time.Second, "the old key refused on "+addr, func() bool {
-			c, err := wstest.Dial(addr, "/app/rot-old?protocol=7")
+			c, err := wsclient.Dial(addr, "/app/rot-old?protocol=7")
 			if err != nil {
 				return false
 			}
@@ -182,7 +182,7 @@ func TestAppsReloadLive(t *testing.T) {
 
 // appSock is a raw socket and the socket id it was given.
 type appSock struct {
-	*wstest.Conn
+	*wsclient.Conn
 	id string
 }
 
@@ -193,7 +193,7 @@ func dialApp(t *testing.T, addr, key string) *appSock {
 	var last string
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := wstest.Dial(addr, "/app/"+key+"?protocol=7")
+		c, err := wsclient.Dial(addr, "/app/"+key+"?protocol=7")
 		if err != nil {
 			t.Fatal(err)
 		}

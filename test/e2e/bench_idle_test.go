@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 )
 
 // idleConns are sockets the idle-memory benchmarks hold open: bare file
@@ -55,7 +55,7 @@ func (c *idleConns) keepAlive(b testing.TB) {
 	}
 	go func() {
 		defer close(stopped)
-		ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
+		ping := wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)
 		buf := make([]byte, 512)
 		tick := time.NewTicker(5 * time.Second)
 		defer tick.Stop()
@@ -233,7 +233,7 @@ func dialIdle(src [4]byte, dst *net.TCPAddr, addr, channel string, buf []byte) (
 	if !bytes.HasPrefix(buf[:got], []byte("HTTP/1.1 101 ")) {
 		return fail(fmt.Errorf("handshake answered %q", buf[:min(got, 40)]))
 	}
-	if err := writeAll(fd, wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"`+channel+`"}}`)); err != nil {
+	if err := writeAll(fd, wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"`+channel+`"}}`)); err != nil {
 		return fail(err)
 	}
 	if _, err := readUntil(fd, buf, 0, "subscription_succeeded"); err != nil {

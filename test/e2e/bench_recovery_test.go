@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/counts"
 )
 
@@ -130,7 +130,7 @@ func startDefault(b *testing.B, name, bin string, args ...string) node {
 
 // openSubscribed opens a socket subscribed to channel, closed when b ends.
 func openSubscribed(b testing.TB, addr, channel string) {
-	c, err := wstest.Dial(addr, "/app/"+e2eAppKey+"?protocol=7")
+	c, err := wsclient.Dial(addr, "/app/"+e2eAppKey+"?protocol=7")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -180,14 +180,14 @@ func BenchmarkPublishLatency(b *testing.B) {
 		waitReady(b, p, admin)
 		nodes = append(nodes, addr)
 	}
-	var conns []*wstest.Conn
+	var conns []*wsclient.Conn
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
 	for i := range n {
-		c, err := wstest.Dial(nodes[i%2], "/app/app-key?protocol=7")
+		c, err := wsclient.Dial(nodes[i%2], "/app/app-key?protocol=7")
 		if err != nil {
 			b.Fatalf("socket %d: %v", i, err)
 		}

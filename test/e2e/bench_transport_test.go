@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/internal/proctest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/load"
@@ -91,11 +91,11 @@ func BenchmarkTransport(b *testing.B) {
 	sockets := envInt("HC_TRANSPORT_SOCKETS", 1000)
 	frames := envInt("HC_TRANSPORT_FRAMES", 100000)
 	proctest.RaiseFileLimit(b, sockets+300)
-	ping := wstest.TextFrame(`{"event":"pusher:ping","data":{}}`)
+	ping := wsclient.TextFrame(`{"event":"pusher:ping","data":{}}`)
 
 	byTransport(b, "frame-cpu-ping", func(b *testing.B, c cluster) []peerMetric {
 		conns := dialConns(b, c.ws[0], sockets)
-		return frameCPU(b, c, frames, 1, func(_ int, c *wstest.Conn) error {
+		return frameCPU(b, c, frames, 1, func(_ int, c *wsclient.Conn) error {
 			return roundTrip(c, ping, "pusher:pong")
 		}, nil, conns)
 	})
@@ -105,16 +105,16 @@ func BenchmarkTransport(b *testing.B) {
 		sub, unsub := make([][]byte, 100), make([][]byte, 100)
 		for i := range sub {
 			ch := `"tx-` + strconv.Itoa(i) + `"`
-			sub[i] = wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":` + ch + `}}`)
-			unsub[i] = wstest.TextFrame(`{"event":"pusher:unsubscribe","data":{"channel":` + ch + `}}`)
+			sub[i] = wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":` + ch + `}}`)
+			unsub[i] = wsclient.TextFrame(`{"event":"pusher:unsubscribe","data":{"channel":` + ch + `}}`)
 		}
-		return frameCPU(b, c, frames, 2, func(i int, c *wstest.Conn) error {
+		return frameCPU(b, c, frames, 2, func(i int, c *wsclient.Conn) error {
 			if err := roundTrip(c, sub[i%100], "subscription_succeeded"); err != nil {
 				return err
 			}
 			_, err := c.Write(unsub[i%100])
 			return err
-		}, func(c *wstest.Conn) error { return roundTrip(c, ping, "pusher:pong") }, conns)
+		}, func(c *wsclient.Conn) error { return roundTrip(c, ping, "pusher:pong") }, conns)
 	})
 
 	byTransport(b, "counted", func(b *testing.B, c cluster) []peerMetric {
@@ -131,7 +131,7 @@ func BenchmarkTransport(b *testing.B) {
 		const blocked, pause = 100, 2 * time.Second
 		pingers := dialConns(b, c.ws[0], sockets)
 		blockers := dialConns(b, c.ws[0], blocked)
-		pingOp := func(_ int, c *wstest.Conn) error { return roundTrip(c, ping, "pusher:pong") }
+		pingOp := func(_ int, c *wsclient.Conn) error { return roundTrip(c, ping, "pusher:pong") }
 		before, _ := opLoop(pingers, 1<<30, time.Now().Add(pause*9/10), pingOp)
 		if err := c.rdb.Do(context.Background(), "CLIENT", "PAUSE", strconv.Itoa(int(pause/time.Millisecond)), "ALL").Err(); err != nil {
 			b.Fatal(err)
@@ -144,7 +144,7 @@ func BenchmarkTransport(b *testing.B) {
 			wg.Go(func() {
 				// The subscribe's handler reads the channel's cached event
 				// from Redis before it answers with it or pusher:cache_miss.
-				err := roundTrip(bc, wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"cache-block-`+strconv.Itoa(i)+`"}}`), "pusher:cache_miss")
+				err := roundTrip(bc, wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"cache-block-`+strconv.Itoa(i)+`"}}`), "pusher:cache_miss")
 				if err != nil {
 					errs <- err
 					return
@@ -240,9 +240,9 @@ func byTransport(b *testing.B, measure string, run func(b *testing.B, c cluster)
 
 // dialConns opens n sockets to addr, each past pusher:connection_established,
 // 16 at a time; they close when b ends.
-func dialConns(b *testing.B, addr string, n int) []*wstest.Conn {
+func dialConns(b *testing.B, addr string, n int) []*wsclient.Conn {
 	b.Helper()
-	conns := make([]*wstest.Conn, n)
+	conns := make([]*wsclient.Conn, n)
 	b.Cleanup(func() {
 		for _, c := range conns {
 			if c != nil {
@@ -256,7 +256,7 @@ func dialConns(b *testing.B, addr string, n int) []*wstest.Conn {
 	for range 16 {
 		wg.Go(func() {
 			for i := range next {
-				c, err := wstest.Dial(addr, "/app/"+e2eAppKey+"?protocol=7")
+				c, err := wsclient.Dial(addr, "/app/"+e2eAppKey+"?protocol=7")
 				if err == nil {
 					conns[i] = c
 					_, err = c.Read(10 * time.Second)
@@ -279,7 +279,7 @@ func dialConns(b *testing.B, addr string, n int) []*wstest.Conn {
 }
 
 // roundTrip writes frame to c and reads frames until one holds want.
-func roundTrip(c *wstest.Conn, frame []byte, want string) error {
+func roundTrip(c *wsclient.Conn, frame []byte, want string) error {
 	if _, err := c.Write(frame); err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func roundTrip(c *wstest.Conn, frame []byte, want string) error {
 // frameWorkers workers, worker w on sockets w, w+frameWorkers, ... in
 // turn, and returns each op's duration. op's i is the op's number on its
 // socket's worker.
-func opLoop(conns []*wstest.Conn, ops int, deadline time.Time, op func(i int, c *wstest.Conn) error) ([]time.Duration, error) {
+func opLoop(conns []*wsclient.Conn, ops int, deadline time.Time, op func(i int, c *wsclient.Conn) error) ([]time.Duration, error) {
 	var lat latencies
 	var failed atomic.Value
 	var wg sync.WaitGroup
@@ -331,7 +331,7 @@ func opLoop(conns []*wstest.Conn, ops int, deadline time.Time, op func(i int, c 
 // frameCPU runs ops of perOp frames each (frames in all) over conns, then
 // last on every socket if not nil (its frames counted too), and reports
 // the node's CPU time per 1,000 frames, the ops' p50/p99 and frames/s.
-func frameCPU(b *testing.B, c cluster, frames, perOp int, op func(i int, c *wstest.Conn) error, last func(c *wstest.Conn) error, conns []*wstest.Conn) []peerMetric {
+func frameCPU(b *testing.B, c cluster, frames, perOp int, op func(i int, c *wsclient.Conn) error, last func(c *wsclient.Conn) error, conns []*wsclient.Conn) []peerMetric {
 	b.Helper()
 	pid := c.nodes[0].cmd.Process.Pid
 	cpu0, start := procCPU(b, pid), time.Now()
@@ -383,8 +383,8 @@ func slowReader(b *testing.B, c cluster, subscribers int) []peerMetric {
 		baseline            = 5 * time.Second
 		giveUp              = 30 * time.Second
 	)
-	subscribe := func(c *wstest.Conn, ch string) {
-		if err := roundTrip(c, wstest.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"`+ch+`"}}`), "subscription_succeeded"); err != nil {
+	subscribe := func(c *wsclient.Conn, ch string) {
+		if err := roundTrip(c, wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"`+ch+`"}}`), "subscription_succeeded"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -264,7 +264,7 @@ type chaosSlot struct {
 
 // chaosSock is one client socket; its confirmed subscriptions are the truth.
 type chaosSock struct {
-	c      *wstest.Conn
+	c      *wsclient.Conn
 	slot   *chaosSlot
 	id     string // socket_id, set before the socket joins the truth
 	user   string
@@ -498,7 +498,7 @@ func (c *chaos) open(slot *chaosSlot, addr string, rng *rand.Rand, presence bool
 // dial opens one socket on slot, as one of 20 users, and adds it to the
 // truth once the server established it; nil if it did not.
 func (c *chaos) dial(slot *chaosSlot, addr string, rng *rand.Rand) *chaosSock {
-	conn, err := wstest.Dial(addr, "/app/app-key?protocol=7")
+	conn, err := wsclient.Dial(addr, "/app/app-key?protocol=7")
 	if err != nil {
 		c.t.Logf("chaos: dial %s: %v", slot.name, err)
 		return nil

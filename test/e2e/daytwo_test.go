@@ -14,7 +14,7 @@ import (
 
 	"github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 )
 
 // Helpers of the day-two procedure tests (docs/OPERATIONS.md, "Day two"):
@@ -150,7 +150,7 @@ type fleet struct {
 	mu       sync.Mutex
 	clients  int
 	socks    []*fleetSock
-	open     map[*wstest.Conn]struct{}
+	open     map[*wsclient.Conn]struct{}
 	problems []string
 }
 
@@ -172,7 +172,7 @@ type fleetSock struct {
 
 // startFleet starts n clients; they stop when the test ends.
 func startFleet(t testing.TB, addr, key string, n int, channels ...string) *fleet {
-	f := &fleet{t: t, addr: addr, key: key, channels: channels, open: map[*wstest.Conn]struct{}{}}
+	f := &fleet{t: t, addr: addr, key: key, channels: channels, open: map[*wsclient.Conn]struct{}{}}
 	t.Cleanup(f.stop)
 	f.grow(n)
 	return f
@@ -209,7 +209,7 @@ func (f *fleet) problem(format string, args ...any) {
 // session holds one socket until it ends and returns its close code (0 if
 // it was cut or never opened).
 func (f *fleet) session(i int) int {
-	c, err := wstest.Dial(f.addr, "/app/"+f.key+"?protocol=7&client=js&version=8.4.0&flash=false")
+	c, err := wsclient.Dial(f.addr, "/app/"+f.key+"?protocol=7&client=js&version=8.4.0&flash=false")
 	if err != nil {
 		f.problem("client %d: connect: %v", i, err)
 		return 0

@@ -18,7 +18,7 @@ import (
 
 	"github.com/headcount/headcount/internal/appstest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wstest"
+	"github.com/headcount/headcount/internal/wsclient"
 )
 
 // keyPair is one key and secret of an app.
@@ -77,7 +77,7 @@ func (b *rotationBackend) run() {
 
 func (b *rotationBackend) once(i int) error {
 	addr, key, sdk := b.nodes[i%len(b.nodes)], b.clientKey(), b.sdk()
-	c, err := wstest.Dial(addr, "/app/"+key+"?protocol=7&client=js&version=8.4.0&flash=false")
+	c, err := wsclient.Dial(addr, "/app/"+key+"?protocol=7&client=js&version=8.4.0&flash=false")
 	if err != nil {
 		return fmt.Errorf("connect to %s with key %s: %w", addr, key, err)
 	}
@@ -111,7 +111,7 @@ func (b *rotationBackend) waitRounds(t *testing.T, n int64) {
 
 // establishedID reads the socket's connection_established and returns its
 // socket_id.
-func establishedID(c *wstest.Conn) (string, error) {
+func establishedID(c *wsclient.Conn) (string, error) {
 	msg, err := c.Read(5 * time.Second)
 	if err != nil {
 		return "", err
@@ -130,7 +130,7 @@ func establishedID(c *wstest.Conn) (string, error) {
 // subscribeAuthorized subscribes c (socket id) to the private channel ch
 // with the authorization sdk signs, as an application server's auth
 // endpoint does, and waits for subscription_succeeded.
-func subscribeAuthorized(c *wstest.Conn, sdk *pusher.Client, id, ch string) error {
+func subscribeAuthorized(c *wsclient.Conn, sdk *pusher.Client, id, ch string) error {
 	body, err := sdk.AuthorizePrivateChannel([]byte(url.Values{"socket_id": {id}, "channel_name": {ch}}.Encode()))
 	if err != nil {
 		return fmt.Errorf("authorize %s: %w", ch, err)
@@ -259,7 +259,7 @@ func TestSecretRotationWithoutAGap(t *testing.T) {
 	// A socket that connects with the old key before the rotation and
 	// stays: each phase it subscribes anew, authorized by the server's pair
 	// of the moment.
-	veteran, err := wstest.Dial(a.addr, "/app/"+old.key+"?protocol=7")
+	veteran, err := wsclient.Dial(a.addr, "/app/"+old.key+"?protocol=7")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = veteran.Close() })
 	veteranID, err := establishedID(veteran)
@@ -338,7 +338,7 @@ func TestSecretRotationWithoutAGap(t *testing.T) {
 	// The old pair is gone: a new socket with its key gets 4001, the HTTP
 	// API refuses its signature.
 	for _, addr := range []string{a.addr, b.addr} {
-		c, err := wstest.Dial(addr, "/app/"+old.key+"?protocol=7")
+		c, err := wsclient.Dial(addr, "/app/"+old.key+"?protocol=7")
 		require.NoError(t, err)
 		msg, _ := c.Read(2 * time.Second)
 		_ = c.Close()

@@ -1,4 +1,4 @@
-package wstest
+package wsclient
 
 import (
 	"bufio"
