@@ -25,14 +25,9 @@ import (
 func TestWatchBrokenPathReapsNobody(t *testing.T) {
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
-	done := make(chan struct{})
-	mux := http.NewServeMux()
-	mux.Handle("/liveness", lifecycle.LivenessHandler(done))
-	admin, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.AdminTimeouts)
-	require.NoError(t, err)
-	go func() { _ = admin.Serve() }()
-	t.Cleanup(func() { close(done); admin.Close() })
-	proxy := redistest.NewProxy(t, admin.Addr())
+	adminAddr, stopAdmin := livenessPort(t)
+	t.Cleanup(stopAdmin)
+	proxy := redistest.NewProxy(t, adminAddr)
 
 	opts, err := redis.ParseURL(srv.URL())
 	require.NoError(t, err)
@@ -75,18 +70,13 @@ func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
 	opts, err := redis.ParseURL(srv.URL())
 	require.NoError(t, err)
 	start := func() (*liveNode, func()) {
-		done := make(chan struct{})
-		mux := http.NewServeMux()
-		mux.Handle("/liveness", lifecycle.LivenessHandler(done))
-		admin, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.AdminTimeouts)
-		require.NoError(t, err)
-		go func() { _ = admin.Serve() }()
+		adminAddr, stopAdmin := livenessPort(t)
 		rdb := redis.NewClient(opts)
 		t.Cleanup(func() { _ = rdb.Close() })
-		n := startLiveNodeAt(t, rdb, "node", 50*time.Millisecond, true, admin.Addr())
+		n := startLiveNodeAt(t, rdb, "node", 50*time.Millisecond, true, adminAddr)
 		var once sync.Once
 		kill := func() { // as a SIGKILL: every connection closes at once
-			once.Do(func() { n.stopLive(); n.stopRec(); close(done); admin.Close() })
+			once.Do(func() { n.stopLive(); n.stopRec(); stopAdmin() })
 		}
 		t.Cleanup(kill)
 		return n, kill
@@ -123,4 +113,19 @@ func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
 	killSecond()
 	require.Eventually(t, func() bool { return watchReaps() == 2 }, 10*time.Second, 5*time.Millisecond, "the restarted process's death was not found by its watch")
 	require.Zero(t, channelsOf(t, store)["room"])
+}
+
+// livenessPort serves GET /liveness as a wsnode's admin port does, on a
+// free loopback port; stop ends every watch held on it and closes the
+// port, as the node's death would.
+func livenessPort(t *testing.T) (addr string, stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("/liveness", lifecycle.LivenessHandler(done))
+	admin, err := lifecycle.Listen("127.0.0.1:0", mux, lifecycle.AdminTimeouts)
+	require.NoError(t, err)
+	go func() { _ = admin.Serve() }()
+	var once sync.Once
+	return admin.Addr(), func() { once.Do(func() { close(done); admin.Close() }) }
 }
