@@ -3,11 +3,11 @@ package wsclient
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"time"
@@ -40,8 +40,7 @@ func DialSending(d *net.Dialer, addr, path string, early []byte) (*Conn, error) 
 		return nil, err
 	}
 	var key [16]byte
-	binary.LittleEndian.PutUint64(key[:], rand.Uint64())
-	binary.LittleEndian.PutUint64(key[8:], rand.Uint64())
+	_, _ = rand.Read(key[:]) // never fails (crypto/rand)
 	req := make([]byte, 0, 192+len(path)+len(addr))
 	req = append(append(append(req, "GET "...), path...), " HTTP/1.1\r\nHost: "...)
 	req = append(append(req, addr...), "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "...)
@@ -125,7 +124,7 @@ func TextFrame(payload string) []byte {
 	case n < 126:
 		b = append(b, 0x80|byte(n))
 	case n <= 0xffff:
-		b = append(b, 0x80|126, byte(n>>8), byte(n))
+		b = append(b, 0x80|126, byte(n>>8), byte(n)) //nolint:gosec // G115: n <= 0xffff here
 	default:
 		b = append(b, 0x80|127)
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
