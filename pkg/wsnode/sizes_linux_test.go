@@ -1,0 +1,19 @@
+package wsnode
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSizes holds the sizes socket.go and docs/TRANSPORT.md state (on
+// 64-bit platforms), which the idle memory per socket is made of: a
+// change of a struct must change the claim too.
+func TestSizes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the sizes are stated for 64-bit platforms")
+	}
+	require.Equal(t, uintptr(240), unsafe.Sizeof(socket{}), "socket")
+	require.Equal(t, uintptr(160), unsafe.Sizeof(loopLink{}), "loopLink")
+}
