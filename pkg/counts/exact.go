@@ -39,9 +39,6 @@ const (
 	// retirePrefix starts the id of a retire's reap (newReapID); a hex
 	// nonce, which starts every other, never does.
 	retirePrefix = "r"
-	// statusReaps: the reaps under way are not those the call declared;
-	// retry declaring the ids that follow it.
-	statusReaps = -4
 	// maxReapsRetries bounds those retries: the set changes only as reaps
 	// start and end, so running into it this often means something is
 	// wrong rather than busy.

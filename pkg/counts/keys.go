@@ -159,9 +159,9 @@ func (k keys) fieldKeys(app string, fields ...string) []string {
 	return keys
 }
 
-// The statuses the count scripts answer with, first in their reply. The
-// scripts read them under the names statusLua declares, so each is
-// defined once, here.
+// The statuses the count scripts answer with, first in their reply, each
+// distinct. The scripts read them under the names statusLua and ExactLua
+// declare, so each is defined once, here.
 const (
 	// statusApplied (apply.lua): the unit was applied.
 	statusApplied = 1
@@ -177,12 +177,20 @@ const (
 	// fields whose keys the call did not declare. Nothing was written: the
 	// caller retries declaring them.
 	statusUndeclared = -3
+	// statusReaps (every read of counts, exactlib.lua): the reaps under
+	// way are not those the call declared; retry declaring the ids that
+	// follow it (exact.go).
+	statusReaps = -4
 	// statusSpared (reap.lua): nothing was reaped: the node is not
 	// registered, or was seen within dead-after.
-	statusSpared = -1
+	statusSpared = -5
 	// statusExpired (page.lua): the walk's snapshot expired.
-	statusExpired = -1
+	statusExpired = -6
 )
+
+// statuses lists every status above, for the test that keeps them
+// distinct: a reply's first value names one outcome only.
+var statuses = []int{statusApplied, statusUnregistered, statusNegative, statusUndeclared, statusReaps, statusSpared, statusExpired}
 
 // statusLua declares the statuses to the scripts that answer with them,
 // prepended to each.
