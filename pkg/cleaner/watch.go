@@ -43,7 +43,11 @@ const (
 	// the process's Redis connection closes at the same moment, but Redis
 	// may handle that a little after the cleaner reads its end.
 	confirmWindow = 500 * time.Millisecond
-	confirmPoll   = 5 * time.Millisecond
+	// confirmPoll: the first look usually races Redis's own handling of
+	// the close, and the second decides; each poll is one round trip, and
+	// a broken path (the rare case that polls the whole window) costs at
+	// most 500 of them.
+	confirmPoll = time.Millisecond
 	// watchBackoffMax bounds the wait between attempts to watch one node.
 	watchBackoffMax = 5 * time.Second
 )
