@@ -188,10 +188,6 @@ const (
 	statusExpired = -6
 )
 
-// statuses lists every status above, for the test that keeps them
-// distinct: a reply's first value names one outcome only.
-var statuses = []int{statusApplied, statusUnregistered, statusNegative, statusUndeclared, statusReaps, statusSpared, statusExpired}
-
 // statusLua declares the statuses to the scripts that answer with them,
 // prepended to each.
 var statusLua = fmt.Sprintf("local STATUS_APPLIED, STATUS_UNREGISTERED, STATUS_NEGATIVE, STATUS_UNDECLARED, STATUS_SPARED, STATUS_EXPIRED = %d, %d, %d, %d, %d, %d\n",
