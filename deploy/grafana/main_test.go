@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/headcount/headcount/internal/metricstest"
+	"github.com/headcount/headcount/internal/metricnames"
 )
 
 // TestCommittedDashboardIsGenerated: headcount.json is what this program
@@ -145,7 +145,7 @@ var external = map[string]string{
 // with the Go and process collectors), or is an external one; and every
 // external one is still queried, so the list does not outlive its use.
 func TestDashboardMetricsExist(t *testing.T) {
-	bins := metricstest.Build(t)
+	bins := metricnames.Build(t)
 	used := map[string]bool{}
 	for _, expr := range dashboardQueries(t) {
 		names := metricNames(expr)
@@ -189,7 +189,7 @@ func dashboardQueries(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return metricstest.DashboardQueries(t, b)
+	return metricnames.DashboardQueries(t, b)
 }
 
 var (

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/headcount/headcount/internal/metricnames"
 	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 )
@@ -194,8 +194,7 @@ type sampled struct {
 // sample.
 func scrape(t *testing.T, e *redistest.Exporter) map[string]*sampled {
 	t.Helper()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(e.Metrics(t)))
+	families, err := metricstest.Parse(e.Metrics(t))
 	require.NoError(t, err)
 	out := map[string]*sampled{}
 	for name, f := range families {
@@ -205,14 +204,7 @@ func scrape(t *testing.T, e *redistest.Exporter) map[string]*sampled {
 			for _, l := range m.GetLabel() {
 				s.labels[l.GetName()] = l.GetValue()
 			}
-			switch {
-			case m.GetGauge() != nil:
-				s.value = m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				s.value = m.GetCounter().GetValue()
-			case m.GetUntyped() != nil:
-				s.value = m.GetUntyped().GetValue()
-			}
+			s.value = metricstest.SampleValue(m)
 		}
 		out[name] = s
 	}
@@ -244,5 +236,5 @@ func dashboardQueries(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile(dashboardFile)
 	require.NoError(t, err)
-	return metricstest.DashboardQueries(t, b)
+	return metricnames.DashboardQueries(t, b)
 }

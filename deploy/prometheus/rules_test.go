@@ -19,7 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/headcount/headcount/internal/markdown"
-	"github.com/headcount/headcount/internal/metricstest"
+	"github.com/headcount/headcount/internal/metricnames"
 )
 
 const (
@@ -150,7 +150,7 @@ var pending = map[string]string{}
 // the runbooks name is registered by wsnode, cleaner or httpapi, or is
 // pending; metricstest builds the binaries and looks the names up.
 func TestRuleMetricsExist(t *testing.T) {
-	bins := metricstest.Build(t)
+	bins := metricnames.Build(t)
 	used := map[string][]string{} // name -> where
 	for _, r := range alerts(t) {
 		for _, name := range metricName.FindAllString(r.Expr, -1) {

@@ -1,7 +1,9 @@
-// Package metricstest tells tests which metric names headcount's binaries
-// register: each binary is built as its main builds it (New, which dials
-// nothing, on the registry lifecycle.Main makes, with the Go and process
-// collectors), and a name is looked up in those registries. A vector no
-// request has touched yet is not on /metrics, so scraping would miss it;
-// the registry's descriptors do not.
+// Package metricstest reads metric values for tests: from a
+// prometheus.Gatherer (a registry), from a text exposition already in
+// hand, or from a /metrics URL over HTTP, each parsed by client_golang's
+// own parsers. A series is chosen by its name and by some of its labels
+// (the others are free); the values of every series chosen are summed, so
+// no labels means the whole metric. A histogram's or summary's _count and
+// _sum are read by those names, as /metrics writes them. Which names the
+// binaries register is internal/metricnames'.
 package metricstest

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/apitest"
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
@@ -151,7 +152,9 @@ func TestDashboardAndDemoHandlers(t *testing.T) {
 	for _, b := range bodies {
 		require.NotContains(t, b, appSecret, "the secret never reaches the browser")
 	}
-	require.True(t, strings.Contains(s.metrics(t), `route="GET /apps/{app_id}/status"`), "in-process calls go through the API's routes")
+	m, err := metricstest.Scrape("http://" + s.app.AdminAddr() + "/metrics")
+	require.NoError(t, err)
+	require.Contains(t, m.LabelValues("headcount_httpapi_requests_total", "route"), "GET /apps/{app_id}/status", "in-process calls go through the API's routes")
 }
 
 // TestDashboardGuard: every dashboard and demo route answers only to the

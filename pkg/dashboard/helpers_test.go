@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"testing"
 
@@ -83,15 +82,4 @@ func (s *testServer) doHeader(t testing.TB, method, path, rawQuery string, heade
 	t.Helper()
 	r := apitest.Do(t, s.base, method, path, rawQuery, header, body)
 	return response{code: r.Code, body: r.Body, header: r.Header}
-}
-
-// metrics is the App's /metrics page.
-func (s *testServer) metrics(t testing.TB) string {
-	t.Helper()
-	resp, err := apitest.Client(t).Get("http://" + s.app.AdminAddr() + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
 }

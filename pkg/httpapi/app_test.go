@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/apitest"
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
@@ -42,8 +43,8 @@ func TestReadinessFollowsRedis(t *testing.T) {
 			// The public port's /up, for load balancers, says the same.
 			up := s.get(t, "/up", nil)
 			// And headcount_httpapi_ready, for alerts.
-			_, exposition := adminGet(t, s.app, "/metrics")
-			return code == want && up.code == want && metric(exposition, "headcount_httpapi_ready") == map[bool]float64{true: 1}[want == 200]
+			r, err := metricstest.Read("http://"+s.app.AdminAddr()+"/metrics", "headcount_httpapi_ready")
+			return code == want && up.code == want && err == nil && r == map[bool]float64{true: 1}[want == 200]
 		}
 	}
 	require.Eventually(t, ready(200), 10*time.Second, 10*time.Millisecond)

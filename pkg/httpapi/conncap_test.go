@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
@@ -91,20 +91,6 @@ func (p *lowLimitApp) adminGet(path string) (int, string) {
 	return proctest.Get("http://"+p.admin+path, 5*time.Second)
 }
 
-// metric is the value of the sample named name (with its labels) in a
-// Prometheus text exposition, or -1 if there is none.
-func metric(exposition, name string) float64 {
-	for _, line := range strings.Split(exposition, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
-}
-
 // TestIdleConnectionsDoNotStarveTheProcess: under an open-file limit of
 // 200, a client opening 250 keep-alive connections, each left idle after
 // an unsigned GET /up, used to run the process out of descriptors (accept4:
@@ -165,11 +151,13 @@ func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
 
 	status, metrics := p.adminGet("/metrics")
 	require.Equal(t, http.StatusOK, status, metrics)
-	require.Equal(t, maxConns, metric(metrics, "headcount_httpapi_max_connections"))
-	require.LessOrEqual(t, metric(metrics, "headcount_httpapi_port_connections"), maxConns)
-	require.GreaterOrEqual(t, metric(metrics, `headcount_httpapi_connections_closed_for_room_total{state="idle"}`), idlers-maxConns)
-	require.Zero(t, metric(metrics, "headcount_httpapi_connections_refused_total"), "idle connections made room")
-	require.Zero(t, metric(metrics, "headcount_httpapi_accept_errors_total"))
+	m, err := metricstest.Parse(metrics)
+	require.NoError(t, err)
+	require.Equal(t, maxConns, m.Value("headcount_httpapi_max_connections"))
+	require.LessOrEqual(t, m.Value("headcount_httpapi_port_connections"), maxConns)
+	require.GreaterOrEqual(t, m.Value("headcount_httpapi_connections_closed_for_room_total", "state", "idle"), idlers-maxConns)
+	require.Zero(t, m.Value("headcount_httpapi_connections_refused_total"), "idle connections made room")
+	require.Zero(t, m.Value("headcount_httpapi_accept_errors_total"))
 
 	log := p.log.String()
 	require.NotContains(t, log, "too many open files")

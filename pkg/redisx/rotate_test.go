@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/logging"
@@ -83,31 +84,6 @@ func reconnect(ctx context.Context, rdb redis.UniversalClient) error {
 	}
 }
 
-// metric returns the value of a sample of name with the labels, or -1.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return -1
-}
-
 // reconnectBound is how long commands may keep failing while the pool
 // reconnects: a dial timeout (2 s), with room for a slow machine.
 const reconnectBound = 5 * time.Second
@@ -155,7 +131,7 @@ func TestRotateTLSAndPassword(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	require.NoError(t, rdb.Ping(ctx).Err())
 	expiry := func(file string) float64 {
-		return metric(t, reg, "headcount_tls_cert_expiry_timestamp_seconds", map[string]string{"file": file})
+		return metricstest.Value(t, reg, "headcount_tls_cert_expiry_timestamp_seconds", "file", file)
 	}
 	require.EqualValues(t, client1.Cert.NotAfter.Unix(), expiry(secret.Path("tls.crt")))
 	require.EqualValues(t, ca1.Cert.NotAfter.Unix(), expiry(secret.Path("ca.crt")))
@@ -166,10 +142,10 @@ func TestRotateTLSAndPassword(t *testing.T) {
 	// connection and waits for a new one to work.
 	rotate := func(step string, files map[string][]byte, file string, server ...[]any) {
 		t.Helper()
-		before := metric(t, reg, "headcount_redis_file_reloads_total", map[string]string{"file": file, "result": "ok"})
+		before := metricstest.Value(t, reg, "headcount_redis_file_reloads_total", "file", file, "result", "ok")
 		secret.Write(t, files)
 		require.Eventually(t, func() bool {
-			return metric(t, reg, "headcount_redis_file_reloads_total", map[string]string{"file": file, "result": "ok"}) > before
+			return metricstest.Value(t, reg, "headcount_redis_file_reloads_total", "file", file, "result", "ok") > before
 		}, 10*time.Second, 20*time.Millisecond, "%s: %s reloaded", step, file)
 		for _, cmd := range server {
 			do(cmd...)
@@ -221,7 +197,7 @@ func TestRotateTLSAndPassword(t *testing.T) {
 	// A file that fails to load keeps the last good one.
 	secret.Write(t, map[string][]byte{"ca.crt": []byte("not a certificate"), "tls.crt": client3.PEM, "tls.key": client3.Key, "password": []byte("password-two")})
 	require.Eventually(t, func() bool {
-		return metric(t, reg, "headcount_redis_file_reloads_total", map[string]string{"file": secret.Path("ca.crt"), "result": "error"}) == 1
+		return metricstest.Value(t, reg, "headcount_redis_file_reloads_total", "file", secret.Path("ca.crt"), "result", "error") == 1
 	}, 10*time.Second, 20*time.Millisecond)
 	do("CLIENT", "KILL", "TYPE", "normal")
 	require.NoError(t, reconnect(ctx, rdb), "the last good CA still in use")
@@ -269,7 +245,7 @@ func TestSentinelPasswordFileRotates(t *testing.T) {
 	sentinels("sentinel-one", "ACL", "SETUSER", "default", ">sentinel-two")
 	secret.Write(t, map[string][]byte{"password": []byte("master-secret-1\n"), "sentinel-password": []byte("sentinel-two\n")})
 	require.Eventually(t, func() bool {
-		return metric(t, reg, "headcount_redis_file_reloads_total", map[string]string{"file": file, "result": "ok"}) == 1
+		return metricstest.Value(t, reg, "headcount_redis_file_reloads_total", "file", file, "result", "ok") == 1
 	}, 10*time.Second, 20*time.Millisecond, "the sentinels' password file reloaded")
 	sentinels("sentinel-two", "ACL", "SETUSER", "default", "<sentinel-one")
 	sentinels("sentinel-two", "ACL", "LOG", "RESET")

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/cache"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/fanout"
@@ -101,8 +102,8 @@ func TestCacheChannelsAcrossNodes(t *testing.T) {
 		subscribe(t, c, "public-x")
 		pingPong(t, c)
 	})
-	hits := metric(t, nodes[0].reg, "headcount_cache_hits_total", "") + metric(t, nodes[1].reg, "headcount_cache_hits_total", "")
-	misses := metric(t, nodes[0].reg, "headcount_cache_misses_total", "") + metric(t, nodes[1].reg, "headcount_cache_misses_total", "")
+	hits := metricstest.Value(t, nodes[0].reg, "headcount_cache_hits_total") + metricstest.Value(t, nodes[1].reg, "headcount_cache_hits_total")
+	misses := metricstest.Value(t, nodes[0].reg, "headcount_cache_misses_total") + metricstest.Value(t, nodes[1].reg, "headcount_cache_misses_total")
 	require.Equal(t, 8.0, hits)
 	require.Equal(t, 4.0, misses)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
@@ -199,7 +200,7 @@ func TestRefusedAndRepeatedPresenceSubscribesReadNoMembers(t *testing.T) {
 	require.Equal(t, "pusher:error", f.Event, f.raw)
 	require.Equal(t, map[string]any{"code": nil, "message": "Existing subscription to channel " + ch}, f.data(t))
 	require.Equal(t, before, hgetalls(t, n), "the member list was read")
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "already_subscribed"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "already_subscribed"))
 
 	// Still subscribed, once: a client event reaches the other member.
 	send(t, c2, clientEvent(ch, "client-hi", `{}`))
@@ -256,7 +257,7 @@ func TestFrameFloodIsClosed(t *testing.T) {
 	require.True(t, errored, "closed without a pusher:error")
 	t.Logf("%d pongs before the close", pongs)
 	require.Less(t, pongs, 2*(3*1000+20), "the burst and a refill")
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "frame_rate"))
 }
 
 // TestPusherJSReconnectBurstFits: what pusher-js sends on a reconnect, all
@@ -298,7 +299,7 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 	require.Equal(t, 2*channels, succeeded)
 	c.send(t, `{"event":"pusher:ping","data":{}}`)
 	require.Equal(t, `{"event":"pusher:pong","data":"{}"}`, c.read(t))
-	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "frame_rate"))
 }
 
 // TestABusyPageIsServedWhole: a page of 300 channels (a dashboard, a
@@ -320,7 +321,7 @@ func TestOverCapBurstIsRefusedNotCut(t *testing.T) {
 	c, _ := n.connectRaw(t, capKey)
 	succeeded := subscribeBurst(t, c, "p", apps.DefaultMaxChannelsPerConnection+100)
 	require.Equal(t, 3, succeeded)
-	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "frame_rate"))
 }
 
 // subscribeBurst sends channels subscribes to prefix0, prefix1, ... in one
@@ -378,7 +379,7 @@ func TestChannelsPerConnection(t *testing.T) {
 	require.Equal(t, "LimitReached", typ)
 	require.Equal(t, 400, status)
 	require.Contains(t, msg, "already subscribed to 3 channels, its limit (maxChannelsPerConnection)")
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "channel_limit"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "channel_limit"))
 	c.send(t, `{"event":"pusher:unsubscribe","data":{"channel":"a"}}`)
 	require.Equal(t, "pusher_internal:subscription_succeeded", sub("d").Event)
 }
@@ -438,8 +439,8 @@ func TestAppChannelLimit(t *testing.T) {
 	t.Logf("the burst opened %d channels, %d refused", len(opened), refused)
 	require.GreaterOrEqual(t, len(opened), limit/len(nodes), "less than a node's share")
 	require.LessOrEqual(t, len(opened), limit+len(nodes), "over the cap by more than a channel a node")
-	require.Equal(t, float64(refused), metric(t, nodes[0].reg, "headcount_wsnode_errors_total", "app_channel_limit")+
-		metric(t, nodes[1].reg, "headcount_wsnode_errors_total", "app_channel_limit"))
+	require.Equal(t, float64(refused), metricstest.Value(t, nodes[0].reg, "headcount_wsnode_errors_total", "reason", "app_channel_limit")+
+		metricstest.Value(t, nodes[1].reg, "headcount_wsnode_errors_total", "reason", "app_channel_limit"))
 
 	// New channels from node 1, one at a time: they open while there is
 	// room (at the latest once the node reads the count again, within a

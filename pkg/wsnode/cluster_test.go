@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
@@ -346,7 +347,7 @@ func TestConnectionLimit(t *testing.T) {
 	require.Equal(t, "pusher:error", f.Event, f.raw)
 	require.Equal(t, 4004.0, f.data(t)["code"])
 	require.Equal(t, websocket.StatusCode(4004), closeStatus(t, over))
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "connection_limit"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "connection_limit"))
 
 	// Room again once one leaves.
 	require.NoError(t, c1.Close(websocket.StatusNormalClosure, ""))
@@ -393,7 +394,7 @@ func TestSlowConsumerIsDisconnected(t *testing.T) {
 	pad := strings.Repeat("x", 4<<10)
 	const batch = 32
 	sent := 0
-	for round := 0; round < 200 && metric(t, n.reg, "headcount_wsnode_slow_consumers_total", "") == 0; round++ {
+	for round := 0; round < 200 && metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total") == 0; round++ {
 		start := time.Now()
 		for range batch {
 			n.Deliver(appID, fanout.Message{Channel: "flood", Event: "e", Data: fmt.Sprintf(`{"i":%d,"pad":"%s"}`, sent, pad)})
@@ -410,9 +411,9 @@ func TestSlowConsumerIsDisconnected(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""), "slow consumer never cut after %d messages", sent)
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"), "slow consumer never cut after %d messages", sent)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+		assert.Equal(c, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 	}, wait, tick)
 	n.requireCounts(t, map[string]int64{"flood": 1})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/config"
 )
@@ -57,7 +58,7 @@ func TestDisconnectsByCloseCode(t *testing.T) {
 			require.NoError(t, tcp.Close())
 			ended("1006")
 
-			require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+			require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 		})
 	}
 }

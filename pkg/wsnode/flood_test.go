@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 
@@ -52,7 +53,7 @@ func pendingWriteBytes(t *testing.T, n *testNode) float64 {
 	if os.Getenv("HC_TEST_TRANSPORT") == "goroutine" {
 		return 0
 	}
-	return metric(t, n.reg, "headcount_wsnode_pending_write_bytes", "")
+	return metricstest.Value(t, n.reg, "headcount_wsnode_pending_write_bytes")
 }
 
 // floodBound is what one flooding socket may make the node hold: the
@@ -109,10 +110,10 @@ func floodUntilCut(t *testing.T, flood []byte) {
 	require.NoError(t, c.SetWriteDeadline(time.Now().Add(wait)))
 	_, _ = c.Write(flood) // fails once the node is gone
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_rate"))
+		assert.Equal(c, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "frame_rate"))
 	}, wait, tick, "the flood was not counted against the frame budget")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+		assert.Equal(c, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 	}, wait, tick)
 	require.LessOrEqual(t, pendingWriteBytes(t, n), float64(floodBound))
 	grown := int64(heapInUse()) - int64(base) //nolint:gosec // G115: heap sizes
@@ -158,7 +159,7 @@ func TestAHugeLengthIsRefusedAtTheHeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, requireCloseCode(t, c, 1009), "read limited")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "frame_too_big"))
+		assert.Equal(c, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "frame_too_big"))
 	}, wait, tick)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/config"
 )
@@ -52,7 +53,7 @@ func TestFrontRefusals(t *testing.T) {
 			require.True(t, resp.Close, "Connection: close")
 		})
 	}
-	require.Equal(t, 7.0, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
+	require.Equal(t, 7.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"))
 	n.requireCounts(t, map[string]int64{})
 }
 
@@ -69,7 +70,7 @@ func TestFrontStopClosesHeads(t *testing.T) {
 	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	_ = c.read(t)
 	require.NoError(t, c.Close())
-	require.Eventually(t, func() bool { return metric(t, n.reg, "headcount_wsnode_connections_open", "") == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return metricstest.Value(t, n.reg, "headcount_wsnode_connections_open") == 0 }, wait, tick)
 	stopped := time.Now()
 	n.Stop()
 	n.waitRun(t)
@@ -84,8 +85,8 @@ func TestFrontStopClosesHeads(t *testing.T) {
 // closed, and a closed connection gives its place back.
 func TestFrontSocketCap(t *testing.T) {
 	n := startNode(t, func(c *config.WSNode) { c.MaxSockets = 3 }).run(t)
-	require.Equal(t, 3.0, metric(t, n.reg, "headcount_wsnode_max_sockets", ""))
-	open := func() float64 { return metric(t, n.reg, "headcount_wsnode_port_connections", "") }
+	require.Equal(t, 3.0, metricstest.Value(t, n.reg, "headcount_wsnode_max_sockets"))
+	open := func() float64 { return metricstest.Value(t, n.reg, "headcount_wsnode_port_connections") }
 
 	a := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	require.Contains(t, a.read(t), "pusher:connection_established")
@@ -103,7 +104,7 @@ func TestFrontSocketCap(t *testing.T) {
 		require.Contains(t, body, "--max-sockets")
 		require.True(t, resp.Close)
 	}
-	require.Equal(t, 2.0, metric(t, n.reg, "headcount_wsnode_errors_total", "socket_cap"))
+	require.Equal(t, 2.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "socket_cap"))
 	require.Equal(t, 3.0, open(), "refused connections are not counted")
 
 	require.NoError(t, silent.Close())

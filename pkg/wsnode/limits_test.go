@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 )
@@ -64,7 +65,7 @@ func TestClientEventRatePerApp(t *testing.T) {
 	subscribePrivateKey(t, slow, slowKey, sid, ch)
 	limited := burst(t, slow, ch, 20)
 	require.GreaterOrEqual(t, limited, 20-2-2, "at most 2 per second (and a refill)")
-	require.Equal(t, float64(limited), metric(t, n.reg, "headcount_ratelimit_rejected_total", "app-slow"))
+	require.Equal(t, float64(limited), metricstest.Value(t, n.reg, "headcount_ratelimit_rejected_total", "app", "app-slow", "kind", "client_events"))
 
 	// On another channel: slow's events, published through Redis, may
 	// still be on their way back to this node.
@@ -116,8 +117,8 @@ func TestOriginRefusedBeforeUpgrade(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	body, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(body), `Origin "https://evil.example" is not allowed for app app-origin`)
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "origin_not_allowed"))
-	require.Zero(t, metric(t, n.reg, "headcount_wsnode_errors_total", "handshake_refused"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "origin_not_allowed"))
+	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"))
 
 	// Refused as browsers never send them: a user before the host, which a
 	// lax parser takes for the host, and a second Origin header.

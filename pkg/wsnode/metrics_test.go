@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/headcount/headcount/internal/metricstest"
 )
 
 // The label values of errors_total, frames_received_total and
@@ -34,21 +36,9 @@ func TestMetricLabels(t *testing.T) {
 // each of which must be at zero.
 func labelValues(t *testing.T, reg *prometheus.Registry, metric, label string) []string {
 	t.Helper()
-	families, err := reg.Gather()
+	f, err := metricstest.Gather(reg)
 	require.NoError(t, err)
-	var values []string
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			require.Zero(t, m.GetCounter().GetValue())
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label {
-					values = append(values, l.GetValue())
-				}
-			}
-		}
-	}
-	return values
+	sum, _ := f.Sum(metric)
+	require.Zero(t, sum)
+	return f.LabelValues(metric, label)
 }

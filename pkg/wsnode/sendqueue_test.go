@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
@@ -60,8 +61,8 @@ func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 		require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded", "reply %d", i)
 	}
 	requireAppCounts(t, n, wideAppID, want)
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+	require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 }
 
 // TestRepliesNobodyReadsEndInTheWriteTimeout: a client that keeps sending
@@ -93,11 +94,11 @@ func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
 	require.False(t, errors.Is(err, net.ErrClosed))
 	require.True(t, strings.Contains(err.Error(), "reset") || strings.Contains(err.Error(), "broken pipe"), "write error %v", err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+		assert.Equal(c, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 	}, wait, tick)
 	n.requireCounts(t, map[string]int64{})
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "write_timeout"))
+	require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "write_timeout"))
 }
 
 // TestDeliveryBurstOfOnePerChannelFits: a socket on the channel limit gets
@@ -131,7 +132,7 @@ func TestDeliveryBurstOfOnePerChannelFits(t *testing.T) {
 		for i := range tc.burst {
 			require.Contains(t, c.read(t), `{\"subscription_count\":`+strconv.Itoa(i)+`}`, tc.app)
 		}
-		require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""), tc.app)
+		require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"), tc.app)
 	}
 }
 
@@ -161,5 +162,5 @@ func TestDeliveriesKeepTheirOrderAcrossWriters(t *testing.T) {
 			require.Contains(t, c.read(t), `"data":"n`+strconv.Itoa(i)+`."`)
 		}
 	}
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
 }

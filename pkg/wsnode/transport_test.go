@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/fanout"
 )
@@ -117,14 +118,14 @@ func TestClientGoneDuringItsUpgrade(t *testing.T) {
 		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_port_connections", ""))
+		assert.Equal(c, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_port_connections"))
 	}, wait, tick)
 	require.NoError(t, c.(*net.TCPConn).SetLinger(0))
 	require.NoError(t, c.Close()) // a reset, while the node waits on Redis
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, 1.0, metric(t, n.reg, "headcount_wsnode_connections_total", ""), "admitted once Redis answers")
-		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
-		assert.Equal(c, 0.0, metric(t, n.reg, "headcount_wsnode_port_connections", ""))
+		assert.Equal(c, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_total"), "admitted once Redis answers")
+		assert.Equal(c, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
+		assert.Equal(c, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_port_connections"))
 	}, wait, tick)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := n.store.Connections(context.Background(), limitAppID)
@@ -169,7 +170,7 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 	_, err := c.Write(frames)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return metric(t, n.reg, "headcount_wsnode_subscriptions", "") == burst+1
+		return metricstest.Value(t, n.reg, "headcount_wsnode_subscriptions") == burst+1
 	}, wait, tick)
 	require.Less(t, time.Since(start), pause/2, "the burst's subscriptions were recorded one wait for the bus at a time")
 

@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/config"
 )
 
@@ -41,7 +42,7 @@ func TestUserAuthenticationRequired(t *testing.T) {
 	require.Equal(t, websocket.StatusCode(4009), closeStatus(t, anon))
 	// The sweeper's clock is as coarse as its period.
 	require.GreaterOrEqual(t, time.Since(began), timeout-sweep, "closed before the timeout")
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "user_auth_timeout"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "user_auth_timeout"))
 
 	pingPong(t, signed)
 	pingPong(t, private)

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -145,29 +145,8 @@ func TestWatchlistLimit(t *testing.T) {
 	pingPong(t, w)
 	// A frame is counted once queued, which may be after the client read it.
 	require.Eventually(t, func() bool {
-		return counterValue(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "signin") == 1 &&
-			counterValue(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "edge") == 1
+		return metricstest.Value(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "signin") == 1 &&
+			metricstest.Value(t, a.reg, "headcount_wsnode_watchlist_events_total", "why", "edge") == 1
 	}, 5*time.Second, 5*time.Millisecond, "watchlist events counted")
-	require.Equal(t, 1.0, counterValue(t, a.reg, "headcount_wsnode_errors_total", "reason", "watchlist_limit"))
-}
-
-// counterValue is the value of metric's series whose label is value.
-func counterValue(t *testing.T, reg *prometheus.Registry, metric, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", metric, label, value)
-	return 0
+	require.Equal(t, 1.0, metricstest.Value(t, a.reg, "headcount_wsnode_errors_total", "reason", "watchlist_limit"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/fanout"
 )
 
@@ -39,12 +40,12 @@ func fill(t *testing.T, n *testNode, channel string, before int) int {
 	t.Helper()
 	data := strings.Repeat("f", 16<<10)
 	for i := 1; i <= 2000; i++ {
-		sent := metric(t, n.reg, "headcount_wsnode_frames_sent_total", "")
+		sent := metricstest.Value(t, n.reg, "headcount_wsnode_frames_sent_total")
 		n.Deliver(appID, fanout.Message{Channel: channel, Event: "fill", Data: data})
 		waiting := false
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			waiting = n.WritesWaiting() > before
-			assert.True(c, waiting || metric(t, n.reg, "headcount_wsnode_frames_sent_total", "") > sent,
+			assert.True(c, waiting || metricstest.Value(t, n.reg, "headcount_wsnode_frames_sent_total") > sent,
 				"frame %d on %s neither written nor waiting for room", i, channel)
 		}, wait, tick)
 		if waiting {
@@ -117,7 +118,7 @@ func TestFramesOfEverySizeArriveWholePastAFullBuffer(t *testing.T) {
 			t.Fatalf("frame %d never arrived", i)
 		}
 	}
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
 }
 
 // TestClientsThatStopReadingHoldUpNoWriter: more clients than the node has
@@ -148,5 +149,5 @@ func TestClientsThatStopReadingHoldUpNoWriter(t *testing.T) {
 
 	n.Deliver(appID, fanout.Message{Channel: "free", Event: "small", Data: "still moving"})
 	require.Contains(t, reader.read(t), "still moving")
-	require.Equal(t, 0.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 0.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
 }

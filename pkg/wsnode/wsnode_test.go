@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
@@ -112,32 +112,8 @@ func TestRefusedConnections(t *testing.T) {
 		c := dial(t, n.url(appKey, "?protocol="+v))
 		require.Equal(t, "pusher:connection_established", read(t, c).Event, "protocol %s", v)
 	}
-	require.Equal(t, 4.0, metric(t, n.reg, "headcount_wsnode_errors_total", "bad_protocol"))
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_errors_total", "app_not_found"))
-}
-
-// metric reads one series back from the registry: the counter or gauge
-// named name whose only label has value labelValue ("" for none).
-func metric(t *testing.T, reg *prometheus.Registry, name, labelValue string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() != labelValue {
-				continue
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s{%s}", name, labelValue)
-	return 0
+	require.Equal(t, 4.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "bad_protocol"))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "app_not_found"))
 }
 
 func TestOtherPathsAreNotFound(t *testing.T) {
@@ -168,8 +144,8 @@ func TestSubscribeUnsubscribeCounted(t *testing.T) {
 	// Data as a JSON string (non-JS clients) works the same.
 	send(t, b, `{"event":"pusher:unsubscribe","data":"{\"channel\":\"other\"}"}`)
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_subscriptions", ""))
-	require.Equal(t, 2.0, metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_subscriptions"))
+	require.Equal(t, 2.0, metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 }
 
 func TestDoubleSubscribeCountsOnce(t *testing.T) {
@@ -286,7 +262,7 @@ func TestBadAuthIsASubscriptionError(t *testing.T) {
 	subscribePrivate(t, c, id, "private-x")
 	subscribePrivate(t, c, id, "private-encrypted-x")
 	n.requireCounts(t, map[string]int64{"public": 1, "private-x": 1, "private-encrypted-x": 1})
-	require.Equal(t, 7.0, metric(t, n.reg, "headcount_wsnode_errors_total", "auth"))
+	require.Equal(t, 7.0, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "auth"))
 }
 
 func TestOversizeFrameClosesWith1009(t *testing.T) {
@@ -341,7 +317,7 @@ func TestInvalidUTF8ClosesWith1007(t *testing.T) {
 
 		fragments(c, tc.parts...)
 		require.Equal(t, websocket.StatusInvalidFramePayloadData, closeStatus(t, c), tc.name)
-		require.Equal(t, float64(i+1), metric(t, n.reg, "headcount_wsnode_errors_total", "invalid_utf8"), tc.name)
+		require.Equal(t, float64(i+1), metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "invalid_utf8"), tc.name)
 		n.requireCounts(t, map[string]int64{ch: 1})
 	}
 	// The peer got nothing more, and is still served.
@@ -376,7 +352,7 @@ func TestDrain(t *testing.T) {
 	n.cancel()
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick,
 		"/readyz must report 503 while draining")
-	require.Zero(t, metric(t, n.reg, "headcount_wsnode_ready", ""), "headcount_wsnode_ready says what /readyz says")
+	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_ready"), "headcount_wsnode_ready says what /readyz says")
 	var wg sync.WaitGroup
 	codes := make([]websocket.StatusCode, sockets)
 	for i, c := range conns {
@@ -416,7 +392,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 
 	require.Equal(t, http.StatusOK, n.up(t), "the public port's /up says what /readyz says")
 	// headcount_wsnode_ready says it too, for alerts.
-	ready := func() float64 { return metric(t, n.reg, "headcount_wsnode_ready", "") }
+	ready := func() float64 { return metricstest.Value(t, n.reg, "headcount_wsnode_ready") }
 	require.Equal(t, 1.0, ready())
 	n.redis.KillAndHold(t)
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusServiceUnavailable }, wait, tick)
@@ -428,7 +404,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	require.Eventually(t, func() bool { return n.readyz(t) == http.StatusOK }, wait, tick)
 	require.Eventually(t, func() bool { return ready() == 1 }, wait, tick)
 	require.Eventually(t, func() bool { return n.up(t) == http.StatusOK }, wait, tick)
-	require.Zero(t, counterValue(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"),
+	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_errors_total", "reason", "handshake_refused"),
 		"a load balancer's check is not a refused handshake")
 	n.requireCounts(t, map[string]int64{"my-channel": 1})
 	// Stop now: the restarted server is stopped before the node's cleanup.
@@ -481,7 +457,7 @@ func TestOneGoroutinePerSocket(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return runtime.NumGoroutine()-base <= sockets+sockets/20
 	}, wait, tick, "%d goroutines for %d idle sockets", runtime.NumGoroutine()-base, sockets)
-	require.Equal(t, float64(sockets), metric(t, n.reg, "headcount_wsnode_connections_open", ""))
+	require.Equal(t, float64(sockets), metricstest.Value(t, n.reg, "headcount_wsnode_connections_open"))
 }
 
 func TestNewFailsOnTakenAddress(t *testing.T) {

@@ -158,10 +158,10 @@ func TestAdmissionThroughReplicas(t *testing.T) {
 	if m["position"] != 2.0 {
 		t.Fatalf("struck waiter came back at %v, want the tail (2)", m)
 	}
-	if got := sumMetric(t, apis, `headcount_admission_dropouts_total{app="quick"}`); got != 1 {
+	if got := sumMetric(t, apis, "headcount_admission_dropouts_total", "app", "quick"); got != 1 {
 		t.Fatalf("dropouts counted over the replicas: %v, want 1", got)
 	}
-	if got := sumMetric(t, apis, `headcount_admission_admitted_total{app="big",how="promoted"}`); got != 5 {
+	if got := sumMetric(t, apis, "headcount_admission_admitted_total", "app", "big", "how", "promoted"); got != 5 {
 		t.Fatalf("promotions counted over the replicas: %v, want 5", got)
 	}
 }

@@ -97,7 +97,7 @@ func TestNewAppServedAtFirstClient(t *testing.T) {
 				t.Errorf("the new app's first API request: %v", err)
 			}
 			for _, n := range []node{ws, api} {
-				if v := labelled(n.admin, `headcount_apps_lookups_total{result="found"}`); v != 1 {
+				if v := metric(n.admin, "headcount_apps_lookups_total", "result", "found"); v != 1 {
 					t.Errorf("%s: headcount_apps_lookups_total{result=\"found\"} %v, want 1", n.admin, v)
 				}
 			}

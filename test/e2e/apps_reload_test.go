@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 
 	"github.com/headcount/headcount/internal/appstest"
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
@@ -131,18 +130,18 @@ func TestAppsReloadLive(t *testing.T) {
 	version := appsVersion(t, a.admin)
 	failedBefore := make([]float64, len(admins))
 	for i, adm := range admins {
-		failedBefore[i] = labelled(adm, `headcount_apps_reloads_total{result="failed"}`)
+		failedBefore[i] = metric(adm, "headcount_apps_reloads_total", "result", "failed")
 	}
 	busy.Keys = []map[string]string{{"key": "third-key"}}
 	vol.Write(appsJSON(t, busy, calm, fresh, rot))
 	for i, adm := range admins {
 		waitFor(t, 5*time.Second, adm+" counts the failed reload", func() bool {
-			return labelled(adm, `headcount_apps_reloads_total{result="failed"}`) == failedBefore[i]+1
+			return metric(adm, "headcount_apps_reloads_total", "result", "failed") == failedBefore[i]+1
 		})
 		if v := appsVersion(t, adm); v != version {
 			t.Fatalf("%s serves %s after a broken file, want %s", adm, v, version)
 		}
-		if v := labelled(adm, "headcount_apps_source_up"); v != 0 {
+		if v := metric(adm, "headcount_apps_source_up"); v != 0 {
 			t.Fatalf("%s: headcount_apps_source_up %v after a broken file", adm, v)
 		}
 	}
@@ -277,39 +276,10 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // appsVersion is the hash of headcount_apps_version_info at admin.
 func appsVersion(t *testing.T, admin string) string {
 	t.Helper()
-	for _, line := range metricLines(admin) {
-		if rest, ok := strings.CutPrefix(line, `headcount_apps_version_info{hash="`); ok {
-			hash, _, _ := strings.Cut(rest, `"`)
-			return hash
-		}
+	f, err := metricstest.Scrape("http://" + admin + "/metrics")
+	hashes := f.LabelValues("headcount_apps_version_info", "hash")
+	if len(hashes) == 0 {
+		t.Fatalf("%s: no headcount_apps_version_info (%v)", admin, err)
 	}
-	t.Fatalf("%s: no headcount_apps_version_info", admin)
-	return ""
-}
-
-// labelled is metric for a series written with its labels, as /metrics
-// writes it; -1 when absent.
-func labelled(admin, series string) float64 {
-	for _, line := range metricLines(admin) {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			if v, err := strconv.ParseFloat(rest, 64); err == nil {
-				return v
-			}
-		}
-	}
-	return -1
-}
-
-func metricLines(admin string) []string {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var lines []string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
+	return hashes[0]
 }

@@ -451,7 +451,7 @@ func slowReader(b *testing.B, c cluster, subscribers int) []peerMetric {
 	}
 	cuts := func() (slow, timeout float64) {
 		return metricSum(admin, "headcount_wsnode_slow_consumers_total"),
-			metricSumWith(admin, "headcount_wsnode_errors_total", `reason="write_timeout"`)
+			metricSum(admin, "headcount_wsnode_errors_total", "reason", "write_timeout")
 	}
 	phase.Store(1) // the baseline window: deliveries and memory measured meanwhile
 	baseAt := time.Now()

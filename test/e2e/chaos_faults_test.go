@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -388,30 +385,4 @@ func (c *chaos) poll(d time.Duration, cond func() bool) bool {
 		time.Sleep(25 * time.Millisecond)
 	}
 	return true
-}
-
-// metricSum adds up every series of a metric (labelled or not) from an
-// admin address, or returns -1 when it cannot be read.
-func metricSum(admin, name string) float64 { return metricSumWith(admin, name, "") }
-
-// metricSumWith is metricSum over the series whose labels contain label
-// (e.g. reason="x"; "" for every series).
-func metricSumWith(admin, name, label string) float64 {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }

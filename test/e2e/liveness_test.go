@@ -37,7 +37,7 @@ func sigkillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	cl := startLivenessCleaner(t, longDeadAfter, redis...)
 	victim, live := startUnwatchedWSNode(t, "ws-victim", redis...), startWSNode(t, "ws-live", redis...)
 	want := subscribeBoth(t, store, victim, live)
-	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", "", 1, 10*time.Second) // the live one
+	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", 1, 10*time.Second) // the live one
 
 	victim.p.kill(t)
 	killed := time.Now()
@@ -134,7 +134,7 @@ func doubled(m map[string]int64) map[string]int64 {
 
 // reapedBy sums headcount_cleaner_reaped_nodes_total over apps for reason.
 func reapedBy(admin, reason string) float64 {
-	return metricSumWith(admin, "headcount_cleaner_reaped_nodes_total", `reason="`+reason+`"`)
+	return metricSum(admin, "headcount_cleaner_reaped_nodes_total", "reason", reason)
 }
 
 // waitReaped waits until the cleaner at admin has counted one reap for

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/proctest"
 )
 
@@ -184,25 +185,25 @@ func waitOK(t testing.TB, p *proc, url string, within time.Duration) {
 	}
 }
 
-// metric returns the value of an unlabelled metric from an admin address,
-// or -1 when it cannot be read.
-func metric(admin, name string) float64 {
-	resp, err := http.Get("http://" + admin + "/metrics")
+// metric is the sum of name's series with labels (name, value pairs) on
+// an admin address's /metrics, or -1 when it cannot be read or has none.
+func metric(admin, name string, labels ...string) float64 {
+	f, err := metricstest.Scrape("http://" + admin + "/metrics")
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err == nil {
-				return v
-			}
-		}
+	return f.Value(name, labels...)
+}
+
+// metricSum is metric with 0 for none: a labelled series is on /metrics
+// only once something touched it.
+func metricSum(admin, name string, labels ...string) float64 {
+	f, err := metricstest.Scrape("http://" + admin + "/metrics")
+	if err != nil {
+		return -1
 	}
-	return -1
+	v, _ := f.Sum(name, labels...)
+	return v
 }
 
 // pusherClients runs test/compat/clients.js: n real pusher-js clients on

@@ -72,7 +72,7 @@ func TestRedisLostItsData(t *testing.T) {
 	published := make([]float64, len(nodes))
 	for i, n := range nodes {
 		connected[i] = metric(n.admin, "headcount_wsnode_connections_total")
-		published[i] = metricSumWith(n.admin, "headcount_counts_resyncs_total", `reason="published"`)
+		published[i] = metricSum(n.admin, "headcount_counts_resyncs_total", "reason", "published")
 	}
 
 	srv.KillAndHold(t)
@@ -92,7 +92,7 @@ func TestRedisLostItsData(t *testing.T) {
 	require.Equal(t, 1, ch.UserCount, "the presence member republished")
 	for i, n := range nodes {
 		require.Equal(t, connected[i], metric(n.admin, "headcount_wsnode_connections_total"), "%s: a client reconnected", n.p.name)
-		require.Greater(t, metricSumWith(n.admin, "headcount_counts_resyncs_total", `reason="published"`), published[i],
+		require.Greater(t, metricSum(n.admin, "headcount_counts_resyncs_total", "reason", "published"), published[i],
 			"%s republished its contribution", n.p.name)
 	}
 	waitFor(t, leaseTTL+5*time.Second, "a cleaner active again", func() bool { return metric(cl.admin, "headcount_cleaner_active") == 1 })

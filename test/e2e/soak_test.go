@@ -26,6 +26,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
@@ -383,12 +384,12 @@ func (k *soak) sample() {
 	v := make([]float64, 0, len(k.figures))
 	for _, p := range k.procs {
 		before := scrapeMetrics(p.admin)
-		after := map[string]float64{}
+		var after metricstest.Families // none: each figure unread
 		if forceGC(p.admin) == nil {
 			after = scrapeMetrics(p.admin)
 		}
-		v = append(v, figureOr(before, "go_memstats_heap_inuse_bytes"), figureOr(after, "go_memstats_heap_alloc_bytes"),
-			figureOr(after, "go_goroutines"), figureOr(after, "process_open_fds"))
+		v = append(v, before.Value("go_memstats_heap_inuse_bytes"), after.Value("go_memstats_heap_alloc_bytes"),
+			after.Value("go_goroutines"), after.Value("process_open_fds"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -441,37 +442,10 @@ func forceGC(admin string) error {
 	return nil
 }
 
-// scrapeMetrics returns the unlabelled series of an admin's /metrics (none
-// when it cannot be read).
-func scrapeMetrics(admin string) map[string]float64 {
-	out := map[string]float64{}
-	resp, err := soakAdmin.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, val, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if x, err := strconv.ParseFloat(val, 64); err == nil {
-			out[name] = x
-		}
-	}
-	return out
-}
-
-// figureOr is m[name], or -1 (unread) when absent.
-func figureOr(m map[string]float64, name string) float64 {
-	if v, ok := m[name]; ok {
-		return v
-	}
-	return -1
+// scrapeMetrics returns an admin's /metrics, none when it cannot be read.
+func scrapeMetrics(admin string) metricstest.Families {
+	f, _ := metricstest.ScrapeWith(soakAdmin, "http://"+admin+"/metrics")
+	return f
 }
 
 // saveProfiles writes each process's heap profile (after a GC) and

@@ -34,15 +34,15 @@ func watchKillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	// Started after the nodes registered: it lists them as it becomes
 	// active, and not again for 20 s.
 	cl := startWatchingCleaner(t, redis...)
-	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", "", 2, 10*time.Second)
+	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", 2, 10*time.Second)
 
 	victim.p.kill(t)
 	killed := time.Now()
 	waitRedisCounts(t, store, want, 5*time.Second)
 	t.Logf("SIGKILLed node gone from the counts after %v (liveness interval and grace 20 s, dead-after 60 s)", time.Since(killed).Round(time.Millisecond))
 	waitReaped(t, cl.admin, "watch_ended")
-	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watch_ends_total", `result="dead"`, 1, 2*time.Second)
-	if n := metricSumWith(cl.admin, "headcount_cleaner_watch_ends_total", `result="alive"`); n != 0 {
+	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watch_ends_total", 1, 2*time.Second, "result", "dead")
+	if n := metricSum(cl.admin, "headcount_cleaner_watch_ends_total", "result", "alive"); n != 0 {
 		t.Fatalf("watch_ends_total{result=alive} = %v: the live node's watch ended", n)
 	}
 }
@@ -55,7 +55,7 @@ func startWatchingCleaner(t *testing.T, redis ...string) node {
 	n.p = start(t, "cleaner", "cleaner", append(slices.Clone(redis), "--admin-addr", n.admin, "--dead-after", "60s",
 		"--liveness-interval", "20s", "--liveness-grace", "20s", "--scan-interval", scanInterval.String(), "--lease-ttl", leaseTTL.String())...)
 	waitReady(t, n.p, n.admin)
-	waitMetricAtLeast(t, n.admin, "headcount_cleaner_active", "", 1, 10*time.Second)
+	waitMetricAtLeast(t, n.admin, "headcount_cleaner_active", 1, 10*time.Second)
 	return n
 }
 
@@ -68,18 +68,18 @@ func startUnwatchedWSNode(t *testing.T, name string, redis ...string) node {
 	return n
 }
 
-// waitMetricAtLeast polls the sum of name's series with label (all if
-// empty) on admin until it is at least want.
-func waitMetricAtLeast(t *testing.T, admin, name, label string, want float64, within time.Duration) {
+// waitMetricAtLeast polls the sum of name's series with labels (name,
+// value pairs; all if none) on admin until it is at least want.
+func waitMetricAtLeast(t *testing.T, admin, name string, want float64, within time.Duration, labels ...string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		n := metricSumWith(admin, name, label)
+		n := metricSum(admin, name, labels...)
 		if n >= want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s{%s} = %v after %v, want at least %v", name, label, n, within, want)
+			t.Fatalf("%s%q = %v after %v, want at least %v", name, labels, n, within, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package metricstest
+package metricnames
 
 import (
 	"encoding/json"
