@@ -21,6 +21,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -102,7 +103,7 @@ func (d *server) dashboardApp(w http.ResponseWriter, r *http.Request) (*apps.App
 	}
 	app := d.byID(r.Context(), id)
 	if app == nil {
-		d.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
+		httpx.Refuse(d.log, w, r, http.StatusNotFound, fmt.Sprintf("Unknown app id %s", strconv.Quote(id)))
 		return nil, false
 	}
 	return app, true
@@ -160,7 +161,7 @@ func (d *server) dashboardOverview(w http.ResponseWriter, r *http.Request) {
 	if len(resp.Errors) == 0 {
 		resp.Errors = nil
 	}
-	writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // overviewChannels fills the leaderboard: the busiest channels, with the
@@ -211,7 +212,7 @@ func (d *server) dashboardMembers(w http.ResponseWriter, r *http.Request) {
 	}
 	ch := r.URL.Query().Get("channel")
 	if ch == "" {
-		d.refuse(w, r, http.StatusBadRequest, "Missing channel")
+		httpx.Refuse(d.log, w, r, http.StatusBadRequest, "Missing channel")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)

@@ -22,6 +22,7 @@ import (
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -42,7 +43,7 @@ var demoUserID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (d *server) demoApp(w http.ResponseWriter, r *http.Request) (*apps.App, bool) {
 	all := d.apps.All()
 	if len(all) == 0 {
-		d.refuse(w, r, http.StatusNotFound, "No app is configured")
+		httpx.Refuse(d.log, w, r, http.StatusNotFound, "No app is configured")
 		return nil, false
 	}
 	return all[0], true
@@ -60,7 +61,7 @@ func (d *server) demoConfig(w http.ResponseWriter, r *http.Request) {
 		host = "" // listening everywhere: the page's own host reaches it
 	}
 	p, _ := strconv.Atoi(port)
-	writeJSON(w, map[string]any{
+	httpx.WriteJSON(w, map[string]any{
 		"app":      app.ID,
 		"key":      app.Key,
 		"ws_host":  host,
@@ -96,11 +97,11 @@ func (d *server) readDemo(w http.ResponseWriter, r *http.Request) (demoRequest, 
 	var req demoRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDemoBody))
 	if err := dec.Decode(&req); err != nil {
-		d.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("The body must be a JSON object: %v", err))
+		httpx.Refuse(d.log, w, r, http.StatusBadRequest, fmt.Sprintf("The body must be a JSON object: %v", err))
 		return req, false
 	}
 	if !demoUserID.MatchString(req.UserID) {
-		d.refuse(w, r, http.StatusBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ -")
+		httpx.Refuse(d.log, w, r, http.StatusBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ -")
 		return req, false
 	}
 	return req, true
@@ -149,16 +150,16 @@ func (d *server) demoAuth(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimSpace(req.Name)
 	switch {
 	case req.ChannelName != demoChannel:
-		d.refuse(w, r, http.StatusForbidden, fmt.Sprintf("The demo signs %s only", demoChannel))
+		httpx.Refuse(d.log, w, r, http.StatusForbidden, fmt.Sprintf("The demo signs %s only", demoChannel))
 		return
 	case !protocol.ValidSocketID(req.SocketID):
-		d.refuse(w, r, http.StatusBadRequest, "Malformed socket_id")
+		httpx.Refuse(d.log, w, r, http.StatusBadRequest, "Malformed socket_id")
 		return
 	case name == "" || utf8.RuneCountInString(name) > maxDemoName || strings.IndexFunc(name, unicode.IsControl) >= 0:
-		d.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("name must be 1-%d printable characters", maxDemoName))
+		httpx.Refuse(d.log, w, r, http.StatusBadRequest, fmt.Sprintf("name must be 1-%d printable characters", maxDemoName))
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"user_id": req.UserID, "user_info": map[string]string{"name": name}})
 	sig := auth.Sign(app.Secret, auth.ChannelAuthString(req.SocketID, demoChannel, string(data)))
-	writeJSON(w, map[string]string{"auth": app.Key + ":" + sig, "channel_data": string(data)})
+	httpx.WriteJSON(w, map[string]string{"auth": app.Key + ":" + sig, "channel_data": string(data)})
 }

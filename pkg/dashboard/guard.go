@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/headcount/headcount/pkg/httpx"
 )
 
 // drainGrace bounds reading what is left of a refused request's body
@@ -118,5 +120,5 @@ func (d *server) refuseUnread(w http.ResponseWriter, r *http.Request, code int, 
 	if r.ContentLength != 0 {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainGrace)) // not supported in-process: nothing to drain there
 	}
-	d.refuse(w, r, code, msg)
+	httpx.Refuse(d.log, w, r, code, msg)
 }

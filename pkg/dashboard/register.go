@@ -1,12 +1,11 @@
 package dashboard
 
 // register.go: Register, what it takes, the pages and their assets
-// (assets/, embedded), and the answers every handler here shares.
+// (assets/, embedded).
 
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -112,22 +111,4 @@ func servePage(name string) http.HandlerFunc {
 		h.Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(b)
 	}
-}
-
-// writeJSON answers with v, as the API answers.
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // only our own types get here; this is a bug
-		panic(fmt.Sprintf("dashboard: encode response: %v", err))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store") // counts change every moment
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// refuse answers a request with a plain-text error, as the API does, and
-// logs it at debug only, so a flood of bad requests cannot flood the logs.
-func (d *server) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	d.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "reason", msg)
-	http.Error(w, msg, code)
 }

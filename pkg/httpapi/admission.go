@@ -12,6 +12,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -20,11 +21,11 @@ import (
 func (a *App) admissionChannel(w http.ResponseWriter, r *http.Request, app *apps.App) (string, bool) {
 	ch := r.PathValue("channel_name")
 	if err := protocol.ValidateChannelNameMax(ch, app.ChannelNameLimit()); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Invalid channel name: %v", err))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Invalid channel name: %v", err))
 		return "", false
 	}
 	if !admission.Limited(ch) {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown channel for admission %s: capacities apply to presence channels only (they count distinct users)", strconv.Quote(ch)))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Unknown channel for admission %s: capacities apply to presence channels only (they count distinct users)", strconv.Quote(ch)))
 		return "", false
 	}
 	return ch, true
@@ -36,15 +37,15 @@ func (a *App) admissionUser(w http.ResponseWriter, r *http.Request, req *apiRequ
 		UserID *string `json:"user_id"`
 	}
 	if err := json.Unmarshal(req.body, &body); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf(`The body must be a JSON object like {"user_id": "..."}: %v`, err))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf(`The body must be a JSON object like {"user_id": "..."}: %v`, err))
 		return "", false
 	}
 	switch {
 	case body.UserID == nil || *body.UserID == "":
-		a.refuse(w, r, http.StatusBadRequest, "Missing user_id")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Missing user_id")
 		return "", false
 	case utf8.RuneCountInString(*body.UserID) > admission.MaxUserIDLength:
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("user_id is %d characters long, over the limit of %d", utf8.RuneCountInString(*body.UserID), admission.MaxUserIDLength))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("user_id is %d characters long, over the limit of %d", utf8.RuneCountInString(*body.UserID), admission.MaxUserIDLength))
 		return "", false
 	}
 	return *body.UserID, true
@@ -86,14 +87,14 @@ func (a *App) admissionCheck(w http.ResponseWriter, r *http.Request, req *apiReq
 	a.afterGate(req.app, ch, res.State, res.Changes, false, direct)
 	switch res.Status {
 	case admission.Waiting:
-		a.writeJSON(w, admissionAnswer{Status: "waiting", Position: res.Position, Waiting: &res.Waiting, Capacity: res.Capacity, Occupancy: &res.Occupancy})
+		httpx.WriteJSON(w, admissionAnswer{Status: "waiting", Position: res.Position, Waiting: &res.Waiting, Capacity: res.Capacity, Occupancy: &res.Occupancy})
 	default:
 		expires := res.ExpiresIn
 		if res.Status == admission.Unlimited {
 			expires = rule.Ticket
 		}
 		secs := int(math.Ceil(expires.Seconds()))
-		a.writeJSON(w, admissionAnswer{Status: "admitted", Ticket: admission.Ticket(req.app.Secret, ch, user, time.Now().Add(expires)), ExpiresIn: &secs})
+		httpx.WriteJSON(w, admissionAnswer{Status: "admitted", Ticket: admission.Ticket(req.app.Secret, ch, user, time.Now().Add(expires)), ExpiresIn: &secs})
 	}
 }
 
@@ -118,7 +119,7 @@ func (a *App) admissionLeave(w http.ResponseWriter, r *http.Request, req *apiReq
 	}
 	// A leaving waiter moves the ones behind up: tell them.
 	a.afterGate(req.app, ch, st, changes, true, "")
-	a.writeJSON(w, struct{}{})
+	httpx.WriteJSON(w, struct{}{})
 }
 
 // admissionState is GET .../admission.
@@ -135,7 +136,7 @@ func (a *App) admissionState(w http.ResponseWriter, r *http.Request, req *apiReq
 		return
 	}
 	a.afterGate(req.app, ch, st, changes, false, "")
-	a.writeJSON(w, map[string]int{"capacity": st.Capacity, "occupancy": st.Occupancy, "waiting": st.Waiting})
+	httpx.WriteJSON(w, map[string]int{"capacity": st.Capacity, "occupancy": st.Occupancy, "waiting": st.Waiting})
 }
 
 // setCapacity is PUT .../capacity {"capacity": N}, 1 <= N <=
@@ -149,16 +150,16 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 		Capacity *json.Number `json:"capacity"`
 	}
 	if err := json.Unmarshal(req.body, &body); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf(`The body must be a JSON object like {"capacity": 30}: %v`, err))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf(`The body must be a JSON object like {"capacity": 30}: %v`, err))
 		return
 	}
 	if body.Capacity == nil {
-		a.refuse(w, r, http.StatusBadRequest, "Missing capacity")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Missing capacity")
 		return
 	}
 	n, err := strconv.Atoi(body.Capacity.String())
 	if err != nil || n < 1 || n > apps.MaxCapacity {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number from 1 to %d, not %s", apps.MaxCapacity, body.Capacity.String()))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("capacity must be a whole number from 1 to %d, not %s", apps.MaxCapacity, body.Capacity.String()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -169,7 +170,7 @@ func (a *App) setCapacity(w http.ResponseWriter, r *http.Request, req *apiReques
 		return
 	}
 	a.afterGate(req.app, ch, st, changes, false, "")
-	a.writeJSON(w, map[string]int{"capacity": n})
+	httpx.WriteJSON(w, map[string]int{"capacity": n})
 }
 
 // clearCapacity is DELETE .../capacity: the apps file's rule applies again.
@@ -186,7 +187,7 @@ func (a *App) clearCapacity(w http.ResponseWriter, r *http.Request, req *apiRequ
 		return
 	}
 	a.afterGate(req.app, ch, st, changes, false, "")
-	a.writeJSON(w, struct{}{})
+	httpx.WriteJSON(w, struct{}{})
 }
 
 // afterGate announces a gate call (announce.Announcer.Admission) within a

@@ -14,6 +14,7 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/ratelimit"
 )
@@ -301,7 +302,7 @@ func (a *App) refuseParse(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &re) {
 		re = &requestError{code: http.StatusBadRequest, msg: err.Error()}
 	}
-	a.refuse(w, r, re.code, re.msg)
+	httpx.Refuse(a.log, w, r, re.code, re.msg)
 }
 
 // triggerEvent serves POST /apps/{app_id}/events: one event on up to 100
@@ -328,7 +329,7 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 		return
 	}
 	if !ev.wantInfo() {
-		a.writeJSON(w, struct{}{})
+		httpx.WriteJSON(w, struct{}{})
 		return
 	}
 	resp := struct {
@@ -337,7 +338,7 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 	for i, m := range msgs {
 		resp.Channels[m.Channel] = a.result(r, req.app.ID, ev, pending[i])
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // triggerBatch serves POST /apps/{app_id}/batch_events: up to 10 events,
@@ -367,7 +368,7 @@ func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiReque
 		return
 	}
 	if !anyInfo {
-		a.writeJSON(w, struct{}{})
+		httpx.WriteJSON(w, struct{}{})
 		return
 	}
 	resp := struct {
@@ -376,5 +377,5 @@ func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiReque
 	for i, ev := range evs {
 		resp.Batch[i] = a.result(r, req.app.ID, ev, pending[i])
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }

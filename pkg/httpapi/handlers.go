@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/dashboard"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/ratelimit"
 )
 
@@ -148,17 +148,17 @@ func (a *App) signed(h func(http.ResponseWriter, *http.Request, *apiRequest)) ht
 		if err != nil {
 			switch tooBig := (*http.MaxBytesError)(nil); {
 			case errors.As(err, &tooBig):
-				a.refuse(w, r, http.StatusRequestEntityTooLarge, bodyTooLarge)
+				httpx.Refuse(a.log, w, r, http.StatusRequestEntityTooLarge, bodyTooLarge)
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				a.refuse(w, r, http.StatusRequestTimeout, "The request body did not arrive within the server's read timeout")
+				httpx.Refuse(a.log, w, r, http.StatusRequestTimeout, "The request body did not arrive within the server's read timeout")
 			default:
-				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Could not read the request body: %v", err))
+				httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Could not read the request body: %v", err))
 			}
 			return
 		}
 		if err := sq.CheckBody(body); err != nil {
 			w.Header().Set("Connection", "close")
-			a.refuse(w, r, http.StatusUnauthorized, err.Error())
+			httpx.Refuse(a.log, w, r, http.StatusUnauthorized, err.Error())
 			return
 		}
 		// Only a signed request spends the app's read budget.
@@ -191,7 +191,7 @@ func (a *App) refuseUnread(w http.ResponseWriter, r *http.Request, code int, msg
 	if r.ContentLength != 0 {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainGrace)) // not supported in-process: nothing to drain there
 	}
-	a.refuse(w, r, code, msg)
+	httpx.Refuse(a.log, w, r, code, msg)
 }
 
 // infoAttrs splits an info parameter ("user_count,subscription_count").
@@ -203,25 +203,6 @@ func infoAttrs(info string) []string {
 		}
 	}
 	return attrs
-}
-
-func (a *App) writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // only our own types get here; this is a bug
-		panic(fmt.Sprintf("httpapi: encode response: %v", err))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store") // counts change every moment
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// refuse answers a request with a plain-text error, as Pusher does; the
-// clients show the body as-is. Refusals (4xx, and 501 for what is not built
-// yet) are the client's business and logged at debug only, so a flood of
-// bad requests cannot flood the logs.
-func (a *App) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	a.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "reason", msg)
-	http.Error(w, msg, code)
 }
 
 // redisFailed answers 503 for a failed Redis read: a count we could not read

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -69,10 +70,10 @@ func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiReque
 	for _, attr := range infoAttrs(q.Get("info")) {
 		switch {
 		case attr != "user_count":
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s for a channel listing: only user_count is available", strconv.Quote(attr)))
+			httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s for a channel listing: only user_count is available", strconv.Quote(attr)))
 			return
 		case !protocol.ChannelKind(prefix).HasMembers(): // every name the prefix selects is a presence channel
-			a.refuse(w, r, http.StatusBadRequest, "info=user_count is only available for presence channels: set filter_by_prefix to presence- or a longer presence prefix")
+			httpx.Refuse(a.log, w, r, http.StatusBadRequest, "info=user_count is only available for presence channels: set filter_by_prefix to presence- or a longer presence prefix")
 			return
 		}
 		userCount = true
@@ -84,23 +85,23 @@ func (a *App) listChannels(w http.ResponseWriter, r *http.Request, req *apiReque
 	if hasLimit {
 		n, err := strconv.Atoi(q.Get("limit"))
 		if err != nil || n < 1 || n > maxListingLimit {
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Invalid limit %s: an integer from 1 to %d", strconv.Quote(clipValue(q.Get("limit"), 40)), maxListingLimit))
+			httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Invalid limit %s: an integer from 1 to %d", strconv.Quote(clipValue(q.Get("limit"), 40)), maxListingLimit))
 			return
 		}
 		limit = n
 	}
 	switch {
 	case order != "" && order != orderBySubscription:
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported order %s: only order=subscription_count (busiest first) is available", strconv.Quote(clipValue(order, 40))))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported order %s: only order=subscription_count (busiest first) is available", strconv.Quote(clipValue(order, 40))))
 		return
 	case order != "" && prefix != "":
-		a.refuse(w, r, http.StatusBadRequest, "order=subscription_count cannot be combined with filter_by_prefix: the leaderboard ranks every channel of the app")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "order=subscription_count cannot be combined with filter_by_prefix: the leaderboard ranks every channel of the app")
 		return
 	case order != "" && hasCursor:
-		a.refuse(w, r, http.StatusBadRequest, "order=subscription_count takes limit but no cursor: the leaderboard is one page of at most 1000 channels")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "order=subscription_count takes limit but no cursor: the leaderboard is one page of at most 1000 channels")
 		return
 	case hasCursor && cursor != "" && !counts.ValidCursor(cursor):
-		a.refuse(w, r, http.StatusBadRequest, "Malformed cursor: pass the next_cursor of the previous page unchanged, or no cursor to start")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Malformed cursor: pass the next_cursor of the previous page unchanged, or no cursor to start")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -134,7 +135,7 @@ func (a *App) leaderboard(ctx context.Context, w http.ResponseWriter, r *http.Re
 		resp.Order = append(resp.Order, c.Name)
 	}
 	setFreshness(w, f, 0)
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // listPage answers one page of a walk: {"channels":{...},"next_cursor":"..."}
@@ -143,10 +144,10 @@ func (a *App) listPage(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	pg, f, err := a.listings.Page(ctx, req.app.ID, prefix, cursor, limit)
 	switch {
 	case errors.Is(err, counts.ErrCursorExpired):
-		a.refuse(w, r, http.StatusGone, "Cursor expired: its snapshot was idle too long; start the walk again without a cursor")
+		httpx.Refuse(a.log, w, r, http.StatusGone, "Cursor expired: its snapshot was idle too long; start the walk again without a cursor")
 		return
 	case errors.Is(err, counts.ErrBadCursor):
-		a.refuse(w, r, http.StatusBadRequest, "Malformed cursor: pass the next_cursor of the previous page unchanged, or no cursor to start")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Malformed cursor: pass the next_cursor of the previous page unchanged, or no cursor to start")
 		return
 	case err != nil:
 		a.redisFailed(w, r, req.app, err)
@@ -172,7 +173,7 @@ func (a *App) listPage(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		}
 	}
 	setFreshness(w, f, 0)
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // fullListing answers Pusher's listing, computed once across every replica
@@ -193,7 +194,7 @@ func (a *App) fullListing(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	setFreshness(w, res.Fresh, res.Age)
 	w.Header().Set(headerListing, string(res.Source))
-	a.writeBody(w, res.Body)
+	httpx.WriteJSONBody(w, res.Body)
 }
 
 // encodeListing writes Pusher's listing body by hand, names sorted as
@@ -264,7 +265,7 @@ type cacheInfo struct {
 func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	name := r.PathValue("channel_name")
 	if err := protocol.ValidateChannelNameMax(name, req.app.ChannelNameLimit()); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}
 	presence := protocol.ChannelKind(name).HasMembers()
@@ -275,7 +276,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 			wantSubscriptions = true
 		case "user_count":
 			if !presence {
-				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=user_count is only available for presence channels, and %s is not one", strconv.Quote(name)))
+				httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("info=user_count is only available for presence channels, and %s is not one", strconv.Quote(name)))
 				return
 			}
 			wantUsers = true
@@ -283,12 +284,12 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 			wantRank = true
 		case "cache":
 			if !protocol.IsCacheChannel(name) {
-				a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
+				httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("info=cache is only available for cache channels, and %s is not one", strconv.Quote(name)))
 				return
 			}
 			wantCache = true
 		default:
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count, rank, user_count on presence channels or cache on cache channels", strconv.Quote(attr)))
+			httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Unsupported info attribute %s: use subscription_count, rank, user_count on presence channels or cache on cache channels", strconv.Quote(attr)))
 			return
 		}
 	}
@@ -324,15 +325,7 @@ func (a *App) getChannel(w http.ResponseWriter, r *http.Request, req *apiRequest
 		}
 	}
 	setFreshness(w, f, 0)
-	a.writeJSON(w, resp)
-}
-
-// writeBody writes an encoded JSON body (with its trailing newline) as
-// writeJSON would.
-func (a *App) writeBody(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b)
+	httpx.WriteJSON(w, resp)
 }
 
 // clipValue shortens s for an error message.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/ratelimit"
 )
 
@@ -34,7 +35,7 @@ func (a *App) allow(w http.ResponseWriter, r *http.Request, app *apps.App, kind 
 		return true
 	}
 	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(res.Reset.Seconds())))))
-	a.refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf(
+	httpx.Refuse(a.log, w, r, http.StatusTooManyRequests, fmt.Sprintf(
 		"Too many requests: app %s allows %d %s per second through the HTTP API (%s); this request needs %d and %d are left; retry in %.2f s",
 		strconv.Quote(app.ID), limit, what, setting, points, res.Remaining, res.Reset.Seconds()))
 	return false

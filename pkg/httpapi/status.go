@@ -18,6 +18,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/lease"
 )
 
@@ -85,7 +86,7 @@ func (a *App) getStatus(w http.ResponseWriter, r *http.Request, req *apiRequest)
 	for i, n := range nodes {
 		resp.Nodes[i] = nodeJSON{ID: n.ID, LastSeenMs: n.LastSeen.UnixMilli(), AgeMs: n.Age.Milliseconds(), Stale: n.Age >= staleAfter, Connections: n.Connections}
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // gateJSON is one gated channel in GET .../admission.
@@ -105,7 +106,7 @@ func (a *App) getAdmissionLists(w http.ResponseWriter, r *http.Request, req *api
 	if v, ok := req.query["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if err != nil || n < 1 || n > maxListsLimit {
-			a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Invalid limit %s: an integer from 1 to %d", strconv.Quote(clipValue(v[0], 40)), maxListsLimit))
+			httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Invalid limit %s: an integer from 1 to %d", strconv.Quote(clipValue(v[0], 40)), maxListsLimit))
 			return
 		}
 		limit = n
@@ -124,7 +125,7 @@ func (a *App) getAdmissionLists(w http.ResponseWriter, r *http.Request, req *api
 		a.afterGate(req.app, l.Channel, l.State, l.Changes, false, "")
 		resp.Channels[i] = gateJSON{Channel: l.Channel, Capacity: l.Capacity, Occupancy: l.Occupancy, Waiting: l.Waiting}
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // auditCache keeps each app's last audit, so the audit runs at most once
@@ -201,5 +202,5 @@ func (a *App) getAudit(w http.ResponseWriter, r *http.Request, req *apiRequest) 
 	for _, d := range e.drift.Diffs[:min(len(e.drift.Diffs), maxAuditDiffs)] {
 		resp.Drift = append(resp.Drift, diffJSON{Kind: string(d.Kind), Channel: d.Channel, User: d.User, Node: d.Node, Field: d.Field, Want: d.Want, Have: d.Have, Present: d.Present})
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/httpx"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -26,11 +27,11 @@ const terminateEvent = "terminate_connections"
 func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	name := r.PathValue("channel_name")
 	if err := protocol.ValidateChannelNameMax(name, req.app.ChannelNameLimit()); err != nil {
-		a.refuse(w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "Invalid channel name: "+err.Error())
 		return
 	}
 	if !protocol.ChannelKind(name).HasMembers() {
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Users can only be listed for presence channels, and %s is not one", strconv.Quote(name)))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("Users can only be listed for presence channels, and %s is not one", strconv.Quote(name)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -54,7 +55,7 @@ func (a *App) getUsers(w http.ResponseWriter, r *http.Request, req *apiRequest) 
 	for i, id := range ids {
 		resp.Users[i].ID = id
 	}
-	a.writeJSON(w, resp)
+	httpx.WriteJSON(w, resp)
 }
 
 // terminateConnections serves POST /apps/{app_id}/users/{user_id}/
@@ -67,13 +68,13 @@ func (a *App) terminateConnections(w http.ResponseWriter, r *http.Request, req *
 	user := r.PathValue("user_id")
 	switch n := utf8.RuneCountInString(user); {
 	case user == "":
-		a.refuse(w, r, http.StatusBadRequest, "The user id is empty")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "The user id is empty")
 		return
 	case !utf8.ValidString(user):
-		a.refuse(w, r, http.StatusBadRequest, "The user id is not valid UTF-8")
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, "The user id is not valid UTF-8")
 		return
 	case n > maxUserIDLength:
-		a.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("The user id is %d characters long, over the limit of %d", n, maxUserIDLength))
+		httpx.Refuse(a.log, w, r, http.StatusBadRequest, fmt.Sprintf("The user id is %d characters long, over the limit of %d", n, maxUserIDLength))
 		return
 	}
 	// The SDKs send {}; an empty body is fine too, anything else is a mistake.
@@ -88,5 +89,5 @@ func (a *App) terminateConnections(w http.ResponseWriter, r *http.Request, req *
 	if !a.publish(w, r, req.app, []fanout.Message{msg}, nil) {
 		return
 	}
-	a.writeJSON(w, struct{}{})
+	httpx.WriteJSON(w, struct{}{})
 }
