@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
@@ -34,14 +33,14 @@ func TestBacklogGauges(t *testing.T) {
 	before := float64(time.Now().UnixMilli()) / 1000
 	f.append(t, Event{Name: ChannelOccupied, Channel: "a"})
 	after := float64(time.Now().UnixMilli()) / 1000
-	require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "failed")) >= 1 }, 10*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool { return testutil.ToFloat64(&gathered{reg: reg, name: oldest}) > 0 }, 10*time.Second, 10*time.Millisecond)
-	require.InDelta(t, (before+after)/2, testutil.ToFloat64(&gathered{reg: reg, name: oldest}), (after-before)/2+0.01,
+	require.Eventually(t, func() bool { return summed(t, reg, "headcount_webhook_failed_total") >= 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return summed(t, reg, oldest) > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.InDelta(t, (before+after)/2, summed(t, reg, oldest), (after-before)/2+0.01,
 		"the creation time of the pending event")
 
 	failing.Store(false)
 	f.rcv.waitFor(t, 1)
-	require.Eventually(t, func() bool { return testutil.ToFloat64(&gathered{reg: reg, name: oldest}) == 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return summed(t, reg, oldest) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"nothing pending once delivered")
 
 	stop()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
@@ -159,7 +158,7 @@ func TestBatchSize(t *testing.T) {
 	slices.Sort(events)
 	want := occupied(channels...)
 	require.Len(t, events, len(want))
-	require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "sent")) == 10 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return summed(t, reg, "headcount_webhook_sent_total") == 10 }, 5*time.Second, 10*time.Millisecond)
 	count, sum := histogram(t, reg, "headcount_webhook_request_events")
 	require.Equal(t, uint64(2), count)
 	require.Equal(t, 10.0, sum)
@@ -246,15 +245,15 @@ func TestBatchRetriedWhole(t *testing.T) {
 	want := []string{"channel_occupied p", "member_added p u1", "member_added p u2", "channel_occupied q"}
 	f.append(t, Event{Name: ChannelOccupied, Channel: "p"}, Event{Name: MemberAdded, Channel: "p", UserID: "u1"},
 		Event{Name: MemberAdded, Channel: "p", UserID: "u2"}, Event{Name: ChannelOccupied, Channel: "q"})
-	require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(regA, "failed")) >= 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return summed(t, regA, "headcount_webhook_failed_total") >= 2 }, 10*time.Second, 10*time.Millisecond)
 	rcv[0].mu.Lock()
 	tried := slices.Clone(rcv[0].requests)
 	rcv[0].mu.Unlock()
 	for i, rq := range tried {
 		require.Equal(t, want, rq.events, "attempt %d is not the whole batch", i)
 	}
-	require.Equal(t, 2.0, testutil.ToFloat64(metricOf(regA, "failed")))
-	require.Equal(t, 0.0, testutil.ToFloat64(metricOf(regA, "sent")))
+	require.Equal(t, 2.0, summed(t, regA, "headcount_webhook_failed_total"))
+	require.Equal(t, 0.0, summed(t, regA, "headcount_webhook_sent_total"))
 	pending, err := f.rdb.XPending(context.Background(), eventlog.Key(keyspace.Space{}, f.app.ID), groupName(f.app.Webhooks[0].URL)).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 4, pending.Count, "events of a failed request were acknowledged")

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -67,9 +66,9 @@ func TestALostReadIsTakenBack(t *testing.T) {
 	stuck := []string{p.Lower, p.Higher}
 	proxy.Heal()
 
-	depth := &gathered{reg: reg, name: "headcount_webhook_queue_depth"}
-	oldest := &gathered{reg: reg, name: "headcount_webhook_oldest_pending_timestamp_seconds"}
-	require.Eventually(t, func() bool { return testutil.ToFloat64(depth) == 2 && testutil.ToFloat64(oldest) > 0 },
+	depth := func() float64 { return summed(t, reg, "headcount_webhook_queue_depth") }
+	oldest := func() float64 { return summed(t, reg, "headcount_webhook_oldest_pending_timestamp_seconds") }
+	require.Eventually(t, func() bool { return depth() == 2 && oldest() > 0 },
 		10*time.Second, 10*time.Millisecond, "the events read under the holder's name are not in its backlog")
 	failing.Store(false)
 	require.ElementsMatch(t, []string{"channel_occupied c", "subscription_count c 1"}, f.rcv.waitFor(t, 3)[1:])

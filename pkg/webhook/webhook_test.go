@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
@@ -178,7 +179,7 @@ func TestDelivery(t *testing.T) {
 			"member_added presence-r u1",
 			"subscription_count news 3",
 		}, got)
-		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(reg, "sent")) == 4 }, 5*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return summed(t, reg, "headcount_webhook_sent_total") == 4 }, 5*time.Second, 10*time.Millisecond)
 	})
 }
 
@@ -197,8 +198,14 @@ func TestCacheMissDelivered(t *testing.T) {
 	require.Equal(t, []string{"cache_miss cache-x"}, f.rcv.waitFor(t, 1))
 }
 
-func metricOf(reg *prometheus.Registry, what string) prometheus.Collector {
-	return &gathered{reg: reg, name: "headcount_webhook_" + what + "_total"}
+// summed is the sum of name's series in reg, whatever their labels; 0
+// before any is touched.
+func summed(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	f, err := metricstest.Gather(reg)
+	require.NoError(t, err)
+	v, _ := f.Sum(name)
+	return v
 }
 
 // TestRetries: a receiver that fails its first 3 attempts at each event
@@ -261,7 +268,7 @@ func TestTakeover(t *testing.T) {
 		f.rcv.fail = func(string) bool { _, on := failing.Load("on"); return on }
 		stopA, regA := f.start(t, "a", Options{})
 		f.append(t, Event{Name: ChannelOccupied, Channel: "x"}, Event{Name: ChannelOccupied, Channel: "y"})
-		require.Eventually(t, func() bool { return testutil.ToFloat64(metricOf(regA, "failed")) >= 2 }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return summed(t, regA, "headcount_webhook_failed_total") >= 2 }, 10*time.Second, 10*time.Millisecond)
 		stopA()
 		failing.Delete("on")
 		f.start(t, "b", Options{})
@@ -294,7 +301,7 @@ func TestGiveUp(t *testing.T) {
 	_, reg := f.start(t, "r1", Options{RetryWindow: 700 * time.Millisecond})
 	f.append(t, Event{Name: ChannelOccupied, Channel: "doomed"}, Event{Name: MemberAdded, Channel: "doomed", UserID: "u"})
 	require.Equal(t, []string{"member_added doomed u"}, f.rcv.waitFor(t, 1))
-	require.Equal(t, 1.0, testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_dropped_total"}))
+	require.Equal(t, 1.0, summed(t, reg, "headcount_webhook_dropped_total"))
 }
 
 // TestRedirectNotFollowed: a receiver that redirects does not get the
@@ -341,18 +348,18 @@ func TestRedirectNotFollowed(t *testing.T) {
 
 			_, err = Append(context.Background(), rdb, keyspace.Space{}, app, Event{Name: ChannelOccupied, Channel: "a"})
 			require.NoError(t, err)
-			sent := metricOf(metrics, "sent")
+			sent := func() float64 { return summed(t, metrics, "headcount_webhook_sent_total") }
 			require.Eventually(t, func() bool {
-				return testutil.ToFloat64(&gathered{reg: metrics, name: "headcount_webhook_dropped_total"}) == 1 || testutil.ToFloat64(sent) > 0
+				return summed(t, metrics, "headcount_webhook_dropped_total") == 1 || sent() > 0
 			}, 10*time.Second, 10*time.Millisecond, "the redirected event was never given up")
 
 			_, hit := redirects.Load("/hook")
 			require.True(t, hit, "the receiver was never asked")
 			inside.Range(func(k, _ any) bool { t.Errorf("the redirect target got a request for %v", k); return true })
-			require.Equal(t, 0.0, testutil.ToFloat64(sent), "a redirected post counted as delivered")
-			failed := testutil.ToFloat64(metricOf(metrics, "failed"))
+			require.Equal(t, 0.0, sent(), "a redirected post counted as delivered")
+			failed := summed(t, metrics, "headcount_webhook_failed_total")
 			require.GreaterOrEqual(t, failed, 2.0, "a redirect is retried like any failure")
-			require.Equal(t, failed-1, testutil.ToFloat64(metricOf(metrics, "retried")))
+			require.Equal(t, failed-1, summed(t, metrics, "headcount_webhook_retried_total"))
 
 			out := logs.String()
 			require.Equal(t, 1, strings.Count(out, "webhook receiver redirects"), "one warning, not one per attempt:\n%s", out)
@@ -405,7 +412,7 @@ func TestLogBudget(t *testing.T) {
 		refused := func() float64 {
 			sum := 0.0
 			for _, n := range nodes {
-				sum += testutil.ToFloat64(&gathered{reg: n.reg, name: "headcount_webhook_events_dropped_total"})
+				sum += summed(t, n.reg, "headcount_webhook_events_dropped_total")
 			}
 			return sum
 		}
@@ -433,7 +440,7 @@ func TestLogBudget(t *testing.T) {
 		require.EqualValues(t, flood-len(entries), refused())
 		require.EqualValues(t, flood-len(entries), st.Dropped, "the log counts what it refused")
 		for _, n := range nodes {
-			drops := testutil.ToFloat64(&gathered{reg: n.reg, name: "headcount_webhook_events_dropped_total"})
+			drops := summed(t, n.reg, "headcount_webhook_events_dropped_total")
 			if drops == 0 {
 				continue // the other node's events met the full log
 			}
@@ -467,7 +474,7 @@ func TestLogBudget(t *testing.T) {
 		_, reg := f.start(t, "r1", Options{TrimEvery: 50 * time.Millisecond})
 		f.rcv.waitFor(t, len(entries)+1) // and the first notice; the filler is not an event
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_dropped_total"}) == float64(st.Dropped)
+			return summed(t, reg, "headcount_webhook_log_dropped_total") == float64(st.Dropped)
 		}, 10*time.Second, 10*time.Millisecond, "headcount_webhook_log_dropped_total")
 		require.Eventually(t, func() bool {
 			st, err := log.Stats(ctx, rdb)
@@ -519,7 +526,7 @@ func TestTrimFreesLogBudget(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "trimming the delivered log did not lower its bytes")
 	require.Eventually(t, func() bool {
 		st, err := log.Stats(ctx, f.rdb) // again: the trims go on
-		return err == nil && testutil.ToFloat64(&gathered{reg: reg, name: "headcount_webhook_log_bytes"}) == float64(st.Bytes)
+		return err == nil && summed(t, reg, "headcount_webhook_log_bytes") == float64(st.Bytes)
 	}, 5*time.Second, 20*time.Millisecond, "headcount_webhook_log_bytes")
 	refused, _, err = log.Append(ctx, f.rdb, full, ev(20))
 	require.NoError(t, err)

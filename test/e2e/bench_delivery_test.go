@@ -46,12 +46,9 @@ func profileHold(b *testing.B, c cluster) (wait func()) {
 // pollDelivered waits until the node at admin has received an event from
 // the bus, polling its metrics every 10 ms; false if ctx ends first.
 func pollDelivered(ctx context.Context, admin string) bool {
-	const metric = "\nheadcount_wsnode_messages_delivered_total "
 	for ctx.Err() == nil {
-		if body, err := profileGet(ctx, "http://"+admin+"/metrics"); err == nil {
-			if i := strings.Index(string(body), metric); i >= 0 && !strings.HasPrefix(string(body)[i+len(metric):], "0\n") {
-				return true
-			}
+		if metric(admin, "headcount_wsnode_messages_delivered_total") > 0 {
+			return true
 		}
 		select {
 		case <-ctx.Done():
