@@ -25,35 +25,26 @@ type Binaries []*prometheus.Registry
 func Build(t *testing.T) Binaries {
 	t.Helper()
 	noEnv := func(string) (string, bool) { return "", false }
-	common := []string{"--redis", "redis://127.0.0.1:1", "--log-level", "error"}
-	var regs Binaries
+	common := []string{"--redis", "redis://127.0.0.1:1", "--log-level", "error", "--admin-addr", ""}
+	regs := Binaries{metrics.NewRegistry(), metrics.NewRegistry(), metrics.NewRegistry()}
 
 	ws, err := config.ParseWSNode(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
 	require.NoError(t, err)
-	ws.AdminAddr = ""
-	reg := metrics.NewRegistry()
-	w, err := wsnode.New(wsnode.Options{Config: ws, Registry: reg})
+	w, err := wsnode.New(wsnode.Options{Config: ws, Registry: regs[0]})
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
-	regs = append(regs, reg)
 
 	cl, _, err := config.ParseCleaner(common, noEnv, io.Discard)
 	require.NoError(t, err)
-	cl.AdminAddr = ""
-	reg = metrics.NewRegistry()
-	c, err := cleaner.New(cleaner.Options{Config: cl, Registry: reg})
+	c, err := cleaner.New(cleaner.Options{Config: cl, Registry: regs[1]})
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
-	regs = append(regs, reg)
 
 	api, err := config.ParseHTTPAPI(append([]string{"--addr", "127.0.0.1:0"}, common...), noEnv, io.Discard)
 	require.NoError(t, err)
-	api.AdminAddr = ""
-	reg = metrics.NewRegistry()
-	h, err := httpapi.New(httpapi.Options{Config: api, Registry: reg})
+	h, err := httpapi.New(httpapi.Options{Config: api, Registry: regs[2]})
 	require.NoError(t, err)
 	t.Cleanup(h.Stop)
-	regs = append(regs, reg)
 	return regs
 }
 
