@@ -125,6 +125,9 @@ func Listen(addr string, h http.Handler, t Timeouts) (*Server, error) {
 	}}, nil
 }
 
+// WrapListener replaces the listener with wrap's, before Serve.
+func (s *Server) WrapListener(wrap func(net.Listener) net.Listener) { s.ln = wrap(s.ln) }
+
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,36 @@ func NewClient(c config.Common) (redis.UniversalClient, error) {
 		opt.Dialer, opt.CredentialsProviderContext = f.hooks(opt.Username)
 		return redis.NewClient(opt), nil
 	}
+}
+
+// WrapConns makes every connection rdb dials from now on wrap's, on
+// every shard of a Cluster too. Call it before rdb's first command.
+func WrapConns(rdb redis.UniversalClient, wrap func(net.Conn) net.Conn) {
+	h := connWrapper(wrap)
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+		return
+	}
+	rdb.AddHook(h)
+}
+
+// connWrapper is a redis.Hook that wraps each dialled connection.
+type connWrapper func(net.Conn) net.Conn
+
+func (w connWrapper) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return w(c), nil
+	}
+}
+
+func (connWrapper) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (connWrapper) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // Ping checks that Redis answers (every shard, in Cluster mode).

@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/eventlog"
+	"github.com/headcount/headcount/pkg/exitorder"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
@@ -182,11 +183,18 @@ func New(opts Options) (_ *App, err error) {
 		}
 	}()
 
+	maxSockets := a.socketCap()
+	// The connections that tell the cleaners of this process's death
+	// (Redis's, the admin port's) go above every client socket, so a
+	// kill closes them first, not after the client sockets.
+	limit, _ := config.OpenFileLimit()
+	first := exitorder.New(maxSockets, limit, a.log.Named("exitorder"))
 	common := cfg.Common
 	common.RedisLogger, common.RedisRegisterer = a.log, a.reg // the Redis files' reloads
 	if a.rdb, err = redisx.NewClient(common); err != nil {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
+	redisx.WrapConns(a.rdb, first.Conn)
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
 	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
@@ -203,6 +211,7 @@ func New(opts Options) (_ *App, err error) {
 		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
+		a.admin.WrapListener(first.Listener)
 		a.life.Defer(a.admin.Close)
 	}
 	a.advertised = a.advertise()
@@ -210,7 +219,6 @@ func New(opts Options) (_ *App, err error) {
 	a.rec = a.newRecorder(a.reg)
 	a.reload = appreload.New(cfg.Common, a.log, a.reg)
 
-	maxSockets := a.socketCap()
 	a.m.maxSockets.Set(float64(maxSockets))
 	front := wsfront.Options{Handler: a.serveWS, Hijack: hijackSocket, MaxConns: maxSockets,
 		Logger: a.log.Named("front"), OnRefuse: func(r wsfront.Reason) { a.m.errors[frontReason(r)].Inc() }, Up: a.Ready}

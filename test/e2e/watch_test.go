@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"net"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +39,7 @@ func watchKillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	// active, and not again for 20 s.
 	cl := startWatchingCleaner(t, redis...)
 	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", 2, 10*time.Second)
+	checkDeathAnnouncedFirst(t, victim)
 
 	victim.p.kill(t)
 	killed := time.Now()
@@ -82,5 +87,63 @@ func waitMetricAtLeast(t *testing.T, admin, name string, want float64, within ti
 			t.Fatalf("%s%q = %v after %v, want at least %v", name, labels, n, within, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkDeathAnnouncedFirst checks that every connection of n's other than
+// its client sockets (its Redis connections, the cleaner's watch of its
+// admin port) has a descriptor above every client socket's: a kill closes
+// the highest first (package exitorder), so those announce the death
+// before the client sockets are closed.
+func checkDeathAnnouncedFirst(t *testing.T, n node) {
+	t.Helper()
+	pid := strconv.Itoa(n.p.cmd.Process.Pid)
+	fds := map[string]int{} // socket inode: its highest descriptor
+	ents, err := os.ReadDir("/proc/" + pid + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		link, _ := os.Readlink("/proc/" + pid + "/fd/" + e.Name())
+		inode, ok := strings.CutPrefix(link, "socket:[")
+		if !ok {
+			continue
+		}
+		fd, _ := strconv.Atoi(e.Name())
+		inode = strings.TrimSuffix(inode, "]")
+		fds[inode] = max(fds[inode], fd)
+	}
+	_, wsPort, _ := net.SplitHostPort(n.addr)
+	clients, others := -1, []int{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile("/proc/" + pid + "/net/" + table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] == "0A" { // 0A: listening
+				continue
+			}
+			fd, ok := fds[f[9]]
+			if !ok {
+				continue
+			}
+			_, local, _ := strings.Cut(f[1], ":")
+			port, _ := strconv.ParseUint(local, 16, 16)
+			if strconv.FormatUint(port, 10) == wsPort {
+				clients = max(clients, fd)
+			} else {
+				others = append(others, fd)
+			}
+		}
+	}
+	if clients < 0 || len(others) < 2 {
+		t.Fatalf("%s: client sockets up to fd %d, other connections at %v: expected client sockets, Redis connections and a watch", n.p.name, clients, others)
+	}
+	for _, fd := range others {
+		if fd < clients {
+			t.Fatalf("%s: a Redis or admin connection at fd %d, below a client socket at %d (all: %v): a kill would close it late", n.p.name, fd, clients, others)
+		}
 	}
 }

@@ -1,0 +1,33 @@
+// Package exitorder makes a killed process's chosen connections close
+// before its others, so whoever holds their other ends learns of the death
+// first.
+//
+// When Linux kills a process (SIGKILL, the OOM killer), the exiting task
+// closes its descriptors in ascending order, but the close that releases a
+// socket's last reference is only queued, and the queue runs last in,
+// first out: the socket at the highest descriptor sends its FIN first and
+// the one at the lowest last. A node holding 16,000 client sockets takes
+// a few hundred milliseconds to send them all, and the connections that
+// announce its death (its Redis liveness subscription, the cleaners'
+// watches of its admin port) are opened early, at low descriptors, so
+// they used to go last.
+//
+// A Placer duplicates a connection's descriptor at or above a floor that
+// sits past every descriptor the client sockets can take, and keeps the
+// duplicate until the connection closes: the socket's last reference is
+// then that high descriptor, and the socket closes among the first.
+//
+// Guarantees:
+//   - a placed connection behaves as the one it wraps (deadlines, reads,
+//     writes, CloseWrite, SyscallConn where it had them); Close releases
+//     the duplicate first, so the peer sees the close at once, as before;
+//   - a placed connection that is never closed releases its duplicate when
+//     it is collected, so the duplicate never holds a socket open by itself;
+//   - placing is best effort: off on systems other than Linux, and when no
+//     descriptor is free at or above the floor the connection is used as
+//     it is (logged once);
+//   - the kernel's descriptor table grows to the floor at the first
+//     placement: 8 bytes per descriptor, about 8 MiB under the usual
+//     container limit of 1,048,576 (the table a node at its socket cap
+//     would hold anyway).
+package exitorder
