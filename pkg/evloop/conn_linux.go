@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/headcount/headcount/internal/lockorder"
 )
 
 var errEOF = io.EOF
@@ -15,7 +16,7 @@ var errEOF = io.EOF
 // Conn is one accepted connection. Its methods may be called from any
 // goroutine; a mutex orders writers, the loop and Close.
 type Conn struct {
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.Leaf]
 	fd      int32
 	gen     int32 // the slot's generation when this connection took it
 	loop    *loop

@@ -25,7 +25,9 @@
 //   - Conn's methods (Write, Close, CloseAfterFlush, CloseWrite, PauseRead,
 //     ResumeRead, SetHandler, Pending, RemoteAddr) may be called from any
 //     goroutine, callbacks included; a mutex per Conn orders them with the
-//     loop. None blocks on the network.
+//     loop. None blocks on the network. That mutex is a leaf of wsnode's
+//     lock order (pkg/wsnode/locks.go): no other lock is taken under it,
+//     and no callback runs under it.
 //
 // Guarantees:
 //

@@ -3,11 +3,12 @@ package evloop
 import (
 	"errors"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/headcount/headcount/internal/lockorder"
 )
 
 // loop is one epoll set and the goroutine that waits on it. Its
@@ -22,7 +23,7 @@ type loop struct {
 	wake int    // an eventfd: other goroutines wake the loop through it
 	buf  []byte // the shared read buffer
 
-	mu       sync.Mutex
+	mu       lockorder.Mutex[lockorder.Leaf]
 	closes   []closing // connections closed off the loop, awaiting OnClose
 	stopping bool      // Serve asked the loop to stop
 	stopped  bool      // the loop has exited: closes are delivered by their caller

@@ -6,9 +6,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/clock"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -126,7 +126,7 @@ type waiterKey struct {
 // and which channels are due a check-in. Sockets register from their own
 // goroutine; the waiters loop reads.
 type waiters struct {
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.Leaf]
 	// byChannel counts each channel's registered sockets.
 	byChannel map[chanKey]int
 	// checked is when each channel was last checked in; dirty marks the

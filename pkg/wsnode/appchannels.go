@@ -5,9 +5,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -36,13 +36,13 @@ const (
 // O(1) commands, which tells whether another node has it occupied (then it
 // is no new channel).
 type appChannels struct {
-	mu   sync.Mutex
+	mu   lockorder.Mutex[lockorder.Leaf]
 	apps map[string]*channelView
 }
 
 // channelView is one node's view of an app's occupied channels.
 type channelView struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Leaf]
 	readAt time.Time
 	// share is how many channels this node may open on the last read;
 	// opened how many it has since (and the last flushMargin's before).

@@ -60,6 +60,9 @@
 // is the node and what acts on many sockets. docs/INTERNALS.md ("wsnode",
 // "The code") says which file holds what.
 //
+// locks.go writes down the order in which the node's mutexes nest; built
+// with -tags lockorder (make test), they check it as they are taken.
+//
 // App methods are safe for concurrent use. An App keeps lifecycle.Service:
 // Run is called once, Stop any number of times from any goroutine, and a
 // Stop before Run frees the listeners and the Redis client New took.

@@ -7,13 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
 const numShards = 64
 
 type shard struct {
-	mu      sync.RWMutex
+	mu      lockorder.RWMutex[lockorder.Leaf]
 	sockets map[*socket]struct{}
 }
 
@@ -28,7 +29,7 @@ type hub struct {
 	now atomic.Int64
 
 	// mu orders enter against close so handlers.Add never races Wait.
-	mu       sync.Mutex
+	mu       lockorder.Mutex[lockorder.Leaf]
 	closed   bool
 	handlers sync.WaitGroup
 	closing  atomic.Bool

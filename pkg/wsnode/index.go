@@ -3,7 +3,8 @@ package wsnode
 import (
 	"encoding/json"
 	"hash/maphash"
-	"sync"
+
+	"github.com/headcount/headcount/internal/lockorder"
 )
 
 // chanKey names a channel of an app.
@@ -25,7 +26,7 @@ type presence struct {
 // member_added still to come.
 type listed struct {
 	version int64
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.Leaf]
 	pending map[string]bool
 }
 
@@ -51,7 +52,7 @@ func (l *listed) news(user string, added bool, v int64) bool {
 const numChanShards = 64
 
 type chanShard struct {
-	mu   sync.RWMutex
+	mu   lockorder.RWMutex[rankIndex]
 	subs map[chanKey]map[*socket]presence
 	// versions holds the version of the last subscription count delivered
 	// on each channel with local subscribers (see newer).

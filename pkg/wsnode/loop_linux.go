@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/evloop"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/wsframe"
@@ -35,7 +35,7 @@ type loopLink struct {
 	c   *evloop.Conn
 	dec wsframe.Decoder
 
-	mu sync.Mutex
+	mu lockorder.Mutex[rankLink]
 	// inbox holds what the loop decoded and the socket's handler has not
 	// handled yet, in order; nearly always empty.
 	inbox      []inMessage

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -61,7 +62,7 @@ const closeSlots = 64
 // a goroutine for writing while it keeps up, and one that does not holds
 // up neither a writer nor the publisher.
 type sender struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Leaf]
 	cond   *sync.Cond
 	ready  []*socket
 	closed bool

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -74,7 +75,7 @@ type socket struct {
 	authBy atomic.Int64
 
 	// mu guards the send queue.
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.Leaf]
 	// queue holds frames waiting for a writer; queued is their total size.
 	queue  []frame
 	queued int

@@ -3,8 +3,8 @@ package wsnode
 import (
 	"context"
 	"strconv"
-	"sync"
 
+	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -25,7 +25,7 @@ type watchlist struct {
 	// since they may be newer; after it (sent), what the client was told,
 	// so that an edge it already knows is not sent again (an edge
 	// published just after the read found the change).
-	mu     sync.Mutex
+	mu     lockorder.Mutex[rankWatchlist]
 	status map[string]bool
 	sent   bool
 }
