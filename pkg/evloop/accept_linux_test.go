@@ -62,13 +62,3 @@ func TestAcceptBackoff(t *testing.T) {
 	require.EqualValues(t, len(errs), s.Stats().AcceptErrors)
 	require.LessOrEqual(t, len(errs), 6, "accept retried without backing off")
 }
-
-func TestNextBackoff(t *testing.T) {
-	var got []time.Duration
-	for d := time.Duration(0); len(got) < 10; {
-		d = nextBackoff(d)
-		got = append(got, d)
-	}
-	ms := time.Millisecond
-	require.Equal(t, []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 320 * ms, 640 * ms, time.Second, time.Second}, got)
-}

@@ -11,8 +11,8 @@
 //     (accept4, non-blocking, close-on-exec). Options.OnAccept runs there,
 //     before the connection's first event. A failed accept (EMFILE, ENFILE,
 //     ...) is reported to Options.OnAcceptError and retried after 5 ms,
-//     doubling to 1 s while it keeps failing: the connection waits in the
-//     backlog meanwhile, and nothing spins.
+//     doubling to 1 s (portcap.NextBackoff) while it keeps failing: the
+//     connection waits in the backlog meanwhile, and nothing spins.
 //   - Each loop is one goroutine with its own epoll set. The set itself
 //     waits in the runtime's poller (an epoll set is readable while it has
 //     events), so an idle loop holds no OS thread, and a woken one calls

@@ -38,19 +38,13 @@ type Options struct {
 	// its input.
 	OnAccept func(c *Conn) bool
 	// OnAcceptError is called for each failed accept (EMFILE, ENFILE,
-	// ENOBUFS...) with the delay before the next try, which starts at
-	// 5 ms and doubles up to 1 s while accepts keep failing.
+	// ENOBUFS...) with the delay before the next try: portcap.NextBackoff,
+	// from 5 ms doubling up to 1 s while accepts keep failing.
 	OnAcceptError func(err error, retryIn time.Duration)
 }
 
 // DefaultReadBufferSize is a loop's read buffer when Options leave it 0.
 const DefaultReadBufferSize = 64 << 10
-
-// Accept backoff bounds.
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
 
 // Stats are a Server's counters, read without stopping the loops; each
 // field is read atomically, the set is not a snapshot.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/headcount/headcount/pkg/portcap"
 )
 
 // Server accepts TCP connections and serves them on its loops.
@@ -242,7 +244,7 @@ func (s *Server) Close() error {
 }
 
 // acceptLoop accepts until the listener is closed. Each failed accept is
-// reported and backed off (5 ms doubling to 1 s): a full descriptor table
+// reported and backed off (portcap.NextBackoff): a full descriptor table
 // leaves the connection in the backlog, so trying again at once would spin.
 func (s *Server) acceptLoop() error {
 	rc, err := s.lfile.SyscallConn()
@@ -274,7 +276,7 @@ func (s *Server) acceptLoop() error {
 		if acceptErr == nil {
 			continue
 		}
-		backoff = nextBackoff(backoff)
+		backoff = portcap.NextBackoff(backoff)
 		s.acceptErrors.Add(1)
 		if s.opts.OnAcceptError != nil {
 			s.opts.OnAcceptError(acceptErr, backoff)
@@ -400,9 +402,4 @@ func (t *table) release(c *Conn) {
 	if ch := t.chunks[int(c.fd)/chunkSize].Load(); ch != nil {
 		ch[int(c.fd)%chunkSize].c.CompareAndSwap(c, nil)
 	}
-}
-
-// nextBackoff doubles an accept backoff within its bounds.
-func nextBackoff(d time.Duration) time.Duration {
-	return min(max(2*d, minAcceptBackoff), maxAcceptBackoff)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
+	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/redisx"
 	"github.com/headcount/headcount/pkg/webhook"
@@ -175,7 +176,7 @@ func New(opts Options) (_ *App, err error) {
 	a.routes = a.handler()
 	a.maxConns = a.connCap(opts.Config.MaxConnections, redisConns(a.rdb, opts.Config.Common))
 	a.metrics.maxConns.Set(float64(a.maxConns))
-	if a.api, err = lifecycle.ListenCapped(opts.Config.Addr, a.routes, apiTimeouts(opts.Config), lifecycle.Cap{
+	if a.api, err = lifecycle.ListenCapped(opts.Config.Addr, a.routes, apiTimeouts(opts.Config), portcap.Config{
 		Max: a.maxConns, Setting: "--max-connections", Logger: a.log, OnEvent: a.metrics.connEvent}); err != nil {
 		return nil, fmt.Errorf("httpapi: listen on --addr %s: %w", opts.Config.Addr, err)
 	}

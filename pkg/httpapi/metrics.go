@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/headcount/headcount/pkg/lifecycle"
+	"github.com/headcount/headcount/pkg/portcap"
 )
 
 type metrics struct {
@@ -93,15 +93,15 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func(
 }
 
 // connEvent counts what the API port's cap reports.
-func (m *metrics) connEvent(e lifecycle.CapEvent) {
+func (m *metrics) connEvent(e portcap.Event) {
 	switch e {
-	case lifecycle.CapRefused:
+	case portcap.Refused:
 		m.connsRefused.Inc()
-	case lifecycle.CapClosedIdle:
+	case portcap.ClosedIdle:
 		m.connsClosedIdle.Inc()
-	case lifecycle.CapClosedNew:
+	case portcap.ClosedNew:
 		m.connsClosedNew.Inc()
-	case lifecycle.CapAcceptFailed:
+	case portcap.AcceptFailed:
 		m.acceptErrors.Inc()
 	}
 }

@@ -19,18 +19,19 @@ import (
 
 	"github.com/headcount/headcount/internal/lifecycletest"
 	"github.com/headcount/headcount/internal/proctest"
+	"github.com/headcount/headcount/pkg/portcap"
 )
 
 // capEvents counts what a capped server reports.
 type capEvents struct {
-	n [CapAcceptFailed + 1]atomic.Int64
+	n [portcap.AcceptFailed + 1]atomic.Int64
 }
 
-func (e *capEvents) on(ev CapEvent)          { e.n[ev].Add(1) }
-func (e *capEvents) count(ev CapEvent) int64 { return e.n[ev].Load() }
+func (e *capEvents) on(ev portcap.Event)          { e.n[ev].Add(1) }
+func (e *capEvents) count(ev portcap.Event) int64 { return e.n[ev].Load() }
 func (e *capEvents) counts() map[string]int64 { // for failure messages
 	m := map[string]int64{}
-	for ev := CapRefused; ev <= CapAcceptFailed; ev++ {
+	for ev := portcap.Refused; ev <= portcap.AcceptFailed; ev++ {
 		m[ev.String()] = e.count(ev)
 	}
 	return m
@@ -48,7 +49,7 @@ type cappedServer struct {
 func serveCapped(t *testing.T, h http.Handler, to Timeouts, maxConns int, reclaimNew time.Duration) *cappedServer {
 	t.Helper()
 	cs := &cappedServer{events: &capEvents{}, log: &proctest.Buffer{}}
-	s, err := ListenCapped("127.0.0.1:0", h, to, Cap{Max: maxConns, Setting: "--max-connections",
+	s, err := ListenCapped("127.0.0.1:0", h, to, portcap.Config{Max: maxConns, Setting: "--max-connections",
 		Logger: hclog.New(&hclog.LoggerOptions{Output: cs.log}), OnEvent: cs.events.on})
 	require.NoError(t, err)
 	s.capped.reclaimNewAfter = reclaimNew
@@ -164,14 +165,14 @@ func TestCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
 
 	// A flood past the cap: every connection is refused and closed, those
 	// past the ones drained at once without their answer, perhaps.
-	const flood = 3 * refusingAtOnce
+	const flood = 3 * portcap.RefusingAtOnce
 	for range flood {
 		c := dialRaw(t, s.Addr())
 		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.requireClosedByServer(t, "a connection past the cap")
 	}
-	require.EqualValues(t, 1+flood, s.events.count(CapRefused))
-	require.Zero(t, s.events.count(CapClosedIdle)+s.events.count(CapClosedNew), "busy connections are not closed for new ones")
+	require.EqualValues(t, 1+flood, s.events.count(portcap.Refused))
+	require.Zero(t, s.events.count(portcap.ClosedIdle)+s.events.count(portcap.ClosedNew), "busy connections are not closed for new ones")
 	require.Equal(t, 2, s.Open())
 
 	require.NoError(t, quiet.Close())
@@ -225,8 +226,8 @@ func TestCapClosesLongestIdleForNewConnection(t *testing.T) {
 	code, _, _ = idle[1].get(t, "/")
 	require.Equal(t, http.StatusOK, code)
 
-	require.EqualValues(t, 2, s.events.count(CapClosedIdle), "events %v", s.events.counts())
-	require.Zero(t, s.events.count(CapRefused))
+	require.EqualValues(t, 2, s.events.count(portcap.ClosedIdle), "events %v", s.events.counts())
+	require.Zero(t, s.events.count(portcap.Refused))
 	require.Equal(t, 3, s.Open())
 	require.Equal(t, 1, strings.Count(s.log.String(), "closing the connections that waited longest"), s.log.String())
 }
@@ -253,8 +254,8 @@ func TestCapClosesStalledNewConnections(t *testing.T) {
 	stalled.requireClosedByServer(t, "waiting since before the other idled")
 	code, _, _ = first.get(t, "/")
 	require.Equal(t, http.StatusOK, code)
-	require.EqualValues(t, 1, s.events.count(CapClosedIdle), "events %v", s.events.counts())
-	require.EqualValues(t, 1, s.events.count(CapClosedNew), "events %v", s.events.counts())
+	require.EqualValues(t, 1, s.events.count(portcap.ClosedIdle), "events %v", s.events.counts())
+	require.EqualValues(t, 1, s.events.count(portcap.ClosedNew), "events %v", s.events.counts())
 }
 
 // TestCapHijackedConnectionHoldsItsPlaceUntilClosed: a hijacked connection
@@ -332,7 +333,7 @@ func TestCapAcceptFailuresBackOff(t *testing.T) {
 	fl.fails.Store(fails)
 	var events capEvents
 	var log proctest.Buffer
-	l := newCapListener(fl, Cap{Max: 10, Logger: hclog.New(&hclog.LoggerOptions{Output: &log}), OnEvent: events.on})
+	l := newCapListener(fl, portcap.Config{Max: 10, Logger: hclog.New(&hclog.LoggerOptions{Output: &log}), OnEvent: events.on})
 	srv := &http.Server{Handler: capMux(nil), ConnState: l.connState, ReadHeaderTimeout: time.Second}
 	done := make(chan error, 1)
 	start := time.Now()
@@ -342,12 +343,12 @@ func TestCapAcceptFailuresBackOff(t *testing.T) {
 	code, _, _ := c.get(t, "/")
 	require.Equal(t, http.StatusOK, code)
 	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "the retries waited")
-	require.EqualValues(t, fails, events.count(CapAcceptFailed))
+	require.EqualValues(t, fails, events.count(portcap.AcceptFailed))
 	require.Equal(t, 1, strings.Count(log.String(), "accepting a connection failed"), log.String())
 	require.Contains(t, log.String(), "too many open files")
 
 	require.NoError(t, srv.Close())
 	require.ErrorIs(t, <-done, http.ErrServerClosed)
 	l.wait()
-	require.Zero(t, l.open.Load())
+	require.Zero(t, l.port.Open())
 }

@@ -7,10 +7,10 @@
 //   - Main, the body of each thin main, with its exit codes;
 //   - the admin HTTP server (/metrics, /healthz, /readyz) and a Server that
 //     serves an http.Server inside an oklog/run group with a deadline on
-//     every phase of a connection (Timeouts); ListenCapped caps its
-//     connections too (Cap), closing the one that waited longest for a
-//     request to admit a new one at the cap and refusing with 503 when all
-//     are busy, and backs off failed accepts;
+//     every phase of a connection (Timeouts); ListenCapped applies a
+//     port policy (pkg/portcap) too, closing the connection that waited
+//     longest for a request to admit a new one at the cap, and refusing
+//     (portcap's 503) only when all are busy;
 //   - LivenessHandler, a GET answered 200 at once and held open, past the
 //     server's write deadline, until the process stops it, so its client
 //     learns of the process's death when the kernel closes the connection.

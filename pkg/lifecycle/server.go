@@ -132,12 +132,12 @@ func (s *Server) WrapListener(wrap func(net.Listener) net.Listener) { s.ln = wra
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Open is the number of connections open on a server from ListenCapped:
-// what its Cap.Max caps. It is 0 for a server from Listen.
+// what its portcap.Config.Max caps. It is 0 for a server from Listen.
 func (s *Server) Open() int {
 	if s.capped == nil {
 		return 0
 	}
-	return int(s.capped.open.Load())
+	return int(s.capped.port.Open())
 }
 
 // Serve blocks until Shutdown; it returns nil on a clean shutdown.

@@ -28,17 +28,19 @@
 //     sending their head and upgraded sockets alike, counted from their
 //     accept to their first Close: an upgrade hands over a wrapper of the
 //     accepted Conn, so however a socket ends, its close gives its place
-//     back. The accept loop answers a connection past the cap with a fixed
-//     503 before reading anything and closes it (draining it on a short
-//     goroutine, at most 16 at a time, else closing at once), so that one
-//     client cannot take the file descriptors the process needs elsewhere.
+//     back. The accept loop answers a connection past the cap with
+//     pkg/portcap's refusal (a fixed 503 with Retry-After: 1) before
+//     reading anything and closes it (draining it on a short goroutine, at
+//     most 16 at a time, else closing at once), so that one client cannot
+//     take the file descriptors the process needs elsewhere.
 //   - A failed accept (out of descriptors, say) is retried after 5 ms,
-//     doubling up to a second. Cap refusals and accept failures are each
-//     logged at most once per 10 s; every one is reported to
+//     doubling up to a second (portcap). Cap refusals and accept failures
+//     are each logged at most once per 10 s; every one is reported to
 //     Options.OnRefuse with its Reason.
 //   - Shutdown stops accepting, closes the connections still reading their
-//     head and waits, up to its timeout, for handshakes in progress.
-//     Upgraded sockets are not touched: they are their owner's to close.
+//     head and the refusals still draining, and waits, up to its timeout,
+//     for handshakes in progress. Upgraded sockets are not touched: they
+//     are their owner's to close.
 //
 // Concurrency: each accepted connection's handshake runs on a goroutine of
 // its own, which goes on to run the handler; Serve runs the accept loop;
@@ -46,8 +48,9 @@
 // Shutdown may be called more than once.
 //
 // LoopFront (Linux) is the same front on pkg/evloop's loops, for the
-// event-loop transport, and keeps every guarantee above, with these
-// differences:
+// event-loop transport: both hold the same rules (the port's portcap.Port,
+// the routes, the head timeout). It keeps every guarantee above, with
+// these differences:
 //
 //   - No goroutine per connection: the request head is gathered on the
 //     loop (a buffer per connection only while its head is incomplete) and

@@ -13,12 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/portcap"
 )
 
 // Front serves a WebSocket port without net/http's server: it accepts
@@ -37,38 +36,38 @@ import (
 // A client has 10 s to send its request head, enforced by one sweep over
 // the connections still reading theirs instead of a timer each.
 //
-// At most maxConns connections are open on the port at once, handshaking
-// or upgraded: the process's file descriptors must outlast any one client,
-// or it can no longer reach its backends or answer its health checks. The
-// accept loop answers a connection past the cap with 503 and closes it.
+// At most Options.MaxConns connections are open on the port at once,
+// handshaking or upgraded: the process's file descriptors must outlast any
+// one client, or it can no longer reach its backends or answer its health
+// checks. The accept loop answers a connection past the cap with
+// portcap's 503 and closes it.
 type Front struct {
-	ln       net.Listener
-	handler  http.HandlerFunc
-	hijack   HijackFunc
-	log      hclog.Logger
-	onRefuse func(Reason) // counts a refused connection or a failed accept
-	up       func() bool  // Options.Up
+	rules
+	ln      net.Listener
+	handler http.HandlerFunc
+	hijack  HijackFunc
 
-	// maxConns caps the connections open on the port (0: no cap); open
-	// counts them, from their accept to their first Close (Conn).
-	maxConns int64
-	open     atomic.Int64
-	// refusing bounds the connections refused at the cap that are still
-	// draining on a goroutine of their own (refuseAtCap).
-	refusing chan struct{}
-	// capLog and acceptLog hold the accept loop's warnings to one per
-	// logging.RepeatEvery each, however many connections it refuses or fails.
-	capLog, acceptLog logging.Limiter
+	// reading holds the connections reading their head -> start (unix
+	// ms); guarded by mu.
+	reading map[net.Conn]int64
+	active  sync.WaitGroup // handshakes in progress
+}
+
+// rules are what both fronts hold: the port's policy (its cap, refusal
+// and accept backoff), the routes, the head timeout and the shutdown flag.
+type rules struct {
+	port     *portcap.Port
+	up       func() bool // Options.Up
+	log      hclog.Logger
+	onRefuse func(Reason) // counts a refused connection or request, or a failed accept
 
 	// headTimeout is how long a client has to send its request head,
 	// checked every sweepEvery (tests shorten both before Serve).
 	headTimeout, sweepEvery time.Duration
 
-	mu      sync.Mutex
-	reading map[net.Conn]int64 // connections reading their head -> start (unix ms)
-	closed  bool
-	active  sync.WaitGroup // handshakes in progress
-	done    chan struct{}  // closed by shutdown
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by shutdown
 }
 
 // Options configure a Front. Handler is required.
@@ -131,149 +130,82 @@ func Listen(addr string, opts Options) (*Front, error) {
 
 // newFront is a Front on ln with opts (checked).
 func newFront(ln net.Listener, opts Options) *Front {
-	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, log: opts.Logger, onRefuse: opts.OnRefuse, up: opts.Up,
-		maxConns: int64(max(opts.MaxConns, 0)), refusing: make(chan struct{}, refusingAtOnce),
-		// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
-		headTimeout: 10 * time.Second, sweepEvery: time.Second,
-		reading: map[net.Conn]int64{}, done: make(chan struct{})}
+	f := &Front{ln: ln, handler: opts.Handler, hijack: opts.Hijack, reading: map[net.Conn]int64{}}
+	f.init(opts)
 	if f.hijack == nil {
 		f.hijack = plainHijack
 	}
+	return f
+}
+
+// init sets the rules from opts.
+func (f *rules) init(opts Options) {
+	f.up, f.log, f.onRefuse = opts.Up, opts.Logger, opts.OnRefuse
+	// 10 s is net/http's ReadHeaderTimeout in the server this replaced.
+	f.headTimeout, f.sweepEvery, f.done = 10*time.Second, time.Second, make(chan struct{})
 	if f.log == nil {
 		f.log = hclog.NewNullLogger()
 	}
 	if f.onRefuse == nil {
 		f.onRefuse = func(Reason) {}
 	}
-	return f
+	f.port = portcap.New(portcap.Config{Max: opts.MaxConns, Setting: "--max-sockets",
+		Refusing: "refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
+		Logger:   f.log, OnEvent: func(e portcap.Event) {
+			if e == portcap.AcceptFailed {
+				f.onRefuse(AcceptFailed)
+			} else {
+				f.onRefuse(AtCap)
+			}
+		}})
 }
 
 // Open is the number of connections open on the port, handshaking or
 // upgraded: what MaxConns caps.
-func (f *Front) Open() int { return int(f.open.Load()) }
+func (f *Front) Open() int { return int(f.port.Open()) }
 
 // MaxConns is the cap on connections open on the port (0: none).
-func (f *Front) MaxConns() int { return int(f.maxConns) }
+func (f *rules) MaxConns() int { return int(f.port.Max()) }
 
 // Addr is the bound address.
 func (f *Front) Addr() string { return f.ln.Addr().String() }
 
 // Serve accepts until shutdown, then returns nil. Accept failures (such as
-// running out of file descriptors) are retried with backoff, from 5 ms up
-// to a second, so that they cost no CPU to speak of: a node that stopped
-// accepting while it looks healthy is the worst case.
+// running out of file descriptors) are retried with backoff
+// (portcap.Port.Accept): a node that stopped accepting while it looks
+// healthy is the worst case.
 func (f *Front) Serve() error {
 	go f.sweep()
-	var delay time.Duration
 	for {
-		c, err := f.ln.Accept()
+		c, err := f.port.Accept(f.ln)
 		if err != nil {
-			if f.isClosed() {
-				return nil
-			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			f.onRefuse(AcceptFailed)
-			if n, ok := f.acceptLog.Allow(time.Now()); ok {
-				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", delay, "failures", n)
-			}
-			select {
-			case <-time.After(delay):
-			case <-f.done:
-				return nil
-			}
-			continue
+			return nil // shut down
 		}
-		delay = 0
 		f.mu.Lock()
 		if f.closed {
 			f.mu.Unlock()
 			_ = c.Close()
 			return nil
 		}
-		f.active.Add(1)
-		if f.maxConns > 0 && f.open.Load() >= f.maxConns {
+		if f.port.Full(f.port.Open()) {
 			f.mu.Unlock()
-			f.refuseAtCap(c)
+			f.port.Refuse(c)
 			continue
 		}
-		fc := &Conn{Conn: c, f: f}
-		f.open.Add(1)
+		f.active.Add(1)
+		fc := f.port.Admit(c, nil)
 		f.reading[fc] = time.Now().UnixMilli()
 		f.mu.Unlock()
 		go f.handshake(fc)
 	}
 }
 
-// refusingAtOnce bounds the connections refused at the cap that drain at
-// once (each holds a descriptor and a goroutine for up to lingerTimeout).
-const refusingAtOnce = 16
-
-// refuseAtCap answers c, a connection past the socket cap, with 503 and
-// closes it; the caller counted it in f.active, which refuseAtCap releases
-// once c is closed. Up to refusingAtOnce at a time drain like any refusal
-// (lingerClose), so the client reads the 503; past that they are closed at
-// once, which can reset them: what matters then is the descriptor.
-// pusher-js retries either way.
-func (f *Front) refuseAtCap(c net.Conn) {
-	f.onRefuse(AtCap)
-	if n, ok := f.capLog.Allow(time.Now()); ok {
-		f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
-			"max_sockets", f.maxConns, "refused", n)
-	}
-	// A fresh connection's send buffer is empty: the write does not wait.
-	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	select {
-	case f.refusing <- struct{}{}:
-		go func() {
-			defer f.active.Done()
-			if _, err := c.Write(capResponse); err == nil {
-				lingerClose(c)
-			} else {
-				_ = c.Close()
-			}
-			<-f.refusing
-		}()
-	default:
-		_, _ = c.Write(capResponse)
-		_ = c.Close()
-		f.active.Done()
-	}
-}
-
-// capResponse is the whole answer to a connection past the socket cap.
-var capResponse = func() []byte {
-	const body = "this node holds as many connections as it may (--max-sockets); try again\n"
-	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"+
-		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
-}()
-
 // Conn is an accepted connection, counted against the socket cap until it
 // is first closed. The connection an upgrade hijacks wraps this one, so
 // however a socket ends, its close gives its place back.
-type Conn struct {
-	net.Conn
-	f      *Front
-	closed atomic.Bool
-}
+type Conn = portcap.Conn
 
-// Close closes the connection and, the first time, gives its place back.
-func (c *Conn) Close() error {
-	err := c.Conn.Close()
-	if !c.closed.Swap(true) {
-		c.f.open.Add(-1)
-	}
-	return err
-}
-
-// CloseWrite shuts the write side of the connection (lingerClose).
-func (c *Conn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
-
-func (f *Front) isClosed() bool {
+func (f *rules) isClosed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.closed
@@ -297,7 +229,7 @@ func (f *Front) sweep() {
 // time (unix ms) before which a connection still sending its head
 // started too long ago: the one sweep behind the head timeout, with no
 // timer per connection.
-func (f *Front) sweepLate(closeLate func(limit int64)) {
+func (f *rules) sweepLate(closeLate func(limit int64)) {
 	t := time.NewTicker(f.sweepEvery)
 	defer t.Stop()
 	for {
@@ -310,9 +242,9 @@ func (f *Front) sweepLate(closeLate func(limit int64)) {
 	}
 }
 
-// Shutdown stops accepting, closes connections still reading their head,
-// and waits up to timeout for handshakes past that. Upgraded sockets are
-// not touched.
+// Shutdown stops accepting, closes connections still reading their head
+// and the refusals still lingering, and waits up to timeout for handshakes
+// past that. Upgraded sockets are not touched.
 func (f *Front) Shutdown(timeout time.Duration) {
 	f.mu.Lock()
 	if !f.closed {
@@ -324,8 +256,9 @@ func (f *Front) Shutdown(timeout time.Duration) {
 		}
 	}
 	f.mu.Unlock()
+	f.port.Close()
 	waited := make(chan struct{})
-	go func() { f.active.Wait(); close(waited) }()
+	go func() { f.active.Wait(); f.port.Wait(); close(waited) }()
 	select {
 	case <-waited:
 	case <-time.After(timeout):
@@ -364,7 +297,7 @@ func (f *Front) handshake(c net.Conn) {
 // (a load balancer's check answered 503 does not). remote may be nil: an
 // evloop.Conn has no address once closed (the client went away while its
 // upgrade was handled).
-func (f *Front) reportRefusal(w *upgradeWriter, probe bool, remote net.Addr) {
+func (f *rules) reportRefusal(w *upgradeWriter, probe bool, remote net.Addr) {
 	if w.status >= 400 && (!probe || w.status != http.StatusServiceUnavailable) {
 		if !w.counted {
 			f.onRefuse(Refused)
@@ -406,7 +339,7 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 
 // route parses a whole request head: the request for /app/{key} or /up,
 // or the status to refuse it with.
-func (f *Front) route(head []byte) (*http.Request, int, error) {
+func (f *rules) route(head []byte) (*http.Request, int, error) {
 	r, err := parseRequest(head)
 	switch {
 	case errors.Is(err, errHTTPVersion):
@@ -429,7 +362,7 @@ var errHeadTooLarge = errors.New("request head too large")
 const upPath = "/up"
 
 // serveUp answers a load balancer's check of the port.
-func (f *Front) serveUp(w *upgradeWriter, r *http.Request) {
+func (f *rules) serveUp(w *upgradeWriter, r *http.Request) {
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
@@ -504,19 +437,19 @@ func parseRequest(head []byte) (*http.Request, error) {
 	method, rest, ok1 := strings.Cut(string(line), " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || method == "" || !strings.HasPrefix(target, "/") {
-		return nil, fmt.Errorf("malformed request line %q", clip(string(line)))
+		return nil, fmt.Errorf("malformed request line %q", portcap.Clip(string(line)))
 	}
 	if !isToken(method) {
-		return nil, fmt.Errorf("invalid method %q", clip(method))
+		return nil, fmt.Errorf("invalid method %q", portcap.Clip(method))
 	}
 	for i := range len(target) {
 		if c := target[i]; c < ' ' || c == 0x7f {
-			return nil, fmt.Errorf("control byte in the request target %q", clip(target))
+			return nil, fmt.Errorf("control byte in the request target %q", portcap.Clip(target))
 		}
 	}
 	major, minor, ok := http.ParseHTTPVersion(proto)
 	if !ok {
-		return nil, fmt.Errorf("malformed HTTP version %q", clip(proto))
+		return nil, fmt.Errorf("malformed HTTP version %q", portcap.Clip(proto))
 	}
 	if major != 1 {
 		return nil, fmt.Errorf("%w: %q (this port speaks HTTP/1.1)", errHTTPVersion, proto)
@@ -525,7 +458,7 @@ func parseRequest(head []byte) (*http.Request, error) {
 	if strings.Contains(path, "%") {
 		p, err := url.PathUnescape(path)
 		if err != nil {
-			return nil, fmt.Errorf("malformed path %q", clip(path))
+			return nil, fmt.Errorf("malformed path %q", portcap.Clip(path))
 		}
 		path = p
 	}
@@ -542,13 +475,13 @@ func parseRequest(head []byte) (*http.Request, error) {
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return nil, fmt.Errorf("malformed header line %q", clip(string(line)))
+			return nil, fmt.Errorf("malformed header line %q", portcap.Clip(string(line)))
 		}
 		if !isToken(name) {
-			return nil, fmt.Errorf("invalid header name %q", clip(string(name)))
+			return nil, fmt.Errorf("invalid header name %q", portcap.Clip(string(name)))
 		}
 		if !validValue(value) {
-			return nil, fmt.Errorf("invalid header value in %q: control bytes are not allowed", clip(string(name)))
+			return nil, fmt.Errorf("invalid header value in %q: control bytes are not allowed", portcap.Clip(string(name)))
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
@@ -576,7 +509,7 @@ func parseRequest(head []byte) (*http.Request, error) {
 	case r.Host == "" && r.ProtoAtLeast(1, 1):
 		return nil, errors.New("empty Host header")
 	case !validHost(r.Host):
-		return nil, fmt.Errorf("malformed Host header %q", clip(r.Host))
+		return nil, fmt.Errorf("malformed Host header %q", portcap.Clip(r.Host))
 	}
 	return r, nil
 }
@@ -749,14 +682,14 @@ func (c *earlyConn) Read(p []byte) (int, error) {
 }
 
 // finish sends a response that is not an upgrade and closes the
-// connection so that the client gets to read it (lingerClose).
+// connection so that the client gets to read it (portcap.LingerClose).
 func (w *upgradeWriter) finish() {
 	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
 	if _, err := w.c.Write(w.response()); err != nil {
 		_ = w.c.Close()
 		return
 	}
-	lingerClose(w.c)
+	portcap.LingerClose(w.c)
 }
 
 // response is the whole response collected in w, which ends the
@@ -773,32 +706,4 @@ func (w *upgradeWriter) response() []byte {
 	b.WriteString("\r\n")
 	b.Write(w.body)
 	return b.Bytes()
-}
-
-// lingerTimeout bounds how long lingerClose drains a connection.
-const lingerTimeout = time.Second
-
-// lingerClose closes c, to which a response was just written, so that the
-// response reaches the client: it half-closes c (the client reads the
-// response, then the end of the stream), then reads and discards what the
-// client still sends until the client closes its side or lingerTimeout
-// passes. Closing at once with the client's bytes unread would reset the
-// connection instead: the client's writes would fail, and a client that
-// reads only once it has sent its request (a head over maxHead, say) would
-// never see the response.
-func lingerClose(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		_ = c.SetReadDeadline(time.Now().Add(lingerTimeout))
-		_, _ = io.Copy(io.Discard, c)
-	}
-	_ = c.Close()
-}
-
-// clip shortens client input quoted in an error message.
-func clip(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return strconv.Quote(s[:limit] + "...")
-	}
-	return strconv.Quote(s)
 }

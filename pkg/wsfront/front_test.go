@@ -215,7 +215,7 @@ func (c *heldConn) Write(p []byte) (int, error) {
 // leaves a goroutine behind (TestMain checks at exit).
 func TestFrontHeadTimeout(t *testing.T) {
 	forEachFront(t, func(t *testing.T, kind string) {
-		f := startFront(t, kind, wsfront.Options{}, func(f *wsfront.Front) { f.SetHeadTimeout(300*time.Millisecond, 50*time.Millisecond) })
+		f := startFront(t, kind, wsfront.Options{}, func(f wsfront.HeadTimer) { f.SetHeadTimeout(300*time.Millisecond, 50*time.Millisecond) })
 		slow, err := net.Dial("tcp", f.Addr())
 		require.NoError(t, err)
 		defer slow.Close()
@@ -249,8 +249,8 @@ func TestFrontHeadTimeout(t *testing.T) {
 }
 
 // The port holds at most MaxConns connections, handshaking or upgraded:
-// one past it is answered 503 (read intact by the client) and closed, and
-// a closed connection gives its place back.
+// one past it is answered portcap's 503 (read intact by the client) and
+// closed, and a closed connection gives its place back.
 func TestFrontSocketCap(t *testing.T) {
 	forEachFront(t, func(t *testing.T, kind string) {
 		f := startFront(t, kind, wsfront.Options{MaxConns: 3})
@@ -270,6 +270,7 @@ func TestFrontSocketCap(t *testing.T) {
 			resp, body := rawRequest(t, f, head)
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 			require.Contains(t, body, "--max-sockets")
+			require.Equal(t, "1", resp.Header.Get("Retry-After"), "every capped port's refusal (portcap)")
 			require.True(t, resp.Close)
 		}
 		require.Equal(t, 2, f.refusals(wsfront.AtCap))

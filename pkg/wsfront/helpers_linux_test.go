@@ -14,19 +14,19 @@ import (
 
 func init() {
 	kinds = append(kinds, loopFront)
-	startLoopFront = func(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.Front)) front {
+	startLoopFront = func(t *testing.T, opts wsfront.Options, configure ...func(wsfront.HeadTimer)) front {
 		return serveLoop(t, opts, echoUpgrade, configure...)
 	}
 }
 
 // serveLoop serves a LoopFront with upgrade until the test ends: the
 // cleanup shuts it down (Serve must return nil), then closes it.
-func serveLoop(t *testing.T, opts wsfront.Options, upgrade wsfront.UpgradeFunc, configure ...func(*wsfront.Front)) *wsfront.LoopFront {
+func serveLoop(t *testing.T, opts wsfront.Options, upgrade wsfront.UpgradeFunc, configure ...func(wsfront.HeadTimer)) *wsfront.LoopFront {
 	t.Helper()
 	f, err := wsfront.ListenLoop("127.0.0.1:0", opts, upgrade)
 	require.NoError(t, err)
 	for _, c := range configure {
-		c(f.Front)
+		c(f)
 	}
 	served := make(chan error, 1)
 	go func() { served <- f.Serve() }()

@@ -68,8 +68,8 @@ type testFront struct {
 }
 
 // startFront serves a testFront of kind until the test ends; configure
-// runs before Serve, on the Front (a LoopFront's embedded one).
-func startFront(t *testing.T, kind string, opts wsfront.Options, configure ...func(*wsfront.Front)) *testFront {
+// runs before Serve, on the front.
+func startFront(t *testing.T, kind string, opts wsfront.Options, configure ...func(wsfront.HeadTimer)) *testFront {
 	t.Helper()
 	tf := &testFront{kind: kind, refused: map[wsfront.Reason]int{}}
 	opts.Logger = logging.TestLogger(t)
@@ -127,7 +127,7 @@ func startFront(t *testing.T, kind string, opts wsfront.Options, configure ...fu
 }
 
 // startLoopFront serves a LoopFront until the test ends (Linux only).
-var startLoopFront func(t *testing.T, opts wsfront.Options, configure ...func(*wsfront.Front)) front
+var startLoopFront func(t *testing.T, opts wsfront.Options, configure ...func(wsfront.HeadTimer)) front
 
 // refusals is how many times the front counted reason r.
 func (tf *testFront) refusals(r wsfront.Reason) int {

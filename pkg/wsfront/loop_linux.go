@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/evloop"
+	"github.com/headcount/headcount/pkg/portcap"
 )
 
 // LoopFront is the Front of the event-loop transport: the same port rules
@@ -18,12 +19,12 @@ import (
 // upgrade is handled (Upgrade may wait on Redis); its request head is read
 // on the loop.
 type LoopFront struct {
-	*Front // the rules and settings; its listener is unused (nil)
-	srv    *evloop.Server
+	rules
+	srv *evloop.Server
 	// upgrade serves an upgrade's request (UpgradeFunc).
 	upgrade UpgradeFunc
 	// lingering counts the connections refused at the cap that drain
-	// (lingerClose's loop form), bounded as Front's refusing is.
+	// (portcap.LingerClose's loop form), bounded as Port.Refuse's are.
 	lingering atomic.Int32
 	// heads are the connections still sending their request head -> start
 	// (unix ms), for the sweep.
@@ -46,22 +47,15 @@ type LoopFront struct {
 type UpgradeFunc func(c *evloop.Conn, w http.ResponseWriter, r *http.Request, early []byte) bool
 
 // ListenLoop binds addr (TCP) for a LoopFront; Serve serves it. opts is as
-// for Listen, without Handler and Hijack (upgrade takes their place).
+// for Listen, without Handler and Hijack (upgrade takes their place):
+// those are ignored.
 func ListenLoop(addr string, opts Options, upgrade UpgradeFunc) (*LoopFront, error) {
 	if upgrade == nil {
 		return nil, errors.New("wsfront: no upgrade handler")
 	}
-	opts.Handler = func(http.ResponseWriter, *http.Request) {}
-	f := &LoopFront{Front: newFront(nil, opts), upgrade: upgrade, heads: map[*headConn]int64{}}
-	srv, err := evloop.Listen(addr, evloop.Options{
-		OnAccept: f.accept,
-		OnAcceptError: func(err error, retryIn time.Duration) {
-			f.onRefuse(AcceptFailed)
-			if n, ok := f.acceptLog.Allow(time.Now()); ok {
-				f.log.Warn("accepting a connection failed; retrying", "error", err, "retry_in", retryIn, "failures", n)
-			}
-		},
-	})
+	f := &LoopFront{upgrade: upgrade, heads: map[*headConn]int64{}}
+	f.init(opts)
+	srv, err := evloop.Listen(addr, evloop.Options{OnAccept: f.accept, OnAcceptError: f.port.AcceptFailed})
 	if err != nil {
 		return nil, err
 	}
@@ -138,18 +132,14 @@ func (f *LoopFront) Close() error {
 // request head is read (headConn).
 func (f *LoopFront) accept(c *evloop.Conn) bool {
 	// open counts c already.
-	if f.maxConns > 0 && f.open() > f.maxConns {
+	if f.port.Full(f.open() - 1) {
 		if f.isClosed() {
 			return false
 		}
-		f.onRefuse(AtCap)
-		if n, ok := f.capLog.Allow(time.Now()); ok {
-			f.log.Warn("refusing connections: the WebSocket port is at its socket cap (--max-sockets)",
-				"max_sockets", f.maxConns, "refused", n)
-		}
+		f.port.Refused()
 		c.Uncount()
 		h := &headConn{f: f, c: c, capped: true}
-		f.respond(c, h, capResponse)
+		f.respond(c, h, f.port.Refusal())
 		return true
 	}
 	h := &headConn{f: f, c: c}
@@ -167,10 +157,11 @@ func (f *LoopFront) accept(c *evloop.Conn) bool {
 
 // respond sends b, a whole response that ends the connection, and closes
 // c so that the client reads it: half-closed, what the client still sends
-// discarded for up to lingerTimeout (lingerClose). Connections refused at
-// the cap (h.capped) do so at most refusingAtOnce at a time, as Front's
-// do; past that, they are closed once b is out. Others hold a place under
-// the cap meanwhile, which bounds them.
+// discarded for up to portcap.LingerTimeout (portcap.LingerClose).
+// Connections refused at the cap (h.capped) do so at most
+// portcap.RefusingAtOnce at a time, as portcap.Port.Refuse's do; past
+// that, they are closed once b is out. Others hold a place under the cap
+// meanwhile, which bounds them.
 func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 	h.linger = true
 	c.SetHandler(h)
@@ -181,7 +172,7 @@ func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 	if h.capped {
 		// respond runs in accept for these, before c's first event: its
 		// OnClose cannot come before counted is set.
-		if f.lingering.Add(1) > refusingAtOnce {
+		if f.lingering.Add(1) > portcap.RefusingAtOnce {
 			f.lingering.Add(-1)
 			// A fresh socket takes the 503 whole: it closes at once.
 			c.CloseAfterFlush()
@@ -190,7 +181,7 @@ func (f *LoopFront) respond(c *evloop.Conn, h *headConn, b []byte) {
 		h.counted = true
 	}
 	_ = c.CloseWrite() // once b is out
-	time.AfterFunc(lingerTimeout, c.Close)
+	time.AfterFunc(portcap.LingerTimeout, c.Close)
 }
 
 // sweepHeads closes connections that did not send their request head in time.
