@@ -15,6 +15,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/httpx"
+	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/ratelimit"
 )
@@ -184,7 +185,7 @@ func (b *eventBody) validate(app *apps.App, where string, batchItem bool) (*even
 	}
 
 	if b.SocketID != "" && !protocol.ValidSocketID(b.SocketID) {
-		return nil, badRequest("%sInvalid socket_id %s: it must look like 1234.5678", where, clipQuote(b.SocketID))
+		return nil, badRequest("%sInvalid socket_id %s: it must look like 1234.5678", where, portcap.Clip(b.SocketID))
 	}
 	for _, attr := range infoAttrs(b.Info) {
 		switch attr {
@@ -193,19 +194,10 @@ func (b *eventBody) validate(app *apps.App, where string, batchItem bool) (*even
 		case "user_count":
 			ev.users = true
 		default:
-			return nil, badRequest("%sUnsupported info attribute %s: use subscription_count and/or user_count", where, clipQuote(attr))
+			return nil, badRequest("%sUnsupported info attribute %s: use subscription_count and/or user_count", where, portcap.Clip(attr))
 		}
 	}
 	return ev, nil
-}
-
-// clipQuote quotes client input for an error message, shortened.
-func clipQuote(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		s = s[:limit] + "..."
-	}
-	return strconv.Quote(s)
 }
 
 // counted is the info of one channel in a publish response; a field is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/webhook"
@@ -141,7 +142,7 @@ func (s *socket) signin(sc *scratch, f protocol.Frame) error {
 		return fail("user id is " + strconv.Itoa(n) + " characters long, over the limit of " + strconv.Itoa(maxUserIDLength))
 	}
 	if s.user != nil && s.user.UserID != m.UserID {
-		return fail("this connection is already signed in as user " + clip(s.user.UserID))
+		return fail("this connection is already signed in as user " + portcap.Clip(s.user.UserID))
 	}
 	first := s.user == nil
 	if first {
@@ -183,17 +184,17 @@ func (s *socket) clientEvent(sc *scratch, f protocol.Frame) error {
 	kind := protocol.ChannelKind(f.Channel)
 	switch {
 	case f.Channel == "":
-		return refuse(protocol.CodeNone, "Client event "+clip(f.Event)+" has no channel")
+		return refuse(protocol.CodeNone, "Client event "+portcap.Clip(f.Event)+" has no channel")
 	case kind.Encrypted():
 		return refuse(protocol.CodeNone, "Client events cannot be sent on encrypted channels")
 	case !kind.AllowsClientEvents():
-		return refuse(protocol.CodeNone, "Client events are only allowed on private and presence channels, not "+clip(f.Channel))
+		return refuse(protocol.CodeNone, "Client events are only allowed on private and presence channels, not "+portcap.Clip(f.Channel))
 	case len(f.Event) > maxClientEventNameLen:
 		return refuse(protocol.CodeNone, "Client event name is over "+strconv.Itoa(maxClientEventNameLen)+" characters")
 	}
 	i := s.subIndex(f.Channel)
 	if i < 0 {
-		return refuse(protocol.CodeNone, "Client event on "+clip(f.Channel)+" refused: this connection is not subscribed to it")
+		return refuse(protocol.CodeNone, "Client event on "+portcap.Clip(f.Channel)+" refused: this connection is not subscribed to it")
 	}
 	data := f.EventData()
 	if limit := kb(s.app.Load().MaxEventPayloadInKb, defaultMaxEventKB); len(data) > limit {

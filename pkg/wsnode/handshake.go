@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -31,7 +32,7 @@ func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
 	}
 	a.m.errors[reasonOrigin].Inc()
 	wsfront.Counted(w)
-	http.Error(w, "Origin "+clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
+	http.Error(w, "Origin "+portcap.Clip(origin)+" is not allowed for app "+app.ID+" (its allowedOrigins)", http.StatusForbidden)
 	return false
 }
 
@@ -44,7 +45,7 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
 	app := a.cfg.Apps.ByKey(key)
 	switch {
 	case app == nil:
-		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + clip(key) + " does not exist"}, reasonAppNotFound
+		return nil, &protocol.Error{Code: protocol.CodeAppNotFound, Message: "App key " + portcap.Clip(key) + " does not exist"}, reasonAppNotFound
 	case !app.Enabled:
 		return nil, &protocol.Error{Code: protocol.CodeAppDisabled, Message: "App " + app.ID + " is disabled"}, reasonAppDisabled
 	}
@@ -53,7 +54,7 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
 		return nil, &protocol.Error{Code: protocol.CodeNoProtocol, Message: "No protocol version given: connect with ?protocol=7"}, reasonBadProtocol
 	}
 	if n, err := strconv.Atoi(v); err != nil || n < minProtocol || n > maxProtocol {
-		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
+		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + portcap.Clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
 	}
 	return app, nil, 0 // no refusal: the reason is not read
 }

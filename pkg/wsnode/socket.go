@@ -18,6 +18,7 @@ import (
 	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 
@@ -350,7 +351,7 @@ func (s *socket) onFrame(sc *scratch) error {
 	}
 	a.m.errors[reasonUnsupportedEvent].Inc()
 	a.m.received[frameOther].Inc()
-	return s.sendError(sc, &protocol.Error{Message: "Unsupported event " + clip(f.Event)})
+	return s.sendError(sc, &protocol.Error{Message: "Unsupported event " + portcap.Clip(f.Event)})
 }
 
 func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
@@ -631,13 +632,4 @@ func endCode(l link, err error) uint16 {
 		return uint16(c) //nolint:gosec // G115: a close frame's code is 16 bits
 	}
 	return closeAbnormal
-}
-
-// clip shortens client input quoted in an error message.
-func clip(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return strconv.Quote(s[:limit] + "...")
-	}
-	return strconv.Quote(s)
 }
