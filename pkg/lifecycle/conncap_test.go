@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -307,48 +306,4 @@ func TestCapTimedOutConnectionsGiveTheirPlaceBack(t *testing.T) {
 	lifecycletest.RequireCut(t, conns, cut, cut+3*time.Second)
 	s.requireOpen(t, 0)
 	requireGoroutinesBack(t, base)
-}
-
-// failingListener fails its first fails accepts with EMFILE, then accepts
-// from the listener it wraps.
-type failingListener struct {
-	net.Listener
-	fails atomic.Int32
-}
-
-func (l *failingListener) Accept() (net.Conn, error) {
-	if l.fails.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-	}
-	return l.Listener.Accept()
-}
-
-// TestCapAcceptFailuresBackOff: a failing accept is retried after a
-// backoff, counted and logged once; the server then serves again.
-func TestCapAcceptFailuresBackOff(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	fl := &failingListener{Listener: ln}
-	const fails = 5 // retried after 5, 10, 20, 40 and 80 ms
-	fl.fails.Store(fails)
-	var events capEvents
-	var log proctest.Buffer
-	l := newCapListener(fl, portcap.Config{Max: 10, Logger: hclog.New(&hclog.LoggerOptions{Output: &log}), OnEvent: events.on})
-	srv := &http.Server{Handler: capMux(nil), ConnState: l.connState, ReadHeaderTimeout: time.Second}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- srv.Serve(l) }()
-
-	c := dialRaw(t, ln.Addr().String())
-	code, _, _ := c.get(t, "/")
-	require.Equal(t, http.StatusOK, code)
-	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "the retries waited")
-	require.EqualValues(t, fails, events.count(portcap.AcceptFailed))
-	require.Equal(t, 1, strings.Count(log.String(), "accepting a connection failed"), log.String())
-	require.Contains(t, log.String(), "too many open files")
-
-	require.NoError(t, srv.Close())
-	require.ErrorIs(t, <-done, http.ErrServerClosed)
-	l.wait()
-	require.Zero(t, l.port.Open())
 }
