@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,38 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
-)
-
-var (
-	//go:embed scripts/lib.lua
-	libSrc string
-	//go:embed scripts/check.lua
-	checkSrc string
-	//go:embed scripts/leave.lua
-	leaveSrc string
-	//go:embed scripts/state.lua
-	stateSrc string
-	//go:embed scripts/join.lua
-	joinSrc string
-	//go:embed scripts/left.lua
-	leftSrc string
-	//go:embed scripts/waiters.lua
-	waitersSrc string
-
-	// lib.lua reads apps.MaxCapacity as MAX_CAPACITY.
-	// lib.lua reads counts' members as counts.ExactLua does.
-	lib = counts.ExactLua + "local MAX_CAPACITY = " + strconv.Itoa(apps.MaxCapacity) + "\n" + libSrc
-
-	checkScript   = redis.NewScript(lib + checkSrc)
-	leaveScript   = redis.NewScript(lib + leaveSrc)
-	stateScript   = redis.NewScript(lib + stateSrc)
-	joinScript    = redis.NewScript(lib + joinSrc)
-	leftScript    = redis.NewScript(lib + leftSrc)
-	waitersScript = redis.NewScript(lib + waitersSrc)
 )
 
 // Defaults of the apps file's admission timings (README, Admission).
@@ -194,12 +166,14 @@ func (g *Gate) Check(ctx context.Context, app, channel, user string, r Rule) (Re
 	}
 	res := Result{State: State{Waiting: toInt(v[2]), Capacity: toInt(v[3]), Occupancy: toInt(v[4])}, Changes: changes(v[5:8])}
 	switch v[0] {
-	case "u":
+	case statusUnlimited:
 		res.Status = Unlimited
-	case "a", "A":
-		res.Status, res.ExpiresIn, res.New = Admitted, time.Duration(toInt(v[1]))*time.Millisecond, v[0] == "A"
-	default:
+	case statusAdmitted, statusAdmittedNow:
+		res.Status, res.ExpiresIn, res.New = Admitted, time.Duration(toInt(v[1]))*time.Millisecond, v[0] == statusAdmittedNow
+	case statusWaiting:
 		res.Status, res.Position = Waiting, toInt(v[1])
+	default:
+		return Result{}, fmt.Errorf("admission check: unexpected status %v", v[0])
 	}
 	return res, nil
 }
@@ -219,7 +193,7 @@ func (g *Gate) State(ctx context.Context, app, channel string, r Rule) (State, C
 	return g.settled(ctx, stateScript, "state", app, channel, "", r)
 }
 
-func (g *Gate) settled(ctx context.Context, s *redis.Script, op, app, channel, user string, r Rule) (State, Changes, error) {
+func (g *Gate) settled(ctx context.Context, s *luascript.Script, op, app, channel, user string, r Rule) (State, Changes, error) {
 	res, err := g.run(ctx, s, app, channel, r.args(user)...)
 	v, _ := res.([]any)
 	if err != nil {
@@ -276,9 +250,9 @@ func (g *Gate) Join(ctx context.Context, app, channel, user string, r Rule) (ok,
 		return false, false, 0, 0, fmt.Errorf("admission join: unexpected reply %v", v)
 	}
 	switch toInt(v[3]) {
-	case -1:
+	case joinFull:
 		return false, false, 0, 0, ErrFull
-	case -2:
+	case joinIncomplete:
 		return false, false, 0, 0, &IncompleteError{Wait: time.Duration(toInt(v[2])) * time.Millisecond}
 	}
 	return toInt(v[0]) == 1, toInt(v[1]) == 1, toInt(v[2]), toInt(v[3]), nil
@@ -297,12 +271,12 @@ func (g *Gate) Left(ctx context.Context, app, channel, user string, r Rule) (boo
 	if !ok {
 		return false, fmt.Errorf("admission left: unexpected reply %v", res)
 	}
-	return kept == 1, nil
+	return kept == leftKept, nil
 }
 
 // run runs s over channel's keys and the reaps under way of app, whose
 // members hold no seat (counts.Exactly), and returns its reply.
-func (g *Gate) run(ctx context.Context, s *redis.Script, app, channel string, args ...any) (any, error) {
+func (g *Gate) run(ctx context.Context, s *luascript.Script, app, channel string, args ...any) (any, error) {
 	own := g.keys.channel(app, channel).scriptKeys()
 	return counts.Exactly(nil, func(reaps []string) (any, error) {
 		return s.Run(ctx, g.rdb, slices.Concat(own, counts.ReapKeys(g.keys.ks, app, reaps)), args...).Result()
@@ -338,7 +312,7 @@ func (g *Gate) CheckIn(ctx context.Context, app, channel string, users []string,
 	}
 	states := make([]WaiterState, len(users))
 	for i, s := range raw {
-		if str, ok := s.(string); ok && strings.HasPrefix(str, "a") {
+		if str, ok := s.(string); ok && strings.HasPrefix(str, statusAdmitted) {
 			ms, _ := strconv.ParseInt(str[1:], 10, 64)
 			states[i] = WaiterState{Admitted: true, ExpiresIn: time.Duration(ms) * time.Millisecond}
 			continue

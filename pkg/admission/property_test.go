@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -148,24 +149,23 @@ func TestProperty(t *testing.T) {
 type mutation struct {
 	name     string
 	rule     Rule
-	script   **redis.Script
-	src      string // the script as the package builds it
+	script   **luascript.Script
 	old, new string
 }
 
 var mutations = []mutation{
 	// The bug as reported: between the gate and the node's flush, the
 	// joining member's seat is only a slot, and DELETE frees it.
-	{"delete frees a joining seat", propRule, &leaveScript, lib + leaveSrc,
+	{"delete frees a joining seat", propRule, &leaveScript,
 		"redis.call('ZREM', K.wait, user)\n", "redis.call('ZREM', K.wait, user)\nredis.call('ZREM', K.hold, user)\n"},
 	// The gate before holds: a subscribe keeps only a slot (none for a
 	// member joining on a second node, whose other sockets may leave first).
-	{"a subscribe holds nothing", propRule, &joinScript, lib + joinSrc, "hold(user, now + grace, grace)\nlocal reentry", "local reentry"},
+	{"a subscribe holds nothing", propRule, &joinScript, "hold(user, now + grace, grace)\nlocal reentry", "local reentry"},
 	// The member limit as it was: checked against the members, not held,
 	// so joins on two nodes before either flushes pass it together.
-	{"a member-limit join holds nothing", memberRule, &joinScript, lib + joinSrc, "  hold(user, now + grace, grace)\n  return {1, 0, 0, 0}", "  return {1, 0, 0, 0}"},
+	{"a member-limit join holds nothing", memberRule, &joinScript, "  hold(user, now + grace, grace)\n  return {1, 0, 0, 0}", "  return {1, 0, 0, 0}"},
 	// A member-limit join that does not count the seats held for others.
-	{"the member limit counts members only", memberRule, &joinScript, lib + joinSrc,
+	{"the member limit counts members only", memberRule, &joinScript,
 		"if occupancy() >= cap then", "if redis.call('HLEN', K.members) >= cap then"},
 }
 
@@ -176,12 +176,13 @@ func TestPropertyCatchesMutations(t *testing.T) {
 	seed := propSeed(t)
 	for _, m := range mutations {
 		t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
-			mutated := strings.Replace(m.src, m.old, m.new, 1)
-			if mutated == m.src {
+			src := (*m.script).Source()
+			mutated := strings.Replace(src, m.old, m.new, 1)
+			if mutated == src {
 				t.Fatalf("the mutation no longer applies: %q is not in the script", m.old)
 			}
 			saved := *m.script
-			*m.script = redis.NewScript(mutated)
+			*m.script = &luascript.Script{Script: redis.NewScript(mutated)}
 			t.Cleanup(func() { *m.script = saved })
 			for attempt := range uint64(8) {
 				s := seed + attempt

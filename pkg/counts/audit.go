@@ -437,7 +437,7 @@ func (s *Store) Nodes(ctx context.Context, app string, deadAfter time.Duration) 
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and
 		// the script is short.
-		fresh = p.Eval(ctx, freshSrc, []string{s.nodesKey(app)}, deadAfter.Milliseconds())
+		fresh = p.Eval(ctx, freshScript.Source(), []string{s.nodesKey(app)}, deadAfter.Milliseconds())
 		reaping = p.SCard(ctx, s.reapsKey(app))
 		return nil
 	})

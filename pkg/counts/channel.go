@@ -2,21 +2,8 @@ package counts
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/channel.lua
-	channelSrc string
-	//go:embed scripts/top.lua
-	topSrc string
-
-	channelScript = redis.NewScript(freshLibSrc + ExactLua + channelSrc)
-	topScript     = redis.NewScript(freshLibSrc + ExactLua + topSrc)
 )
 
 // ChannelStats are one channel's counts.

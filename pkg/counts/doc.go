@@ -14,7 +14,7 @@
 //     same unit.
 //   - Reads are exact once a node is known dead: every count Store and
 //     Listings read (a channel's, a listing's, a page's, a publish's,
-//     users, Members, connections, and admission's seats through ExactLua)
+//     users, Members, connections, and admission's seats through ExactPrelude)
 //     leaves out what the reaps under way still hold, read in the same
 //     script as the global it corrects, from the reap's first unit on,
 //     however long its slices take (exact.go). So do a channel's rank,
@@ -45,6 +45,15 @@
 //   - A node's Liveness never closes a silent connection before a new
 //     subscription is confirmed, so a partition or a pause never makes a
 //     live node's liveness subscription vanish; its process's death does.
+//
+// The scripts live in scripts/, one file each, with a header stating
+// their KEYS, ARGV and the preludes they use; scripts.go alone builds them,
+// from a table of each script's file and its preludes (exactlib.lua,
+// lib.lua, freshlib.lua, sources.lua, the statuses, and luascript.NowMs
+// and eventlog.Prelude from elsewhere). TestScripts checks, without Redis,
+// that each script's preludes declare every name it reads, that its
+// header names them, and that no file under scripts/ is left out
+// (internal/luascript).
 //
 // A wsnode's Recorder takes changes (Add, AddMember, AddConnections),
 // coalesces and flushes them; one goroutine runs Recorder.Run, and one

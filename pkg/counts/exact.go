@@ -2,7 +2,6 @@ package counts
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
@@ -53,37 +53,6 @@ const (
 	topWindow = 1000
 )
 
-var (
-	//go:embed scripts/exactlib.lua
-	exactLibSrc string
-	//go:embed scripts/counts.lua
-	countsSrc string
-	//go:embed scripts/scan.lua
-	scanSrc string
-	//go:embed scripts/members.lua
-	membersSrc string
-	//go:embed scripts/users.lua
-	usersSrc string
-	//go:embed scripts/conns.lua
-	connsSrc string
-	//go:embed scripts/load.lua
-	loadSrc string
-
-	// ExactLua is exactlib.lua with what it reads from Go. It is exported
-	// for the scripts of packages that read counts' keys in their own unit
-	// (admission's gate): prepended, with ReapKeys declared after the
-	// script's own keys and the script run through Exactly.
-	ExactLua = fmt.Sprintf("local STATUS_REAPS, RETIRE_PREFIX, REAP_WINDOW, TOP_WINDOW = %d, %q, %d, %d\n",
-		statusReaps, retirePrefix, reapWindow, topWindow) + exactLibSrc
-
-	countsScript  = redis.NewScript(ExactLua + countsSrc)
-	scanScript    = redis.NewScript(ExactLua + scanSrc)
-	membersScript = redis.NewScript(ExactLua + membersSrc)
-	usersScript   = redis.NewScript(ExactLua + usersSrc)
-	connsScript   = redis.NewScript(ExactLua + connsSrc)
-	loadScript    = redis.NewScript(ExactLua + loadSrc)
-)
-
 var errReapsMoving = errors.New("the reaps under way changed at every attempt")
 
 // withReaps appends to ks (a read script's own keys) the app's reaps set,
@@ -98,7 +67,7 @@ func (k keys) withReaps(ks []string, app string, ids []string) []string {
 	return out
 }
 
-// ReapKeys are the keys a script prepended with ExactLua declares after its
+// ReapKeys are the keys a script prepended with ExactPrelude declares after its
 // own, in ks: app's reaps set and the reaping hash of each of reaps (ids
 // Exactly gives).
 func ReapKeys(ks keyspace.Space, app string, reaps []string) []string {
@@ -126,7 +95,7 @@ func otherReaps(v any) ([]string, bool) {
 }
 
 // Exactly calls read with the reaps it should declare, reaps first, until
-// its reply is not a script's {STATUS_REAPS, ids} (see ExactLua), and
+// its reply is not a script's {STATUS_REAPS, ids} (see ExactPrelude), and
 // returns that reply.
 func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error) {
 	for range maxReapsRetries {
@@ -144,7 +113,7 @@ func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 
 // runExact runs a read script with ks, its own keys, and the reaps under
 // way (see Exactly).
-func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *redis.Script, app string, ks []string, args ...any) (any, error) {
+func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *luascript.Script, app string, ks []string, args ...any) (any, error) {
 	return Exactly(nil, func(reaps []string) (any, error) {
 		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
 	})

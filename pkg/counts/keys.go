@@ -2,12 +2,11 @@ package counts
 
 import (
 	"context"
-	_ "embed"
-	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -160,8 +159,8 @@ func (k keys) fieldKeys(app string, fields ...string) []string {
 }
 
 // The statuses the count scripts answer with, first in their reply, each
-// distinct. The scripts read them under the names statusLua and ExactLua
-// declare, so each is defined once, here.
+// distinct. The scripts read them under the names the status and exact
+// preludes declare (scripts.go), so each is defined once, here.
 const (
 	// statusApplied (apply.lua): the unit was applied.
 	statusApplied = 1
@@ -188,60 +187,10 @@ const (
 	statusExpired = -6
 )
 
-// statusLua declares the statuses to the scripts that answer with them,
-// prepended to each.
-var statusLua = fmt.Sprintf("local STATUS_APPLIED, STATUS_UNREGISTERED, STATUS_NEGATIVE, STATUS_UNDECLARED, STATUS_SPARED, STATUS_EXPIRED = %d, %d, %d, %d, %d, %d\n",
-	statusApplied, statusUnregistered, statusNegative, statusUndeclared, statusSpared, statusExpired)
-
-var (
-	//go:embed scripts/lib.lua
-	libSrc string
-	//go:embed scripts/apply.lua
-	applySrc string
-	//go:embed scripts/reap.lua
-	reapSrc string
-	//go:embed scripts/reap_slice.lua
-	reapSliceSrc string
-	//go:embed scripts/stale.lua
-	staleSrc string
-	//go:embed scripts/sources.lua
-	sourcesSrc string
-	//go:embed scripts/audit.lua
-	auditSrc string
-	//go:embed scripts/repair.lua
-	repairSrc string
-	//go:embed scripts/nodeseen.lua
-	nodeSeenSrc string
-	//go:embed scripts/candidates.lua
-	candidatesSrc string
-	//go:embed scripts/forget.lua
-	forgetSrc string
-	//go:embed scripts/watchnodes.lua
-	watchNodesSrc string
-
-	// The count scripts append their edges to the event log in their own
-	// unit, with the event log's Lua.
-	applyScript     = redis.NewScript(statusLua + eventlog.Lua + libSrc + applySrc)
-	reapScript      = redis.NewScript(statusLua + eventlog.Lua + reapSrc)
-	reapSliceScript = redis.NewScript(statusLua + eventlog.Lua + libSrc + reapSliceSrc)
-	staleScript     = redis.NewScript(staleSrc)
-	// The audit's scripts are run with Run (EVALSHA, EVAL on NOSCRIPT), never
-	// in a pipeline, so loadScripts need not load them.
-	auditScript  = redis.NewScript(statusLua + sourcesSrc + auditSrc)
-	repairScript = redis.NewScript(statusLua + sourcesSrc + repairSrc)
-	// The node-level liveness scripts: nodeSeen runs with EVAL in the
-	// recorder's pipeline (it is short, and EVAL never meets NOSCRIPT, so a
-	// fresh liveness shard cannot fail a flush), the others with Run.
-	nodeSeenScript   = redis.NewScript(nodeSeenSrc)
-	candidatesScript = redis.NewScript(candidatesSrc)
-	forgetScript     = redis.NewScript(forgetSrc)
-	watchNodesScript = redis.NewScript(watchNodesSrc)
-)
-
 // loadScripts loads every script on every master, so EVALSHA in pipelines
 // finds them (after a Redis restart too).
 func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
-	for _, s := range []*redis.Script{applyScript, reapScript, staleScript} {
+	for _, s := range []*luascript.Script{applyScript, reapScript, staleScript} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return err
 		}

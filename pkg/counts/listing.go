@@ -2,7 +2,6 @@ package counts
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"time"
@@ -19,15 +18,6 @@ import (
 // (SharedListing). Every read is one MULTI (or one script) on the app's
 // slot, so it runs unchanged on Redis Cluster and its parts agree with each
 // other.
-
-var (
-	//go:embed scripts/freshlib.lua
-	freshLibSrc string
-	//go:embed scripts/fresh.lua
-	freshBody string
-
-	freshSrc = freshLibSrc + freshBody
-)
 
 // Defaults of ListingOptions.
 const (
@@ -139,7 +129,7 @@ type Freshness struct {
 func (l *Listings) queueFreshness(ctx context.Context, p redis.Pipeliner, app string) *redis.Cmd {
 	// EVAL, not EVALSHA: inside MULTI a NOSCRIPT would only surface at EXEC.
 	// The script is a few hundred bytes and Redis caches it by its hash.
-	return p.Eval(ctx, freshSrc, []string{l.nodesKey(app)}, l.opts.StaleAfter.Milliseconds())
+	return p.Eval(ctx, freshScript.Source(), []string{l.nodesKey(app)}, l.opts.StaleAfter.Milliseconds())
 }
 
 func freshnessOf(cmd *redis.Cmd) (Freshness, error) {

@@ -3,7 +3,6 @@ package counts
 import (
 	"context"
 	crand "crypto/rand"
-	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -14,13 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/page.lua
-	pageBody string
-
-	pageSrc = statusLua + ExactLua + pageBody
 )
 
 // Page is one page of a paging walk.
@@ -108,7 +100,7 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 		var res *redis.Cmd
 		var err error
 		f, err = l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {
-			res = p.Eval(ctx, pageSrc, l.withReaps([]string{l.snapshotKey(app, id), l.globalKey(app)}, app, reaps),
+			res = p.Eval(ctx, pageScript.Source(), l.withReaps([]string{l.snapshotKey(app, id), l.globalKey(app)}, app, reaps),
 				lo, hi, limit, l.opts.SnapshotIdleTTL.Milliseconds())
 		})
 		if err != nil {

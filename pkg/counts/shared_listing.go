@@ -3,7 +3,6 @@ package counts
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,27 +18,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed scripts/flight.lua
-	flightSrc string
-	//go:embed scripts/flight_done.lua
-	flightDoneSrc string
-	//go:embed scripts/flight_renew.lua
-	flightRenewSrc string
-
-	flightScript      = redis.NewScript(flightLua + flightSrc)
-	flightDoneScript  = redis.NewScript(flightDoneSrc)
-	flightRenewScript = redis.NewScript(flightRenewSrc)
-)
-
-// flight.lua's answers, which it reads under the names flightLua declares.
+// flight.lua's answers, which it reads under the names flightPrelude
+// declares (scripts.go).
 const (
 	flightWait    = 0 // another caller computes the listing: wait
 	flightCached  = 1 // a cached listing: use it
 	flightCompute = 2 // the lock is taken: compute the listing
 )
-
-var flightLua = fmt.Sprintf("local FLIGHT_WAIT, FLIGHT_CACHED, FLIGHT_COMPUTE = %d, %d, %d\n", flightWait, flightCached, flightCompute)
 
 // scanChannels hands each occupied channel of app whose name matches the
 // glob match ("" for all) to each, ScanCount at a time, with its count

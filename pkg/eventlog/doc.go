@@ -4,10 +4,10 @@
 //
 // Two kinds of writer append. The count scripts (package counts) log the
 // occupancy, member and count changes of a count change in the same
-// atomic unit as the change, by prepending Lua to their own scripts
-// (Lua) and declaring Key and IndexKey among their keys; every other
-// producer (client events, cache misses, admission events) calls
-// Log.Append. Both go through the same Lua (scripts/lib.lua), so every
+// atomic unit as the change, by prepending this package's Lua (Prelude)
+// to their own scripts and declaring Key and IndexKey among their keys;
+// every other producer (client events, cache misses, admission events)
+// calls Log.Append. Both go through the same Lua (scripts/lib.lua), so every
 // entry carries the byte offset that makes the log's size a difference of
 // two reads, and every append is held to the log's byte budget and entry
 // cap.

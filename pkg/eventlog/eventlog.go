@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,33 +50,6 @@ func Key(ks keyspace.Space, app string) string { return ks.App(app) + "events" }
 // the count of refused events (scripts/lib.lua). The scripts derive it from
 // the log's key, so it is that key and a suffix.
 func IndexKey(ks keyspace.Space, app string) string { return Key(ks, app) + "-index" }
-
-// Lua is the Lua a script prepends to append to a log itself: log_spec,
-// log_open, log_add, log_mark and now_ms. The script declares the log's Key
-// and IndexKey in KEYS and takes a Spec's Arg in ARGV.
-//
-//go:embed scripts/lib.lua
-var Lua string
-
-var (
-	//go:embed scripts/append.lua
-	appendSrc string
-	//go:embed scripts/bytes.lua
-	bytesSrc string
-	//go:embed scripts/claim.lua
-	claimSrc string
-	//go:embed scripts/sweep.lua
-	sweepSrc string
-	//go:embed scripts/tell.lua
-	tellSrc string
-
-	// Run with Run (EVALSHA, EVAL on NOSCRIPT), never in a pipeline.
-	appendScript = redis.NewScript(Lua + appendSrc)
-	bytesScript  = redis.NewScript(Lua + bytesSrc)
-	claimScript  = redis.NewScript(Lua + claimSrc)
-	sweepScript  = redis.NewScript(Lua + sweepSrc)
-	tellScript   = redis.NewScript(Lua + tellSrc)
-)
 
 // Spec says what a count script logs to an app's event log: the marker
 // events some webhook of the app asks for, held to a byte budget. The
@@ -192,7 +164,7 @@ func (l Log) Tell(ctx context.Context, rdb redis.UniversalClient, budget int64) 
 	if err != nil {
 		return false, fmt.Errorf("tell of the events the log of app %s dropped: %w", l.App, err)
 	}
-	return n == 1, nil
+	return n == tellLogged, nil
 }
 
 // Marker is a marker entry of the log (scripts/lib.lua) a deliverer is

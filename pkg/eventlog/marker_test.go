@@ -8,12 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/internal/redistest"
 )
 
 // markScript logs one marker as the count scripts do (log_mark), held to
 // ARGV[2] bytes: ARGV[3] the event's name, ARGV[4] channel, ARGV[5] user.
-var markScript = redis.NewScript(Lua + `
+var markScript = redis.NewScript(luascript.NowMs.Src + Prelude.Src + `
 local h = log_open(KEYS[1], ARGV[1], ARGV[2])
 local user = ARGV[5]
 if user == '' then user = nil end

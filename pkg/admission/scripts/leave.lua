@@ -3,9 +3,10 @@
 -- grace when they leave. It takes no seat from a user in the channel: a
 -- member is counted until their last socket leaves, and a subscribe the
 -- gate let in keeps its hold until the node has recorded the member (see
--- lib.lua), so occupancy never drops below the users really there. ARGV as
--- check.lua. Returns {capacity, occupancy, waiting, promoted, dropped,
+-- lib.lua), so occupancy never drops below the users really there. KEYS,
+-- ARGV as check.lua. Returns {capacity, occupancy, waiting, promoted, dropped,
 -- freed}.
+-- uses: exact, now_ms, status, lib
 local user, ticket, grace, dropout = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('ZREM', K.slots, user)
 redis.call('SREM', K.grace, user)

@@ -25,6 +25,7 @@
 -- to the membership, so the member's arrival never adds a user the gate did
 -- not count (a node records a subscribe within milliseconds; a node stalled
 -- longer than the grace is as good as dead).
+-- uses: exact
 local K = {cap = KEYS[1], slots = KEYS[2], wait = KEYS[3], seen = KEYS[4], seq = KEYS[5], members = KEYS[6], grace = KEYS[7], hold = KEYS[8], complete = KEYS[9]}
 
 -- Membership is read as counts reads it (counts.ExactLua, prepended): a
@@ -45,11 +46,6 @@ local function incomplete(now)
   local v = redis.call('GET', K.complete)
   if not v then return -1 end
   return math.max(tonumber(v) - now, 0)
-end
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- The channel's override, else the app's prefix rule; 0 means no limit.

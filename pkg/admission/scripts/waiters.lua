@@ -1,9 +1,10 @@
 -- waiters.lua: a wsnode checks in for the waiters connected to it (a
 -- connected waiter does not drop out) and learns where each stands.
--- ARGV as lib.lua says, ARGV[1] unused, ARGV[7..] users. Returns
+-- KEYS, ARGV as lib.lua says, ARGV[1] unused, ARGV[7..] users. Returns
 -- {capacity, occupancy, waiting, promoted, dropped, freed, states}: one
--- state per user: ms until their slot expires as a string 'a<ms>', their
+-- state per user: ms until their slot expires as a string ADMITTED .. ms, their
 -- position as a number, or 0 when they are on the list no more.
+-- uses: exact, now_ms, status, lib
 local ticket, grace, dropout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local cap, listed = seats()
 local now = now_ms()
@@ -17,7 +18,7 @@ for i = 7, #ARGV do
   local u = ARGV[i]
   local exp = tonumber(redis.call('ZSCORE', K.slots, u) or 0)
   if not listed or exp > now or is_member(u) or is_held(u, now) then
-    states[#states + 1] = 'a' .. math.max(exp - now, 0)
+    states[#states + 1] = ADMITTED .. math.max(exp - now, 0)
   else
     local rank = redis.call('ZRANK', K.wait, u)
     states[#states + 1] = rank and rank + 1 or 0

@@ -21,6 +21,7 @@
 -- {STATUS_UNREGISTERED} when the node is not registered or its epoch is
 -- another, {STATUS_NEGATIVE} when a delta would take a count below zero,
 -- {STATUS_UNDECLARED, fields} when fields touch keys not declared.
+-- uses: status, now_ms, eventlog, lib
 local nodes, node, epochs = KEYS[1], KEYS[2], KEYS[#KEYS]
 local id, epoch = ARGV[5], ARGV[6]
 local npairs = tonumber(ARGV[7])

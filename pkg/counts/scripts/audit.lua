@@ -36,6 +36,7 @@
 --   want  sum over the contributions (integer; 0: the entry must be absent)
 --   have  the stored value as Redis holds it ('' when absent)
 --   present 1 when the entry exists, else 0
+-- uses: status, sources
 local nodes, global, conns_key = KEYS[1], KEYS[2], KEYS[3]
 local P, mode, label = ARGV[1], ARGV[2], ARGV[3]
 local declared = {}

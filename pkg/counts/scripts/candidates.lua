@@ -6,8 +6,8 @@
 -- KEYS[1] seen, KEYS[2] subscribed
 -- ARGV[1] grace ms, ARGV[2] window ms, ARGV[3] at most this many nodes
 -- Returns {node, last-seen ms, 1 if subscribed else 0, ...}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- uses: now_ms
+local now = now_ms()
 local oldest = now - tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. oldest)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. oldest)

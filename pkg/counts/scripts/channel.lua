@@ -13,6 +13,7 @@
 -- or vacant), users (-1 when not asked or vacant)}. While a reap is under
 -- way the rank is live_rank's (exactlib.lua): O(log^2 n + REAP_WINDOW *
 -- reaps^2).
+-- uses: now_ms, fresh, exact
 local hs, ids = reaping(4)
 if not hs then return {STATUS_REAPS, ids} end
 local f = freshness(KEYS[2], ARGV[2])

@@ -7,6 +7,7 @@
 -- ARGV[1] channel, ARGV[2] '1': distinct users
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), else {count (0: vacant),
 -- users (-1 when not asked)}.
+-- uses: exact
 local hs, ids = reaping(3)
 if not hs then return {STATUS_REAPS, ids} end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])

@@ -1,5 +1,6 @@
--- exactlib.lua is prepended to every script that reads counts, after
--- STATUS_REAPS and RETIRE_PREFIX (exact.go). A reap renames a dead node's contribution under
+-- exactlib.lua (prelude exact, counts.ExactPrelude) is prepended to every
+-- script that reads counts, after STATUS_REAPS, RETIRE_PREFIX, REAP_WINDOW
+-- and TOP_WINDOW (scripts.go prepends them from exact.go). A reap renames a dead node's contribution under
 -- a key of its own (reap.lua) and each of its slices subtracts from the
 -- globals exactly the fields it deletes there (reap_slice.lua), so after
 -- every unit a global minus what the reaping hashes still hold of it is
@@ -12,7 +13,8 @@
 -- KEYS[at] is the app's reaps SET, KEYS[at+1] its nodes ZSET, KEYS[at+2..]
 -- the reaping hash of each other reap the caller believes under way
 -- (keys.go: reapingKey is the reaps key's sibling "reaping:<id>", id
--- "<nonce>:<node>"). Field names are lib.lua's.
+-- "<nonce>:<node>"). Field names are lib.lua's. ARGV: none of its own.
+-- uses: none
 
 -- reaping returns the reaping hashes of the reaps under way (usually
 -- none), or nil and the reaps' ids when the caller declared other keys: it

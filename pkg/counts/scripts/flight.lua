@@ -12,9 +12,10 @@
 --         result of the computation it waited for)
 -- Returns {FLIGHT_CACHED, now, value} (use it), {FLIGHT_COMPUTE, now} (lock
 -- taken: compute), or {FLIGHT_WAIT, now, lock pttl, read-at of a rejected
--- cached result or 0} (wait); listing.go declares the three.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- cached result or 0} (wait); the flight prelude declares the three
+-- (scripts.go, from shared_listing.go).
+-- uses: flight, now_ms
+local now = now_ms()
 local rejected = 0
 local v = redis.call('GET', KEYS[1])
 if v then

@@ -3,6 +3,7 @@
 -- another caller is left alone.
 -- KEYS[1] cache, KEYS[2] lock
 -- ARGV[1] token, ARGV[2] value ('' publishes nothing), ARGV[3] cache ttl ms
+-- uses: none
 if ARGV[2] ~= '' then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 end

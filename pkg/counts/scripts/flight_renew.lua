@@ -3,6 +3,7 @@
 -- caller is left alone). Returns 1 if renewed.
 -- KEYS[1] lock
 -- ARGV[1] token, ARGV[2] lock ttl ms
+-- uses: none
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1

@@ -4,6 +4,7 @@
 -- ARGV[1] node id, ARGV[2] the last-seen (ms) the caller read, or -1 to
 -- delete whatever it is (a node stopping gracefully)
 -- Returns 1 if deleted, 0 if spared.
+-- uses: none
 if ARGV[2] ~= '-1' then
   local seen = redis.call('ZSCORE', KEYS[1], ARGV[1])
   if seen and tonumber(seen) ~= tonumber(ARGV[2]) then

@@ -1,6 +1,5 @@
--- lib.lua is prepended to apply.lua and reap_slice.lua, after the
--- statuses (keys.go) and the event log's Lua (eventlog.Lua: log_spec,
--- log_open, log_mark, now_ms).
+-- lib.lua (prelude lib) is prepended to apply.lua and reap_slice.lua,
+-- after the event log's (eventlog.Prelude: log_spec, log_open, log_mark).
 -- Field names of a node's contribution hash (see keys.go):
 --   c:<channel>          the node's sockets subscribed to channel
 --   m:<channel>\n<user>  the node's sockets of user in presence channel
@@ -20,6 +19,7 @@
 --           which announce members instead: protocol.Kind.AnnouncesCounts)
 -- K names the app's keys a unit may touch, all in {app}'s slot; those
 -- derived from ARGV[1] are each checked against KEYS (missing_keys).
+-- uses: now_ms, eventlog
 local K = {
   global = KEYS[3],
   conns = ARGV[1] .. 'conns', -- STRING open sockets cluster-wide

@@ -7,6 +7,7 @@
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), else {occupied channels,
 -- nodes, 1 if the reading node is one of them, 1 if the channel is
 -- occupied}.
+-- uses: exact
 local hs, ids = reaping(3)
 if not hs then return {STATUS_REAPS, ids} end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[2])

@@ -7,6 +7,7 @@
 -- ARGV[1] channel
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), else {user, user_info or
 -- '', ...}.
+-- uses: exact
 local hs, ids = reaping(3)
 if not hs then return {STATUS_REAPS, ids} end
 local users = live_members(hs, KEYS[1], ARGV[1])

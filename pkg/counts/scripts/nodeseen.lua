@@ -8,8 +8,8 @@
 -- ARGV[3] '1' when the call only records a confirmation: the last-seen,
 -- which says when the node last wrote its counts, is then only set if the
 -- node has none yet; ARGV[4] the node's admin address, '' for none.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- uses: now_ms
+local now = now_ms()
 if ARGV[3] == '1' then
   redis.call('ZADD', KEYS[1], 'NX', now, ARGV[1])
 else

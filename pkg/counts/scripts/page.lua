@@ -9,6 +9,7 @@
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), {STATUS_EXPIRED} when the
 -- snapshot expired (statuses: keys.go), else {more (1|0), last name
 -- scanned, {name, count, ...}}.
+-- uses: status, exact
 local hs, ids = reaping(3)
 if not hs then return {STATUS_REAPS, ids} end
 if redis.call('PEXPIRE', KEYS[1], ARGV[4]) == 0 then

@@ -31,6 +31,7 @@
 --         its first republish in the app)
 -- Returns {STATUS_SPARED} if nothing was reaped (statuses: keys.go), else {fields moved, ms from the
 -- node's last-seen to this reap by this shard's clock (0 when retiring)}.
+-- uses: status, now_ms, eventlog
 local nodes, node, reaping, reaps, epochs, complete = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, dead_after, retire = ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1'
 

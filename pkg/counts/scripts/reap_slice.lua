@@ -15,6 +15,7 @@
 -- declared (nothing written), else {fields subtracted, changed channels, member edges (see
 -- changes() in lib.lua), fields left in the reaping hash}. The unit that
 -- takes the last field also drops the reap from KEYS[1].
+-- uses: status, now_ms, eventlog, lib
 local reaps, reaping = KEYS[1], KEYS[2]
 
 -- taken: the fields present, which this unit subtracts and deletes, each

@@ -18,6 +18,7 @@
 -- Returns {1 if the entry changed else 0, its value now (0: absent)}, or
 -- {STATUS_UNDECLARED, 0} if a key it needs was not declared (nothing
 -- written: the caller retries with the nodes registered now).
+-- uses: status, sources
 local nodes, global = KEYS[1], KEYS[2]
 local P, f = ARGV[1], ARGV[2]
 local declared = {}

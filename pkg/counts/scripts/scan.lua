@@ -7,6 +7,7 @@
 -- all), ARGV[3] COUNT
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), else {next cursor ('0':
 -- done), {channel, count, ...}}, vacant channels left out.
+-- uses: exact
 local hs, ids = reaping(2)
 if not hs then return {STATUS_REAPS, ids} end
 local next, kv = '0', nil

@@ -1,9 +1,11 @@
--- sources.lua is prepended to audit.lua and repair.lua, after the statuses
--- (keys.go). P is the app's key prefix ("<prefix>:{app}:").
+-- sources.lua (prelude sources) is prepended to audit.lua and repair.lua.
+-- KEYS, ARGV: none of its own; P is the app's key prefix
+-- ("<prefix>:{app}:"), the caller's ARGV.
 -- contribution_keys returns {label, key} for every contribution the global
 -- counts include: each registered node's (label: its id) and each reap's
 -- under way (label: 'reaping:<reap id>'), or nil if one of those keys (or
 -- the set of reaps) was not declared: the caller retries declaring them.
+-- uses: none
 local function contribution_keys(P, ids, declared)
   local out = {}
   for _, id in ipairs(ids) do

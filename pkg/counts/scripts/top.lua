@@ -14,6 +14,7 @@
 -- read (whose live count is at most the last global read), reading at most
 -- TOP_WINDOW more than limit. A reap that holds more than that of the
 -- first channels makes the list shorter, never wrong.
+-- uses: now_ms, fresh, exact
 local hs, ids = reaping(3)
 if not hs then return {STATUS_REAPS, ids} end
 local f = freshness(KEYS[2], ARGV[2])

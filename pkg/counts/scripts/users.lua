@@ -6,6 +6,7 @@
 -- reaping hashes (exactlib.lua)
 -- ARGV the channels
 -- Returns {STATUS_REAPS, reaps} (exactlib.lua), else each channel's users.
+-- uses: exact
 local hs, ids = reaping(#ARGV + 1)
 if not hs then return {STATUS_REAPS, ids} end
 local out = {}

@@ -6,6 +6,7 @@
 -- KEYS[1] seen, KEYS[2] subscribed, KEYS[3] addr
 -- ARGV[1] at most this many nodes
 -- Returns {node, last-seen ms, 1 if subscribed else 0, address, ...}
+-- uses: none
 local found = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #found, 2 do

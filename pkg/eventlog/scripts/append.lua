@@ -8,6 +8,7 @@
 -- ARGV[2] byte budget; 0 for none
 -- then the events as JSON
 -- Returns {events refused, bytes the log holds after}.
+-- uses: now_ms, eventlog
 local h = log_open(KEYS[1], ARGV[1], ARGV[2])
 local t = string.format('%d', now_ms())
 local refused = 0

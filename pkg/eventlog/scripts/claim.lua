@@ -23,6 +23,7 @@
 --       it), else '0' (the change was undone: post nothing)
 --   for 's': the channel's subscription count now ('0': vacated, post
 --       nothing)
+-- uses: now_ms, eventlog
 local h = {key = KEYS[1], index = KEYS[2]}
 local counts = KEYS[3]
 local max_entries, budget = ARGV[1], ARGV[2]

@@ -1,7 +1,7 @@
--- lib.lua (eventlog.Lua) is prepended to this package's scripts and to the
--- count scripts that log their edges in the same unit: appending to an
--- app's event log (a stream, eventlog.Key) with byte accounting, a byte
--- budget, and markers. Each entry has the fields
+-- lib.lua (prelude eventlog, eventlog.Prelude) is prepended to this
+-- package's scripts and to the count scripts that log their edges in the
+-- same unit: appending to an app's event log (a stream, eventlog.Key)
+-- with byte accounting, a byte budget, and markers. Each entry has the fields
 --   t   unix ms by this shard's clock
 --   ev  the event as JSON
 --   o   the entry's byte offset: the sizes of every entry appended before
@@ -18,6 +18,9 @@
 --   dropped     events refused for the byte budget, ever (see log_add)
 --   noticed     the value of dropped when the last events_dropped was logged
 --   dropped_at  unix ms of the first refusal since then
+-- KEYS, ARGV: none of its own; the caller passes log_open the log's key
+-- and its entry cap and budget.
+-- uses: none
 
 -- log_spec reads what eventlog.Spec.Arg packs: nil for no log, else
 -- {max = entry cap, budget = bytes, wants = {event name = true}}.
@@ -27,11 +30,6 @@ local function log_spec(arg)
   local wants = {}
   for name in string.gmatch(names, '[^,]+') do wants[name] = true end
   return {max = max, budget = budget, wants = wants}
-end
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 local function log_field(fields, name)

@@ -5,6 +5,7 @@
 -- KEYS[1] the event log, KEYS[2] its index
 -- ARGV[1] the HSCAN cursor (0 to start), ARGV[2] fields to look at
 -- Returns {next cursor ('0': done), slots forgotten}.
+-- uses: eventlog
 local h = {key = KEYS[1], index = KEYS[2]}
 local res = redis.call('HSCAN', h.index, ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local kv, gone = res[2], 0

@@ -2,9 +2,10 @@
 -- there are any and it fits (see log_tell in lib.lua).
 -- KEYS[1] the event log, KEYS[2] its index
 -- ARGV[1] the log's entry cap (eventlog.MaxEntries), ARGV[2] its byte budget
--- Returns 1 if it logged the notice, else 0.
+-- Returns TELL_LOGGED if it logged the notice, else TELL_NOTHING.
+-- uses: status, now_ms, eventlog
 local h = log_open(KEYS[1], ARGV[1], ARGV[2])
 if log_tell(h, string.format('%d', now_ms())) then
-  return 1
+  return TELL_LOGGED
 end
-return 0
+return TELL_NOTHING
