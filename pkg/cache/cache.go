@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -26,12 +25,6 @@ const DefaultTTL = 30 * time.Minute
 // de-duplicates them too), and an app server that did not refill the
 // cache hears of it again after this.
 const MissReportWindow = 10 * time.Second
-
-var (
-	//go:embed scripts/fetch.lua
-	fetchSrc    string
-	fetchScript = redis.NewScript(fetchSrc)
-)
 
 // Entry is a cached event.
 type Entry struct {
@@ -108,7 +101,7 @@ func (s *Store) Fetch(ctx context.Context, app, channel string, reportMisses boo
 	}
 	if len(res) == 1 {
 		s.misses.Inc()
-		return Entry{}, false, res[0] == int64(1), nil
+		return Entry{}, false, res[0] == int64(fetchReport), nil
 	}
 	e, err = entryOf(res)
 	if err != nil {

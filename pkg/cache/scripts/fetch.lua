@@ -5,14 +5,15 @@
 -- ARGV[1] how long a reported miss stays reported, in ms; 0: the app has no
 --         cache_miss webhook, so report nothing
 --
--- Returns {entry, pttl_ms} on a hit; on a miss {1} when this miss is the
--- one to report to the webhook, else {0}. O(1).
+-- Returns {entry, pttl_ms} on a hit; on a miss {FETCH_REPORT} when this
+-- miss is the one to report to the webhook, else {FETCH_MISS}. O(1).
+-- uses: status
 local v = redis.call('GET', KEYS[1])
 if v then
   return {v, redis.call('PTTL', KEYS[1])}
 end
 local window = tonumber(ARGV[1])
 if window > 0 and redis.call('SET', KEYS[2], '1', 'NX', 'PX', window) then
-  return {1}
+  return {FETCH_REPORT}
 end
-return {0}
+return {FETCH_MISS}
