@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -35,12 +34,6 @@ const Window = time.Second
 
 // warnEvery spaces the warnings of a failing limiter.
 const warnEvery = time.Minute
-
-var (
-	//go:embed scripts/take.lua
-	takeSrc    string
-	takeScript = redis.NewScript(takeSrc)
-)
 
 // Metrics counts the rejections of every kind, by app, and the limiter's
 // Redis errors.
@@ -139,7 +132,7 @@ func (l *Limiter) Take(ctx context.Context, app string, kind Kind, limit, points
 		}
 		return Result{Allowed: true, Limit: limit, Remaining: limit, Reset: l.window, Err: err}
 	}
-	r := Result{Allowed: res[0] == 1, Limit: limit, Remaining: int(max(res[1], 0)), Reset: time.Duration(res[2]) * time.Millisecond}
+	r := Result{Allowed: res[0] == takeAllowed, Limit: limit, Remaining: int(max(res[1], 0)), Reset: time.Duration(res[2]) * time.Millisecond}
 	if !r.Allowed {
 		l.m.Rejected(app, kind)
 	}

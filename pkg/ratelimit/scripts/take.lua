@@ -3,12 +3,13 @@
 -- ARGV[1]  limit: points the window allows
 -- ARGV[2]  points to spend now
 -- ARGV[3]  window length (ms)
--- Returns {allowed (1|0), points left in the window, ms until it ends}.
+-- Returns {TAKE_ALLOWED or TAKE_REFUSED, points left in the window, ms
+-- until it ends}.
 -- A refusal spends nothing, so a caller over the budget is refused only
 -- until the window ends. Constant work: one key, two fields.
+-- uses: status, now_ms
 local limit, points, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local cur = redis.call('HMGET', KEYS[1], 's', 'n')
 local start, spent = tonumber(cur[1]), tonumber(cur[2]) or 0
 if not start or now - start >= window or now < start then
@@ -16,9 +17,9 @@ if not start or now - start >= window or now < start then
 end
 local left = start + window - now
 if spent + points > limit then
-  return {0, limit - spent, left}
+  return {TAKE_REFUSED, limit - spent, left}
 end
 spent = spent + points
 redis.call('HSET', KEYS[1], 's', start, 'n', spent)
 redis.call('PEXPIRE', KEYS[1], left)
-return {1, limit - spent, left}
+return {TAKE_ALLOWED, limit - spent, left}
