@@ -108,7 +108,7 @@ func (c *Conn) Write(bufs ...[]byte) (done bool, err error) {
 	if err := c.writePending(); err != nil {
 		c.closeLocked()
 		c.mu.Unlock()
-		// Unlocked: once the loop has stopped, OnClose runs right here.
+		// Unlocked: the loop takes c.mu to deliver OnClose.
 		c.loop.enqueueClose(c, err)
 		return false, err
 	}

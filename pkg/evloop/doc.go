@@ -45,8 +45,10 @@
 //     reason: nil for Close and CloseAfterFlush, io.EOF when the peer ended
 //     the stream, ErrServerClosed for Server.Close, else the socket's error
 //     (a failed write among them). No OnData or OnDrained follows it. The
-//     one exception to "on its loop": a Close that races Server.Close after
-//     the loop has stopped delivers OnClose on the caller's goroutine.
+//     one exception to "on its loop": a close off the loop (Close, a failed
+//     Write) that races Server.Close past the loop's end gets its OnClose on
+//     a goroutine of its own. Never on the caller's: the caller may hold a
+//     lock its OnClose takes.
 //   - Generations: the table of connections is indexed by descriptor, and
 //     each slot counts the connections that held it. Every epoll
 //     registration carries the descriptor and that generation in the

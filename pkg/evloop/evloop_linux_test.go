@@ -464,3 +464,60 @@ func TestStopAccepting(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	require.Error(t, err, "Close ends the connections")
 }
+
+// reentrant is the handler of two connections whose OnClose holds one
+// mutex and, the first time, writes to the other connection under it, as
+// wsnode's socket close delivers to other sockets under its link's lock.
+type reentrant struct {
+	mu     sync.Mutex
+	conns  []*Conn
+	wrote  bool
+	closed chan *Conn
+}
+
+func (*reentrant) OnData(*Conn, []byte) {}
+func (*reentrant) OnDrained(*Conn)      {}
+func (h *reentrant) OnClose(c *Conn, _ error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.wrote {
+		h.wrote = true
+		for _, o := range h.conns {
+			if o != c {
+				_, _ = o.Write([]byte("x")) // fails: its write side is shut
+			}
+		}
+	}
+	h.closed <- c
+}
+
+// TestServerCloseDeliversOnCloseOffTheCaller: a write that fails while
+// Close shuts the loops down does not run OnClose inside the writer's
+// call, where the writer may hold the lock OnClose takes: it used to,
+// once the loop was marked stopped, and this deadlocked.
+func TestServerCloseDeliversOnCloseOffTheCaller(t *testing.T) {
+	h := &reentrant{closed: make(chan *Conn, 2)}
+	onAccept, acc := accepting()
+	s, err := Listen("127.0.0.1:0", Options{Loops: 1, OnAccept: onAccept})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+	for range 2 {
+		dial(t, s)
+		a := next(t, acc)
+		a.c.SetHandler(h)
+		// A write now fails at once (EPIPE), without an event for the loop.
+		require.NoError(t, unix.Shutdown(int(a.c.fd), unix.SHUT_WR))
+		h.conns = append(h.conns, a.c)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(wait):
+		t.Fatal("Close hung: a connection's OnClose ran inside another's")
+	}
+	require.ErrorIs(t, <-served, ErrServerClosed)
+	require.Len(t, h.closed, 2)
+}

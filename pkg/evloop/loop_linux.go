@@ -26,7 +26,7 @@ type loop struct {
 	mu       lockorder.Mutex[lockorder.Leaf]
 	closes   []closing // connections closed off the loop, awaiting OnClose
 	stopping bool      // Serve asked the loop to stop
-	stopped  bool      // the loop has exited: closes are delivered by their caller
+	stopped  bool      // the loop has exited: closes are delivered off it (enqueueClose)
 	woken    atomic.Bool
 
 	events atomic.Uint64
@@ -238,13 +238,17 @@ func (l *loop) flush(c *Conn) {
 }
 
 // enqueueClose hands a connection closed off the loop to the loop, which
-// calls its OnClose. Once the loop has exited, the caller does.
+// calls its OnClose. Once the loop has exited (a closer that raced its
+// shutdown), a goroutine of its own does: never the caller, which may
+// hold a lock OnClose takes.
 func (l *loop) enqueueClose(c *Conn, err error) {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
-		l.srv.table.release(c)
-		c.currentHandler().OnClose(c, err)
+		go func() {
+			l.srv.table.release(c)
+			c.currentHandler().OnClose(c, err)
+		}()
 		return
 	}
 	l.closes = append(l.closes, closing{c, err})
@@ -282,18 +286,13 @@ func (l *loop) drain() bool {
 	return stopping
 }
 
-// shutdown closes every connection of this loop and marks it stopped.
-// Serve stops accepting before it stops the loops, so none is added after.
+// shutdown closes every connection of this loop, then marks it stopped
+// and delivers the closes queued meanwhile. Serve stops accepting before
+// it stops the loops, so none is added after. Until every connection is
+// closed, a close off the loop (a failed Write, Close) is queued as
+// usual: delivered in the caller's call, its OnClose would run under
+// whatever lock the caller holds, which OnClose may take again.
 func (l *loop) shutdown() {
-	l.mu.Lock()
-	l.stopped = true
-	closes := l.closes
-	l.closes = nil
-	l.mu.Unlock()
-	for _, cl := range closes {
-		l.srv.table.release(cl.c)
-		cl.c.currentHandler().OnClose(cl.c, cl.err)
-	}
 	t := &l.srv.table
 	for i := range t.chunks {
 		ch := t.chunks[i].Load()
@@ -308,7 +307,7 @@ func (l *loop) shutdown() {
 			c.mu.Lock()
 			if c.flags&flagClosed != 0 {
 				c.mu.Unlock()
-				continue // closed off the loop: its closer delivers OnClose
+				continue // closed off the loop: its close is queued
 			}
 			c.closeLocked()
 			h := c.handler
@@ -316,6 +315,15 @@ func (l *loop) shutdown() {
 			ch[j].c.CompareAndSwap(c, nil)
 			h.OnClose(c, ErrServerClosed)
 		}
+	}
+	l.mu.Lock()
+	l.stopped = true
+	closes := l.closes
+	l.closes = nil
+	l.mu.Unlock()
+	for _, cl := range closes {
+		l.srv.table.release(cl.c)
+		cl.c.currentHandler().OnClose(cl.c, cl.err)
 	}
 }
 
