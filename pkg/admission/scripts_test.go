@@ -7,17 +7,9 @@ import (
 )
 
 // TestScripts: every script's preludes declare what it reads, its header
-// names them, and every file under scripts/ is built from (luascript).
+// names them, every file under scripts/ is built from, and each status
+// the scripts answers is distinct and read in Lua under its name with Go's
+// value (luascript.Test).
 func TestScripts(t *testing.T) {
-	for _, p := range luascript.Check(scriptFiles, "scripts", scripts) {
-		t.Error(p)
-	}
-}
-
-// TestStatuses: each status the scripts answers is distinct, and Lua reads it
-// under its name with Go's value.
-func TestStatuses(t *testing.T) {
-	for _, p := range luascript.Statuses(map[string]any{"UNLIMITED": statusUnlimited, "ADMITTED": statusAdmitted, "ADMITTED_NOW": statusAdmittedNow, "WAITING": statusWaiting, "JOIN_FULL": joinFull, "JOIN_INCOMPLETE": joinIncomplete, "LEFT_NONE": leftNone, "LEFT_KEPT": leftKept}, statusPrelude) {
-		t.Error(p)
-	}
+	luascript.Test(t, scriptFiles, scripts, map[string]any{"UNLIMITED": statusUnlimited, "ADMITTED": statusAdmitted, "ADMITTED_NOW": statusAdmittedNow, "WAITING": statusWaiting, "JOIN_FULL": joinFull, "JOIN_INCOMPLETE": joinIncomplete, "LEFT_NONE": leftNone, "LEFT_KEPT": leftKept}, statusPrelude)
 }
