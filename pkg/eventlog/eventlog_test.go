@@ -49,6 +49,7 @@ func TestKey(t *testing.T) {
 // TestCapIsAnArgument: the entry cap reaches XADD from the caller's
 // arguments, not from a number written in the Lua.
 func TestCapIsAnArgument(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const maxEntries = 10
@@ -67,6 +68,7 @@ func TestCapIsAnArgument(t *testing.T) {
 // them, with no counter to update: a trim from the head, a deleted log,
 // entries from before offsets existed.
 func TestBytesTrim(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		require.Zero(t, requireBytes(t, rdb), "no log, no bytes")

@@ -70,6 +70,7 @@ func markerOf(e entry) Marker {
 // undone is not posted, a count is the count at the claim. Once claimed,
 // the next change logs a new marker.
 func TestMarkersCoalesce(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		// occupied, vacated, occupied, vacated, ... of "blip", and its
@@ -118,6 +119,7 @@ func TestMarkersCoalesce(t *testing.T) {
 // is logged again after it. A channel_vacated logged after a member's
 // leave in the same unit does not defer the leave, which goes first.
 func TestClaimDefersBehindOccupancy(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const ch = "presence-p"
@@ -177,6 +179,7 @@ func TestClaimDefersBehindOccupancy(t *testing.T) {
 // is preceded by an events_dropped notice saying how many went missing
 // since when.
 func TestBudgetRefusesAndNotices(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const budget = 1000
@@ -218,6 +221,7 @@ func TestBudgetRefusesAndNotices(t *testing.T) {
 // claimed it leaves no slot behind for long, and no longer holds back its
 // channel's next change.
 func TestSweepForgetsTrimmedMarkers(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		for i := range 30 {
@@ -245,6 +249,7 @@ func TestSweepForgetsTrimmedMarkers(t *testing.T) {
 // the same once the log has room (the deliverers call Tell), and only
 // then.
 func TestTellWithNoEventAfter(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const budget = 300

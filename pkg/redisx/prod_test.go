@@ -69,6 +69,7 @@ func countsWork(t *testing.T, rdb redis.UniversalClient) {
 // certificate, or in plain text, the client is refused with an error that
 // says why.
 func TestTLSServer(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLSFiles(t)
 	srv := redistest.NewTLS(t, files, "yes")
 	mutual := []string{"--redis", srv.URL(), "--redis-tls-ca", files.CA, "--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ClientKey}
@@ -101,6 +102,7 @@ func TestTLSServer(t *testing.T) {
 // TestTLSServerOptionalClientCert: with tls-auth-clients optional, the CA
 // alone is enough.
 func TestTLSServerOptionalClientCert(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLSFiles(t)
 	srv := redistest.NewTLS(t, files, "optional")
 	countsWork(t, client(t, nil, "--redis", srv.URL(), "--redis-tls-ca", files.CA))
@@ -111,6 +113,7 @@ func TestTLSServerOptionalClientCert(t *testing.T) {
 // seeds with --redis-username and --redis-password or
 // --redis-password-file; without them it is refused.
 func TestPasswordCluster(t *testing.T) {
+	t.Parallel()
 	sc := redistest.NewSecureCluster(t, "headcount", "cluster-secret-1")
 	rdb := client(t, nil, "--redis-cluster", sc.URL())
 	_, isCluster := rdb.(*redis.ClusterClient)
@@ -140,6 +143,7 @@ const sentinelBound = 5 * time.Second
 // sentinelBound of the promotion. The failover client is a *redis.Client:
 // every branch on *redis.ClusterClient treats it as a single server.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	s := redistest.NewSentinels(t, "master-secret-1")
 	t.Logf("sentinels up in %v", time.Since(began).Round(time.Millisecond))
@@ -211,6 +215,7 @@ func TestSentinelFailover(t *testing.T) {
 // heartbeats every second and a failover taking the sentinels'
 // down-after-milliseconds and more, no running node is in that case.
 func TestSentinelFailoverHealsALostWrite(t *testing.T) {
+	t.Parallel()
 	s := redistest.NewSentinels(t, "master-secret-1")
 	// The master's password from a file, as the master's and the
 	// promoted replica's connections read it.

@@ -97,6 +97,7 @@ const reconnectBound = 5 * time.Second
 // for longer than a reconnect, and the expiry gauge follows. In the end
 // the server accepts only the new CA's certificates and the new password.
 func TestRotateTLSAndPassword(t *testing.T) {
+	t.Parallel()
 	const hour = time.Hour
 	ca1 := redistest.NewCA(t, "CA one", 10*hour)
 	server := redistest.NewSecretDir(t)
@@ -213,6 +214,7 @@ func TestRotateTLSAndPassword(t *testing.T) {
 // commands failed no longer than a reconnect. go-redis alone would keep
 // sending the password it started with.
 func TestSentinelPasswordFileRotates(t *testing.T) {
+	t.Parallel()
 	s := redistest.NewSentinels(t, "master-secret-1")
 	ctx := context.Background()
 	// sentinels runs a command on every sentinel, authenticated with pw.
