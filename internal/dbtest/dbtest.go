@@ -309,14 +309,16 @@ func NewMariaDB(t testing.TB) *Server {
 	}
 	data := filepath.Join(dir, "data")
 	sock := filepath.Join(dir, "mysqld.sock")
-	args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	// Its temporary tables in its own directory, not /tmp: two installs
+	// at once (tests in parallel) failed on each other's there.
+	args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + dir, "--auth-root-authentication-method=normal", "--skip-test-db"}
 	if runAs != "" {
 		args = append(args, "--user="+runAs)
 	}
 	run(t, exec.Command(installDB, args...))
 	port := proctest.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + sock, "--port=" + strconv.Itoa(port),
+	args = []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + dir, "--socket=" + sock, "--port=" + strconv.Itoa(port),
 		"--bind-address=127.0.0.1", "--skip-name-resolve", "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 		"--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"}
 	if runAs != "" {

@@ -102,6 +102,7 @@ func load(t testing.TB, s *appsdb.Source) *apps.Registry {
 // TestLoadSoketiFixture: soketi's own table and row load as soketi reads
 // them.
 func TestLoadSoketiFixture(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, d *db) {
 		table := d.soketiTable(t)
 		r := load(t, d.source(t, table))
@@ -121,6 +122,7 @@ func TestLoadSoketiFixture(t *testing.T) {
 
 // TestLoadColumns: every column of soketi's table reaches its field.
 func TestLoadColumns(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		column, value string
 		got           func(*apps.App) any
@@ -177,6 +179,7 @@ func TestLoadColumns(t *testing.T) {
 // TestLoadRows: several apps, a disabled one, NULLs and soketi's other
 // spellings of empty, and columns nobody reads.
 func TestLoadRows(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, d *db) {
 		table := d.soketiTable(t)
 		key := d.quote("key")
@@ -215,6 +218,8 @@ func TestLoadRows(t *testing.T) {
 // TestLoadErrors: what Load refuses, and that it says what and where,
 // without the password.
 func TestLoadErrors(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	forEachDialect(t, func(t *testing.T, d *db) {
 		// loadErr returns Load's error, checking whether it is an
 		// UnavailableError (naming the source) or one about the apps.
@@ -287,6 +292,7 @@ func TestLoadErrors(t *testing.T) {
 // TestLoadKeys: a keys column, a JSON array of {"key", "secret"}, gives
 // an app its further keys.
 func TestLoadKeys(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, d *db) {
 		table := d.soketiTable(t)
 		d.exec(t, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s json", table, d.quote("keys")),
@@ -299,6 +305,7 @@ func TestLoadKeys(t *testing.T) {
 // TestLoadUnchanged: Load decodes only rows that changed since the last
 // Load, good or bad.
 func TestLoadUnchanged(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, d *db) {
 		table := d.soketiTable(t)
 		s := d.source(t, table)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	ok := []struct{ url, table, str string }{
 		{"postgres://u:pw@db:5433/soketi", "", "postgres apps table apps at db:5433/soketi"},
 		{"postgresql://u:pw@db/soketi?sslmode=require", "public.apps", "postgres apps table public.apps at db:5432/soketi"},
@@ -55,6 +56,8 @@ func TestNew(t *testing.T) {
 // holds Load no longer than the Timeout, and the error does not quote
 // the password.
 func TestLoadTimeout(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -89,6 +92,7 @@ func TestLoadTimeout(t *testing.T) {
 }
 
 func TestFromSoketiEnv(t *testing.T) {
+	t.Parallel()
 	env := func(kv ...string) func(string) (string, bool) {
 		m := map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
