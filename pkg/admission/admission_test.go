@@ -34,6 +34,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 var long = Rule{Capacity: 3, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour}
 
 func TestRuleFor(t *testing.T) {
+	t.Parallel()
 	app := &apps.App{Capacities: []apps.Capacity{{Prefix: "presence-", Capacity: 100}, {Prefix: "presence-room-", Capacity: 30}},
 		Admission: apps.Admission{GraceSeconds: 5}}
 	require.Equal(t, Rule{Capacity: 30, Members: DefaultMaxMembers, Ticket: DefaultTicket, Grace: 5 * time.Second, Dropout: DefaultDropout}, RuleFor(app, "presence-room-1"))
@@ -49,6 +50,7 @@ func TestRuleFor(t *testing.T) {
 // frees when its holder is neither a member nor held. With a capacity, the
 // channel seats the smaller of the two, through the list.
 func TestMemberLimit(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		complete(t, rdb, "app")
@@ -97,6 +99,7 @@ func TestMemberLimit(t *testing.T) {
 // TestFIFO: first come first served below capacity, then a list in arrival
 // order whose head takes the room a leaver makes.
 func TestFIFO(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		complete(t, rdb, "app")
@@ -142,6 +145,7 @@ func TestFIFO(t *testing.T) {
 // positions 1..970; then, as admitted users leave in random order, each
 // leaver's room goes to the head of the list and nobody jumps the queue.
 func TestConcurrentCapacity(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const users, capacity = 1000, 30
@@ -188,6 +192,7 @@ func TestConcurrentCapacity(t *testing.T) {
 // TestDropout: a waiter who stops checking in is struck; one who checks in
 // keeps the place.
 func TestDropout(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	complete(t, rdb, "app")
@@ -211,6 +216,7 @@ func TestDropout(t *testing.T) {
 // leaves keeps it for the grace (and comes back as a re-entry), after which
 // it goes to the head of the list.
 func TestGrace(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		complete(t, rdb, "app")
@@ -275,6 +281,7 @@ func TestGrace(t *testing.T) {
 // TestCapacityOverride: raising the capacity admits the head at once;
 // removing the override restores the apps file's rule; below 1 is refused.
 func TestCapacityOverride(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	complete(t, rdb, "app")
@@ -296,6 +303,7 @@ func TestCapacityOverride(t *testing.T) {
 // TestCheckIn: a wsnode's check-in keeps its connected waiters on the list
 // and tells each where they stand.
 func TestCheckIn(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	complete(t, rdb, "app")
@@ -331,6 +339,7 @@ func TestCheckIn(t *testing.T) {
 // first, and a subscribe never recorded (its socket left before the flush)
 // frees the seat after the grace.
 func TestHolds(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		complete(t, rdb, "app")
@@ -439,6 +448,7 @@ func complete(t testing.TB, rdb redis.UniversalClient, app string) {
 // the reap takes (here it is left whole: its cleaner stopped at the first
 // slice), as every read of counts leaves the node out.
 func TestDeadNodesMembersHoldNoSeat(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		for node, user := range map[string]string{"dead": "a", "live": "b"} {

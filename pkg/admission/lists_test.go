@@ -19,6 +19,7 @@ import (
 // other apps' channels and channels without a capacity stay out, and so
 // do channels with the member limit alone, whose joins hold seats.
 func TestLists(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, g := context.Background(), New(rdb, keyspace.Space{})
 		complete(t, rdb, "app")
@@ -109,6 +110,7 @@ func TestLists(t *testing.T) {
 // and an override written before there was a maximum counts as the
 // maximum instead of coming back negative and leaving the listing.
 func TestMaxCapacity(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx, g := context.Background(), New(rdb, keyspace.Space{})
 	complete(t, rdb, "app")

@@ -126,16 +126,19 @@ func propSteps(t testing.TB, def int) int {
 // Cluster, on a channel with a capacity and on one with the member limit
 // alone.
 func TestProperty(t *testing.T) {
+	t.Parallel()
 	steps := propSteps(t, 1200)
 	for _, r := range []struct {
 		name string
 		rule Rule
 	}{{"capacity", propRule}, {"members", memberRule}} {
 		t.Run(r.name+"/single", func(t *testing.T) {
+			t.Parallel() // each run has its own server
 			srv := redistest.New(t)
 			runProperty(t, func() redis.UniversalClient { return srv.Client(t) }, r.rule, propSeed(t), steps)
 		})
 		t.Run(r.name+"/cluster", func(t *testing.T) {
+			t.Parallel()
 			if testing.Short() {
 				t.Skip("cluster in -short")
 			}
@@ -172,6 +175,8 @@ var mutations = []mutation{
 // TestPropertyCatchesMutations: with each known bug brought back, the
 // property test finds a violation (a few short runs on fresh apps).
 func TestPropertyCatchesMutations(t *testing.T) {
+	// Not parallel: it swaps the package's scripts, which every other
+	// test runs.
 	srv := redistest.New(t)
 	seed := propSeed(t)
 	for _, m := range mutations {

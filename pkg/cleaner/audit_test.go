@@ -36,6 +36,7 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) (uint64
 // is corrupted and goes when it is repaired (by hand: the loop never
 // repairs), nodes alive, reap latency, and lease changes.
 func TestActiveCleanerExportsDriftAndNodeMetrics(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,7 @@ func newCleaner(t *testing.T, redisURL string) *App {
 // dead nodes, while live nodes keep writing. Every dead node must be
 // subtracted exactly once: the global ends equal to the live nodes' counts.
 func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -93,6 +94,7 @@ func TestTwoActiveCleanersNeverSubtractTwice(t *testing.T) {
 // take no lease key, and each dead node is still reaped exactly once
 // between them while a live node's counts stay.
 func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,6 +157,7 @@ func TestWithoutLeaseEveryCleanerIsActive(t *testing.T) {
 }
 
 func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -187,6 +190,7 @@ func TestActiveCleanerReapsAndPassiveTakesOver(t *testing.T) {
 }
 
 func TestScanStopsWhenLeaseIsNoLongerValid(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -208,6 +212,7 @@ func TestScanStopsWhenLeaseIsNoLongerValid(t *testing.T) {
 // socket it held are announced gone to the surviving nodes; a member still
 // connected elsewhere is not.
 func TestReapAnnouncesMembersRemoved(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,6 +270,7 @@ func TestReapAnnouncesMembersRemoved(t *testing.T) {
 // left, and then the head of the list is admitted (without the cleaner's
 // Left the seat would wait for its one-hour ticket).
 func TestReapStartsAdmissionGrace(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -316,6 +322,7 @@ func reapedTotal(a *App) float64 {
 // configured apps, so alerts on their increase see the first change too (a
 // series born at 1 is not an increase).
 func TestCountersStartAtZero(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())

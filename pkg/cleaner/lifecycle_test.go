@@ -14,6 +14,7 @@ import (
 // TestLifecycle: a cleaner keeps the lifecycle every app shares, built
 // with no logger and no registry.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
 		cfg := config.DefaultCleaner()

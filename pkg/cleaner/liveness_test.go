@@ -103,6 +103,7 @@ func channelsOf(t *testing.T, store *counts.Store) map[string]int64 {
 // does) is reaped long before dead-after, with reason connection_closed;
 // a live node beside it is untouched.
 func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	a := livenessCleaner(t, srv.URL(), time.Minute)
@@ -132,6 +133,7 @@ func TestLivenessReapsAClosedNodeBeforeDeadAfter(t *testing.T) {
 // a node-level entry, plays the app whose heartbeat came last: it keeps
 // that app's last-seen fresh until the first reap has happened.
 func TestLivenessRetriesAppsThatSparedTheNode(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	a := livenessCleaner(t, srv.URL(), time.Minute)
@@ -169,6 +171,7 @@ func TestLivenessRetriesAppsThatSparedTheNode(t *testing.T) {
 // TestLivenessSparesAHungNode: a node that stops writing but keeps its
 // connection (SIGSTOP, a long pause) is reaped at dead-after, not before.
 func TestLivenessSparesAHungNode(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	const deadAfter = 1500 * time.Millisecond
@@ -195,6 +198,7 @@ func TestLivenessSparesAHungNode(t *testing.T) {
 // may reap it meanwhile; the node resubscribes, and its next heartbeat
 // finds its contribution gone and republishes it, so the counts converge.
 func TestLivenessBlipReapsAndTheNodeRepublishes(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	store := counts.NewStore(rdb, keyspace.Space{})
@@ -312,6 +316,7 @@ func backends(t *testing.T, f func(t *testing.T, common config.Common, dial func
 // app, by reason connection_closed, long before dead-after; the live node
 // in the same apps keeps its counts.
 func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, common config.Common, dial func(string) redis.UniversalClient) {
 		const apps = 500
 		ctx := context.Background()
@@ -367,6 +372,7 @@ func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
 // itself; the cleaner never saw it subscribed. The checks are driven by
 // hand so that none runs before the kill.
 func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -403,6 +409,7 @@ func TestLivenessReapsANodeKilledBeforeTheCheckSawIt(t *testing.T) {
 // at them, so both are reaped at dead-after by their heartbeat, never
 // early.
 func TestLivenessLeavesNodesWithoutEntryToDeadAfter(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	ctx := context.Background()
@@ -438,6 +445,7 @@ func TestLivenessLeavesNodesWithoutEntryToDeadAfter(t *testing.T) {
 // as with 10, counted by INFO commandstats; before the node-level
 // last-seen it ran three per app.
 func TestLivenessCheckCostDoesNotGrowWithApps(t *testing.T) {
+	t.Parallel()
 	perCheck := func(apps int) float64 {
 		f := newFleet(t, apps)
 		const checks = 30

@@ -23,6 +23,7 @@ import (
 // end as alive, reaps nothing, and watches the node again through the
 // proxy.
 func TestWatchBrokenPathReapsNobody(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	adminAddr, stopAdmin := livenessPort(t)
@@ -65,6 +66,7 @@ func TestWatchBrokenPathReapsNobody(t *testing.T) {
 // unwatched: the cleaner watches it afresh, its counts stay, and its own
 // death is found by its own watch.
 func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	store := counts.NewStore(srv.Client(t), keyspace.Space{})
 	opts, err := redis.ParseURL(srv.URL())

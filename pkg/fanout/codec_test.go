@@ -20,6 +20,7 @@ var codecCases = []Message{
 }
 
 func TestCodecRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, m := range codecCases {
 		got, err := decode(string(encode(&m)))
 		require.NoError(t, err)
@@ -28,6 +29,7 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func TestCodecChannelNotCarried(t *testing.T) {
+	t.Parallel()
 	m := Message{Channel: "presence-room", Event: "e"}
 	got, err := decode(string(encode(&m)))
 	require.NoError(t, err)
@@ -35,6 +37,7 @@ func TestCodecChannelNotCarried(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	valid := string(encode(&Message{Event: "ev", Data: "data", UserID: "u"}))
 	for name, p := range map[string]string{
 		"empty":         "",

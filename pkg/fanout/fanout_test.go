@@ -20,6 +20,7 @@ import (
 // TestRouting: two nodes joined to different and overlapping channels of
 // several apps each receive exactly their channels' messages, once.
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		a := newNode(t, be.Client(t), nil).start(t)
 		b := newNode(t, be.Client(t), nil).start(t)
@@ -110,6 +111,7 @@ func TestRouting(t *testing.T) {
 // TestOrder: 1,000 numbered messages on one channel reach both nodes in
 // publish order, each exactly once, though one node joined five times.
 func TestOrder(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		const n = 1000
 		a := newNode(t, be.Client(t), nil).start(t)
@@ -156,6 +158,7 @@ func histogramCount(t *testing.T, n *node, name string) uint64 {
 // TestLeave: delivery stops with the last Leave, Redis is unsubscribed,
 // and a later Join subscribes again.
 func TestLeave(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		a := newNode(t, be.Client(t), nil).start(t)
 		rdb := be.Client(t)
@@ -198,6 +201,7 @@ func TestLeave(t *testing.T) {
 // exactly the channels with interest left, once each. Joins and Leaves
 // before Run net out too.
 func TestChurn(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		rdb := be.Client(t)
 		a := newNode(t, be.Client(t), nil)
@@ -263,6 +267,7 @@ func TestChurn(t *testing.T) {
 // the outage once, goes unhealthy, restores them (including a Join made
 // during the outage) and delivers again.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	lines := newLineCounter("subscriptions lost", "subscriptions restored")
 	a := newNode(t, srv.Client(t), countingLogger(t, lines)).start(t)
@@ -295,6 +300,7 @@ func TestRestart(t *testing.T) {
 // TestStopDuringOutage: a bus stopped while Redis is down does not claim
 // on its way out that the subscriptions were restored.
 func TestStopDuringOutage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	lines := newLineCounter("subscriptions lost", "subscriptions restored")
 	a := newNode(t, srv.Client(t), countingLogger(t, lines)).start(t)
@@ -311,6 +317,7 @@ func TestStopDuringOutage(t *testing.T) {
 // back) is declared dead after 3 pings' worth of silence and redialled,
 // and its subscriptions work again once Redis answers.
 func TestSilentConnection(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -333,6 +340,7 @@ func TestSilentConnection(t *testing.T) {
 // the subscriptions of its apps until it is back, then they resume; the
 // outage is logged once, though it spans several apps' connections.
 func TestClusterRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster in -short")
 	}
@@ -378,6 +386,7 @@ func TestClusterRestart(t *testing.T) {
 // Redis unsubscribes its shard channels; the bus resubscribes on the new
 // master.
 func TestSlotMigration(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster in -short")
 	}
@@ -433,6 +442,7 @@ func TestSlotMigration(t *testing.T) {
 // TestDecodeError: a message that does not decode is counted and logged,
 // and delivery goes on.
 func TestDecodeError(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		lines := newLineCounter("does not decode")
 		a := newNode(t, be.Client(t), countingLogger(t, lines)).start(t)
@@ -502,6 +512,7 @@ func TestRunStops(t *testing.T) {
 }
 
 func TestPublishInvalid(t *testing.T) {
+	t.Parallel()
 	b := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
 	for _, tc := range []struct {
 		name, app string
@@ -518,6 +529,7 @@ func TestPublishInvalid(t *testing.T) {
 }
 
 func TestTopicSlot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster in -short")
 	}
@@ -551,6 +563,7 @@ func waitGoroutines(t *testing.T, base int) {
 // many fresh channels (a subscriber's own subscription_count). Without the
 // wait the publish overtakes the subscribe and most are lost.
 func TestPublishAfterWaitJoinedArrives(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		n := newNode(t, be.Client(t), nil).start(t)
 		n.waitHealthy(t)
@@ -577,6 +590,7 @@ func TestPublishAfterWaitJoinedArrives(t *testing.T) {
 // second SUBSCRIBE went out and WaitJoined waited for a confirmation
 // that never came.
 func TestWaitJoinedAfterLeavingAndJoiningAgain(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		n := newNode(t, be.Client(t), nil).start(t)
 		n.waitHealthy(t)
@@ -623,6 +637,7 @@ func (h *orderHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // to Redis before the message's publish, so a write it depends on (a cache
 // channel's last event) is there before any node can receive the message.
 func TestPublishBatchQueuesAlsoFirst(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	h := &orderHook{}
 	rdb.AddHook(h)
@@ -647,6 +662,7 @@ func TestPublishBatchQueuesAlsoFirst(t *testing.T) {
 // PING goes to the app's own connection); without a connection for the
 // app (before the bus runs), Sync fails at once.
 func TestSync(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
 		ctx := context.Background()
 		// Before the bus runs there is no connection for any app. (Once it

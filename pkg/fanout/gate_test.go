@@ -243,6 +243,7 @@ const gateDeadline = time.Second
 // answer, so a subscriber could be told it was subscribed while the node
 // was not.
 func TestAnOlderSubscribeConfirmsNoNewerInterest(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	g := newGate(t, srv.Addr)
 	n := newNode(t, redis.NewClient(&redis.Options{Addr: g.addr()}), nil).start(t)

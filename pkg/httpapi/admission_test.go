@@ -30,6 +30,7 @@ func decode(t testing.TB, r response) map[string]any {
 // TestAdmissionAPI walks the admission routes (README, Admission) against a real
 // Redis: the apps file gives presence-room- a capacity of 2.
 func TestAdmissionAPI(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, config.Common{Redis: redistest.New(t).URL()})
 	const path = "/apps/" + appID + "/channels/presence-room-1/admission"
 	for _, u := range []string{"u1", "u2"} {
@@ -68,6 +69,7 @@ func TestAdmissionAPI(t *testing.T) {
 // TestAdmissionBadInput: every malformed request is a 400 with a message
 // and changes nothing.
 func TestAdmissionBadInput(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, config.Common{Redis: redistest.New(t).URL()})
 	const base = "/apps/" + appID + "/channels/"
 	for _, tc := range []struct{ method, path, body, want string }{

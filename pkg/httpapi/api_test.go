@@ -37,6 +37,7 @@ func seeded(t *testing.T) *testServer {
 func ptr[T any](v T) *T { return &v }
 
 func TestPusherGoClient(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	c := s.pusherClient(t, appSecret)
 
@@ -85,6 +86,7 @@ func TestPusherGoClient(t *testing.T) {
 }
 
 func TestSignatureChecks(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	const path = "/apps/" + appID + "/channels"
 	now := time.Now()
@@ -124,6 +126,7 @@ func TestSignatureChecks(t *testing.T) {
 }
 
 func TestAmbiguousQueryReplay(t *testing.T) {
+	t.Parallel()
 	// The string to sign is not URL-escaped, so the signature of
 	// filter_by_prefix=presence-&info=user_count also covers a single
 	// filter_by_prefix whose value spells both parameters. A captured
@@ -145,6 +148,7 @@ func TestAmbiguousQueryReplay(t *testing.T) {
 }
 
 func TestResponseShapes(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	list := "/apps/" + appID + "/channels"
 	one := func(name string) string { return list + "/" + name }
@@ -178,6 +182,7 @@ func TestResponseShapes(t *testing.T) {
 }
 
 func TestRequestErrors(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	list := "/apps/" + appID + "/channels"
 	one := func(name string) string { return list + "/" + name }
@@ -241,6 +246,7 @@ func TestRequestErrors(t *testing.T) {
 }
 
 func TestClusterListing(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.NewCluster(t)
 	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
 	q := apitest.NewProducer(t, cluster.Client(t), "node-b")

@@ -35,6 +35,7 @@ func adminGet(t *testing.T, a *App, path string) (int, string) {
 }
 
 func TestReadinessFollowsRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	s := startServer(t, config.Common{Redis: srv.URL()})
 	ready := func(want int) func() bool {
@@ -75,6 +76,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 }
 
 func TestRunStopsOnContextAndReleasesPorts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	a, _ := newTestApp(t, config.Common{Redis: srv.URL()})
 	addr, admin := a.Addr(), a.AdminAddr()
@@ -96,6 +98,7 @@ func TestRunStopsOnContextAndReleasesPorts(t *testing.T) {
 }
 
 func TestStopEndsRun(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	a, _ := newTestApp(t, config.Common{Redis: srv.URL()})
 	errc := make(chan error, 1)
@@ -111,6 +114,7 @@ func TestStopEndsRun(t *testing.T) {
 }
 
 func TestStopWithoutRunReleasesPorts(t *testing.T) {
+	t.Parallel()
 	a, _ := newTestApp(t, config.Common{Redis: "redis://127.0.0.1:1/0"})
 	addr, admin := a.Addr(), a.AdminAddr()
 	a.Stop()
@@ -120,6 +124,7 @@ func TestStopWithoutRunReleasesPorts(t *testing.T) {
 }
 
 func TestNewFailsCleanly(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
@@ -135,6 +140,7 @@ func TestNewFailsCleanly(t *testing.T) {
 }
 
 func TestNoAdminServer(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	cfg := config.HTTPAPI{Common: config.Common{Redis: srv.URL(), Apps: testApps(t)}, Addr: "127.0.0.1:0"}
 	a, err := New(Options{Config: cfg})
@@ -214,6 +220,7 @@ func FuzzAPI(f *testing.F) {
 // TestDashboardHostsIncludeAddr: the host of --addr is one of the names the
 // dashboard answers to, besides --dashboard-hosts.
 func TestDashboardHostsIncludeAddr(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, []string{"dash.example.com.", "Ops.Example"},
 		dashboardHosts(config.HTTPAPI{Addr: "Ops.Example:8080", DashboardHosts: "dash.example.com."}))
 	require.Empty(t, dashboardHosts(config.HTTPAPI{Addr: ":8080"}))

@@ -19,6 +19,7 @@ import (
 // TTL; other channels of the same publish are not cached. On a single
 // Redis and on a Cluster, where the cache write shares the publish's slot.
 func TestCacheChannelPublishes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"single", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			var common config.Common

@@ -99,6 +99,7 @@ func (p *lowLimitApp) adminGet(path string) (int, string) {
 // connection past it takes the place of the one idle longest, and a signed
 // GET (pusher-http-go, reading Redis) and /readyz are answered in time.
 func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
+	t.Parallel()
 	p := startLowLimitApp(t, 200)
 
 	const idlers = 250 // more than the limit allows
@@ -170,6 +171,7 @@ func TestIdleConnectionsDoNotStarveTheProcess(t *testing.T) {
 // client's pools may open, in every mode, pool sizes set in the URL
 // included.
 func TestRedisConns(t *testing.T) {
+	t.Parallel()
 	cpus := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
 		name string

@@ -26,6 +26,7 @@ import (
 // maxBodyBytes, and the server hangs up instead of reading the rest: the
 // client manages to write only a small part of it.
 func TestHugeBodyRefusedUnread(t *testing.T) {
+	t.Parallel()
 	s, _ := publishServer(t)
 	const size = 100 << 20
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))

@@ -172,6 +172,7 @@ func (s *testServer) post(t testing.TB, path string, body []byte, creds ...strin
 }
 
 func TestTriggerWithPusherGo(t *testing.T) {
+	t.Parallel()
 	s, srv := publishServer(t)
 	rdb := srv.Client(t)
 	l := listen(t, rdb, "public-b", "private-a", "presence-room-1", "public-none", "#server-to-user-7")
@@ -267,6 +268,7 @@ func TestTriggerWithPusherGo(t *testing.T) {
 // terminate channel, which wsnode acts on (TestTerminateUserConnections
 // there, and test/e2e end to end).
 func TestTerminateConnectionsPublishes(t *testing.T) {
+	t.Parallel()
 	s, srv := publishServer(t)
 	ch := protocol.TerminateUserChannel("user-7")
 	l := listen(t, srv.Client(t), ch)
@@ -281,6 +283,7 @@ func TestTerminateConnectionsPublishes(t *testing.T) {
 }
 
 func TestPublishResponseShapes(t *testing.T) {
+	t.Parallel()
 	s, _ := publishServer(t)
 	events, batch := "/apps/"+appID+"/events", "/apps/"+appID+"/batch_events"
 	for _, tc := range []struct{ name, path, body, want string }{
@@ -313,6 +316,7 @@ func TestPublishResponseShapes(t *testing.T) {
 }
 
 func TestPublishErrors(t *testing.T) {
+	t.Parallel()
 	s, _ := publishServer(t)
 	events, batch := "/apps/"+appID+"/events", "/apps/"+appID+"/batch_events"
 	ev := func(fields string) string { return `{"name":"e","data":"d",` + fields + `}` }
@@ -405,6 +409,7 @@ func TestPublishErrors(t *testing.T) {
 // TestPublishRedisDown: a publish Redis did not take is a 503, never a
 // made-up success.
 func TestPublishRedisDown(t *testing.T) {
+	t.Parallel()
 	s, srv := publishServer(t)
 	srv.KillAndHold(t)
 	r := s.post(t, "/apps/"+appID+"/events", []byte(`{"name":"e","data":"d","channel":"c","info":"subscription_count"}`))
@@ -419,6 +424,7 @@ func TestPublishRedisDown(t *testing.T) {
 // TestTriggerOnCluster: on Redis Cluster the publishes (SPUBLISH) and the
 // count reads share one pipeline to the master of the app's slot.
 func TestTriggerOnCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.NewCluster(t)
 	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
 	p.Rec.AddMember(appID, "presence-c", "u1", json.RawMessage(`{}`), 2)

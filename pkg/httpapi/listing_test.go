@@ -40,6 +40,7 @@ func requireFresh(t *testing.T, r response) {
 }
 
 func TestLeaderboardAndRank(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	r := s.get(t, listPath, url.Values{"order": {"subscription_count"}, "limit": {"3"}})
 	require.Equal(t, http.StatusOK, r.code, r.body)
@@ -72,6 +73,7 @@ func TestLeaderboardAndRank(t *testing.T) {
 }
 
 func TestListingPages(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	p := apitest.NewProducer(t, srv.Client(t), "node-a")
 	want := map[string]int64{}
@@ -170,6 +172,7 @@ func startWith(t *testing.T, common config.Common, cfg config.HTTPAPI) *testServ
 }
 
 func TestFullListingIsShared(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	p := apitest.NewProducer(t, srv.Client(t), "node-a")
 	p.Add(t, appID, map[string]int64{"a": 1, "b": 2}, map[string]int64{"a": 1, "b": 2})
@@ -210,6 +213,7 @@ func TestFullListingIsShared(t *testing.T) {
 }
 
 func TestEncodeListingMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	ls := counts.Listing{
 		Channels: map[string]int64{"presence-b": 2, "presence-a<&>": 1, "presence-c": 5, "presence-\"q\\é\u2028": 1},
 		Users:    map[string]int64{"presence-b": 1, "presence-a<&>": 1, "presence-c": 3, "presence-\"q\\é\u2028": 1},
@@ -232,6 +236,7 @@ func TestEncodeListingMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestClusterLeaderboardAndPages(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.NewCluster(t)
 	p := apitest.NewProducer(t, cluster.Client(t), "node-a")
 	want := map[string]int64{}

@@ -71,6 +71,7 @@ func (s *testServer) as(t *testing.T, id, key, secret, method, path, body string
 // the answer is 429 naming the setting, with Retry-After; an app without
 // limits is never limited.
 func TestRateLimitsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs := limitReplicas(t, 2)
 	a, b := rs[0], rs[1]
 	post := func(s *testServer, body string) response {
@@ -119,6 +120,7 @@ headcount_ratelimit_rejected_total{app="app-rl",kind="read_requests"} 1
 // TestChannelNameLimitPerApp: an app's maxChannelNameLength bounds the
 // names its API calls may use, in either direction from the default 200.
 func TestChannelNameLimitPerApp(t *testing.T) {
+	t.Parallel()
 	s := limitReplicas(t, 1)[0]
 	r := s.as(t, rlID, rlKey, rlSecret, http.MethodPost, "/events", `{"name":"e","data":"d","channel":"abcdefghijk"}`)
 	require.Equal(t, http.StatusBadRequest, r.code, r.body)

@@ -19,6 +19,7 @@ import (
 // disabled app) is answered with Connection: close and its connection
 // closed; /up and signed requests keep theirs.
 func TestRefusedRequestsCloseTheirConnection(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	s := startServer(t, config.Common{Redis: srv.URL()})
 	require.Eventually(t, s.app.ready, 10*time.Second, 10*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 // app-secret), an API listening on every interface warns at start and
 // names the fix; on loopback, as in `make run` and the tests, it does not.
 func TestWarnsOfPublicSecretBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	defaults, err := apps.FromEnv(func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	for addr, warns := range map[string]bool{"127.0.0.1:0": false, "[::1]:0": false, "0.0.0.0:0": true} {

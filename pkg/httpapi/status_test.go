@@ -48,6 +48,7 @@ func startStatus(t *testing.T, common config.Common, auditEvery time.Duration) *
 // TestStatusAdmissionAuditEndpoints walks the signed read-only endpoints
 // status.go serves: GET .../status, .../admission and .../audit.
 func TestStatusAdmissionAuditEndpoints(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client(t)

@@ -17,6 +17,7 @@ import (
 // so the first one is an increase; and a replica that stops delivering
 // reports no backlog, which is another's now.
 func TestBacklogGauges(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	var failing atomic.Bool
 	failing.Store(true)

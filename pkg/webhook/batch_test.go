@@ -143,6 +143,7 @@ func histogram(t *testing.T, reg *prometheus.Registry, name string) (count uint6
 // the batch size, not one request each, and do not wait for maxWait once
 // a request is full.
 func TestBatchSize(t *testing.T) {
+	t.Parallel()
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 5, MaxWait: time.Minute}})
 	_, reg := f.start(t, "r1", Options{})
 	var channels []string
@@ -167,6 +168,7 @@ func TestBatchSize(t *testing.T) {
 // TestBatchMaxWait: a batch that does not fill is sent once its oldest
 // event has waited maxWait, with every event that arrived meanwhile.
 func TestBatchMaxWait(t *testing.T) {
+	t.Parallel()
 	const maxWait = time.Second
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 50, MaxWait: maxWait}})
 	f.start(t, "r1", Options{})
@@ -189,6 +191,7 @@ func TestBatchMaxWait(t *testing.T) {
 // each once, while requests fail now and then and several channels'
 // events share requests.
 func TestBatchOrder(t *testing.T) {
+	t.Parallel()
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 7, MaxWait: 20 * time.Millisecond}})
 	rcv[0].fail = func(i int) bool { return i%3 == 1 }
 	const perChannel = 30
@@ -237,6 +240,7 @@ func TestBatchOrder(t *testing.T) {
 // none acknowledged before a request carrying it succeeded; a replica that
 // dies meanwhile loses nothing, and the next one sends them, in order.
 func TestBatchRetriedWhole(t *testing.T) {
+	t.Parallel()
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 10, MaxWait: 50 * time.Millisecond}})
 	var failing sync.Map
 	failing.Store("on", true)
@@ -269,6 +273,7 @@ func TestBatchRetriedWhole(t *testing.T) {
 // TestHeaders: a webhook's headers arrive with each request, and the
 // request still verifies as Pusher's (the receiver checks it).
 func TestHeaders(t *testing.T) {
+	t.Parallel()
 	headers := map[string]string{"Authorization": "Bearer t0ken", "X-Env": "prod"}
 	f, rcv := batchFixture(t, apps.Webhook{Headers: headers})
 	f.start(t, "r1", Options{})
@@ -286,6 +291,7 @@ func TestHeaders(t *testing.T) {
 // TestFilter: a webhook with a filter gets only the events of channels
 // that start and end as it says; another without one gets them all.
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	f, rcv := batchFixture(t,
 		apps.Webhook{Filter: apps.WebhookFilter{ChannelNameStartsWith: "private-", ChannelNameEndsWith: "-orders"}},
 		apps.Webhook{},
@@ -335,6 +341,7 @@ func TestFilter(t *testing.T) {
 // TestFilterProducer: client events no webhook's filter lets through are
 // not logged at all, so they take none of the log's byte budget.
 func TestFilterProducer(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	app := &apps.App{ID: "app-1", Key: "key-1", Secret: "secret-1", Enabled: true, Webhooks: []apps.Webhook{
 		{URL: "http://127.0.0.1:9/a", EventTypes: []string{ClientEvent}, Filter: apps.WebhookFilter{ChannelNameStartsWith: "private-"}},

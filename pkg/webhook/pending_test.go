@@ -31,6 +31,7 @@ import (
 // backlog said 0, the channel's markers stayed in the index, so it logged
 // nothing more, and trimming stopped at them.
 func TestALostReadIsTakenBack(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	direct := srv.Client(t)
 	proxy := redistest.NewProxy(t, srv.Addr)
@@ -95,6 +96,7 @@ func TestALostReadIsTakenBack(t *testing.T) {
 // longer than that consumer can still be posting it, and delivered. It
 // failed when only a new holding took pending events back.
 func TestADeposedHoldersReadIsTakenBack(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	direct := srv.Client(t)
 	proxy := redistest.NewProxy(t, srv.Addr)
@@ -134,6 +136,7 @@ func TestADeposedHoldersReadIsTakenBack(t *testing.T) {
 // whose reply a crash lost used to leave its events pending for good, and
 // the log untrimmed from them on.
 func TestRedisCrashesLoseNoWebhook(t *testing.T) {
+	t.Parallel()
 	srv := redistest.NewDurable(t)
 	rdb := srv.Client(t)
 	f := newFixture(t, rdb)

@@ -27,6 +27,7 @@ import (
 // and removed from added, and nothing about a channel comes between its
 // channel_vacated and its next channel_occupied.
 func TestPropertyReceiverSeesRedis(t *testing.T) {
+	t.Parallel()
 	seeds := []uint64{1, 2, 3, 4, 5}
 	if testing.Short() {
 		seeds = seeds[:1]
@@ -196,6 +197,7 @@ func receiverProblems(r *receiver, chans, users []string, counts map[string]int6
 // TestReceiverLines is the check above on a known history: it must catch
 // each kind of wrong sequence, or the property test proves nothing.
 func TestReceiverLines(t *testing.T) {
+	t.Parallel()
 	chans, users := []string{"a", "presence-p"}, []string{"u1"}
 	check := func(counts map[string]int64, members map[string]bool, lines ...string) []string {
 		return receiverProblems(&receiver{got: lines}, chans, users, counts, members)
@@ -219,6 +221,7 @@ func TestReceiverLines(t *testing.T) {
 // not between the vacated and it. (The receiver's failures hold each
 // window open for a retry's backoff.)
 func TestMemberWaitsForReoccupation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	const ch = "presence-p"
 	removed, vacated := "member_removed "+ch+" u1", "channel_vacated "+ch

@@ -20,6 +20,7 @@ import (
 // event before it, not trimmed yet), and stops delivering to one it
 // removes, without a restart.
 func TestDelivererFollowsReloads(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	f := newFixture(t, rdb)
 	f.start(t, "r1", Options{})
@@ -59,6 +60,7 @@ func TestDelivererFollowsReloads(t *testing.T) {
 // the post: the receiver had the event, the deliverer saw an error, and
 // the restarted delivery sent it again.
 func TestAReloadResendsNothingDelivered(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	f := newFixture(t, rdb)
 	var (

@@ -157,6 +157,7 @@ func (f *fixture) recorder(t *testing.T, node string) *counts.Recorder {
 // scripts themselves) reach the receiver signed as Pusher signs them, in
 // order within a channel.
 func TestDelivery(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		_, reg := f.start(t, "r1", Options{})
@@ -186,6 +187,7 @@ func TestDelivery(t *testing.T) {
 // TestCacheMissDelivered: a cache_miss a wsnode queues on its Producer
 // reaches the receiver as Pusher sends it, {"name":"cache_miss","channel":..}.
 func TestCacheMissDelivered(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	f := newFixture(t, rdb)
 	f.start(t, "r1", Options{})
@@ -211,6 +213,7 @@ func summed(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // TestRetries: a receiver that fails its first 3 attempts at each event
 // still gets every event, once, in order per channel.
 func TestRetries(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	f.rcv.fail = func(line string) bool { return f.rcv.tries[line] <= 3 }
 	f.start(t, "r1", Options{})
@@ -227,6 +230,7 @@ func TestRetries(t *testing.T) {
 // debounce (a page reload) sends nothing; one that stays empty is sent
 // after the debounce.
 func TestDebounce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	const debounce = 400 * time.Millisecond
 	f.start(t, "r1", Options{Debounce: debounce})
@@ -261,6 +265,7 @@ func TestDebounce(t *testing.T) {
 // (its receiver was failing) loses nothing: another replica takes its lease,
 // claims what it read, and delivers.
 func TestTakeover(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		var failing sync.Map
@@ -281,6 +286,7 @@ func TestTakeover(t *testing.T) {
 // TestTrim: the part of the log every webhook has finished is trimmed, so
 // the log cannot grow without bound while deliveries keep up.
 func TestTrim(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	f.start(t, "r1", Options{TrimEvery: 50 * time.Millisecond})
 	for i := range 20 {
@@ -296,6 +302,7 @@ func TestTrim(t *testing.T) {
 // TestGiveUp: past the retry window an event is dropped, counted and
 // logged, and the ones after it are delivered.
 func TestGiveUp(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	f.rcv.fail = func(line string) bool { return line == "channel_occupied doomed" }
 	_, reg := f.start(t, "r1", Options{RetryWindow: 700 * time.Millisecond})
@@ -311,6 +318,7 @@ func TestGiveUp(t *testing.T) {
 // given up. This holds for a caller's own client too, whose default is to
 // follow redirects.
 func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		client *http.Client
@@ -381,6 +389,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 // deliverer frees room, the receivers that ask for events_dropped learn
 // how many went missing, and the deliverer reports the count.
 func TestLogBudget(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		f := newFixture(t, rdb)
@@ -495,6 +504,7 @@ func TestLogBudget(t *testing.T) {
 // (no counter to fall out of step), and the events a full log refused get
 // in again.
 func TestTrimFreesLogBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, redistest.New(t).Client(t))
 	ctx := context.Background()
 	log := eventlog.For(keyspace.Space{}, f.app.ID)
