@@ -14,7 +14,8 @@ import (
 // TestLifecycle: a cleaner keeps the lifecycle every app shares, built
 // with no logger and no registry.
 func TestLifecycle(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it checks that no goroutine outlives the app, and
+	// other tests' goroutines would count.
 	srv := redistest.New(t)
 	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
 		cfg := config.DefaultCleaner()

@@ -316,7 +316,8 @@ func backends(t *testing.T, f func(t *testing.T, common config.Common, dial func
 // app, by reason connection_closed, long before dead-after; the live node
 // in the same apps keeps its counts.
 func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	backends(t, func(t *testing.T, common config.Common, dial func(string) redis.UniversalClient) {
 		const apps = 500
 		ctx := context.Background()

@@ -13,7 +13,8 @@ import (
 // TestLifecycle: the API keeps the lifecycle every app shares, built with
 // no logger and no registry.
 func TestLifecycle(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it checks that no goroutine outlives the app, and
+	// other tests' goroutines would count.
 	srv := redistest.New(t)
 	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
 		cfg := config.HTTPAPI{Common: config.Common{Redis: srv.URL(), AdminAddr: "127.0.0.1:0", Apps: testApps(t)}, Addr: "127.0.0.1:0"}

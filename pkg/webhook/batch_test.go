@@ -168,7 +168,8 @@ func TestBatchSize(t *testing.T) {
 // TestBatchMaxWait: a batch that does not fill is sent once its oldest
 // event has waited maxWait, with every event that arrived meanwhile.
 func TestBatchMaxWait(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	const maxWait = time.Second
 	f, rcv := batchFixture(t, apps.Webhook{Batch: &apps.WebhookBatch{Size: 50, MaxWait: maxWait}})
 	f.start(t, "r1", Options{})

@@ -504,7 +504,9 @@ func TestLogBudget(t *testing.T) {
 // (no counter to fall out of step), and the events a full log refused get
 // in again.
 func TestTrimFreesLogBudget(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it reads the drop notice in the last two lines, and
+	// a delivery stretched by other tests brings it earlier (about one
+	// run in six does so even alone under -race on a loaded machine).
 	f := newFixture(t, redistest.New(t).Client(t))
 	ctx := context.Background()
 	log := eventlog.For(keyspace.Space{}, f.app.ID)
