@@ -99,6 +99,7 @@ func (c *churner) run(app string, seed uint64) error {
 }
 
 func TestAuditCleanWhileRecordersChurn(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -125,6 +126,7 @@ func TestAuditCleanWhileRecordersChurn(t *testing.T) {
 }
 
 func TestAuditFindsInjectedDriftExactly(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -199,6 +201,7 @@ func TestAuditFindsInjectedDriftExactly(t *testing.T) {
 // one channel nobody writes is corrupted: the audit reports that drift,
 // and only that, every time.
 func TestAuditSlicedFindsOnlyRealDrift(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -233,6 +236,7 @@ func TestAuditSlicedFindsOnlyRealDrift(t *testing.T) {
 // but a contribution names is declared on the retry, and its members are
 // reported missing.
 func TestAuditDeclaresEveryKey(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		r := newRecorder(t, rdb, "a")
@@ -256,6 +260,7 @@ func TestAuditDeclaresEveryKey(t *testing.T) {
 // each repair is one atomic unit, so no concurrent change is lost and the
 // invariants hold afterwards.
 func TestRepairKeepsConcurrentUpdates(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -316,6 +321,8 @@ func TestRepairKeepsConcurrentUpdates(t *testing.T) {
 }
 
 func TestReapReportsLatencyAndNodesAreCounted(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	rdb := newSingle(t)
 	ctx := context.Background()
 	store := NewStore(rdb, testKeys.ks)
@@ -343,6 +350,7 @@ func TestReapReportsLatencyAndNodesAreCounted(t *testing.T) {
 }
 
 func TestGlobEscape(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, `hc:{a\*b\?\[c\]\\}:members:*`, keyspace.GlobEscape(testKeys.membersKeyPrefix(`a*b?[c]\`))+"*", "the pattern ScanPrefix uses")
 	ch, ok := testKeys.membersKeyChannel("app", testKeys.membersKey("app", "presence-x"))
 	require.True(t, ok)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestLeaderboardAndRank(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{})
@@ -48,6 +49,7 @@ func TestLeaderboardAndRank(t *testing.T) {
 // the rank of the count read with it, the leaderboard is sorted), and since
 // the climber only gains, a reader never sees its rank get worse.
 func TestRankUnderConcurrentChanges(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{})

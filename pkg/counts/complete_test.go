@@ -18,6 +18,7 @@ import (
 // republish, and a retire after a write of unknown outcome, the node still
 // registered, does not move it.
 func TestCompleteKey(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const hb = time.Hour

@@ -145,6 +145,7 @@ func checkInvariants(t testing.TB, s snapshot) {
 }
 
 func TestRecorderCountsAndZeroEntries(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -184,6 +185,7 @@ func TestRecorderCountsAndZeroEntries(t *testing.T) {
 }
 
 func TestCoalescedChangesNetOut(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
 	r := newRecorder(t, rdb, "n")
@@ -201,6 +203,7 @@ func TestCoalescedChangesNetOut(t *testing.T) {
 }
 
 func TestNegativeChangeIsClampedNotWritten(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
 	r := newRecorder(t, rdb, "n")
@@ -215,6 +218,7 @@ func TestNegativeChangeIsClampedNotWritten(t *testing.T) {
 }
 
 func TestReapedWhileAliveRepublishes(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -251,6 +255,7 @@ func TestReapedWhileAliveRepublishes(t *testing.T) {
 }
 
 func TestReapSparesFreshNodesAndRunsOnce(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
 	store := NewStore(rdb, testKeys.ks)
@@ -279,6 +284,7 @@ func TestReapSparesFreshNodesAndRunsOnce(t *testing.T) {
 }
 
 func TestRedisRestartedEmptyIsRepopulated(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -298,6 +304,7 @@ func TestRedisRestartedEmptyIsRepopulated(t *testing.T) {
 }
 
 func TestRemoveNode(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx := context.Background()
 	a, b := newRecorder(t, rdb, "a"), newRecorder(t, rdb, "b")
@@ -315,6 +322,7 @@ func TestRemoveNode(t *testing.T) {
 }
 
 func TestRunFlushesAndHeartbeats(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := NewRecorder(rdb, "n", RecorderOptions{Heartbeat: 20 * time.Millisecond, Coalesce: 2 * time.Millisecond, Logger: logging.TestLogger(t)})
@@ -347,6 +355,7 @@ func TestRunFlushesAndHeartbeats(t *testing.T) {
 // checked on atomic snapshots throughout, and at the end the global counts
 // equal the model's truth: the sum of the live nodes' local state.
 func TestPropertyCountsStayExact(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { propertyRun(t, rdb, seed) })

@@ -64,6 +64,7 @@ func loseFlush(t testing.TB, r *Recorder) []staleCall {
 // the old connection's command and the new one's retire, and may run them
 // in either order) must not land on the republished truth.
 func TestStaleDeltaAfterRepublishIsRefused(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		r := newRecorder(t, rdb, "n")
@@ -110,6 +111,7 @@ func TestStaleDeltaAfterRepublishIsRefused(t *testing.T) {
 // wsnode registered has no epoch, and an epoch an older cleaner left on a
 // node it reaped goes when a reap finds that node gone.
 func TestEpochsHoldRegisteredNodesOnly(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -170,6 +172,7 @@ func TestEpochsHoldRegisteredNodesOnly(t *testing.T) {
 // unit is refused and it republishes again; once the reap is drained (the
 // cleaner's FinishReaps), the counts are the truth.
 func TestStaleRetireAfterRepublishIsFenced(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)

@@ -90,6 +90,7 @@ func claimAll(t *testing.T, rdb redis.UniversalClient, app string) map[string]st
 // unclaimed, later changes of the same state log nothing; a claim reads
 // the state they left.
 func TestEventLog(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(app string) eventlog.Spec {
@@ -169,6 +170,7 @@ func TestEventLog(t *testing.T) {
 // them, and the recorder's next replace declares them: the contribution
 // ends exact and the audit clean.
 func TestUndeclaredFieldsRetry(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		before := newRecorder(t, rdb, "n1")
@@ -234,6 +236,7 @@ func clientEvent(i, size int) string {
 // and once there is room the next one comes after an events_dropped
 // notice.
 func TestEventLogBudget(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const (

@@ -208,6 +208,7 @@ func checkEdgeReads(t *testing.T, rdb redis.UniversalClient, app string, s snaps
 // the reap's first unit on, every read equals the live node's
 // contribution, at every step between slices and after the last.
 func TestReadsExactWhileReaping(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -251,6 +252,7 @@ func TestReadsExactWhileReaping(t *testing.T) {
 // aside as a reap too (a retire), which reads keep counting while its
 // slices run, so counts read high during a republish, never low.
 func TestReadsCountARetire(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -276,6 +278,7 @@ func TestReadsCountARetire(t *testing.T) {
 // (which unregisters it) reads leave out what the retire still holds too,
 // while a live node's retire beside it stays counted.
 func TestReadsLeaveOutTheRetireOfADeadNode(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -319,6 +322,7 @@ func TestReadsLeaveOutTheRetireOfADeadNode(t *testing.T) {
 // zombie again); after every step every read equals the sum of the
 // registered contributions at that moment, and invariants 1 and 2 hold.
 func TestPropertyReadsExact(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for seed := uint64(1); seed <= 2; seed++ {
 			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { propertyReadsRun(t, rdb, seed) })
@@ -411,6 +415,7 @@ func propertyReadsRun(t *testing.T, rdb redis.UniversalClient, seed uint64) {
 // the leaderboard comes short, never with a wrong entry, and the channel
 // load is at least the truth.
 func TestLeaderboardLeavesAReapOut(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)

@@ -18,6 +18,7 @@ import (
 // the recorder healthy; a write that fails is a warning, even the first;
 // a write that lands does both.
 func TestRecorderClaimsRedisOnlyAfterAWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var logs proctest.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})

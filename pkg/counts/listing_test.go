@@ -25,6 +25,8 @@ func seedChannels(t testing.TB, rdb redis.UniversalClient, node, app string, cou
 }
 
 func TestFreshness(t *testing.T) {
+	// Not parallel: its live node must heartbeat within the 300 ms
+	// stale-after, which tests beside it stretch past on two cores.
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		l := NewListings(rdb, ListingOptions{StaleAfter: 300 * time.Millisecond})
@@ -63,6 +65,7 @@ func TestFreshness(t *testing.T) {
 // once with its exact count, and nothing is listed that was never
 // occupied.
 func TestSlicedReadsWhileCountsChange(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		stable := map[string]int64{}

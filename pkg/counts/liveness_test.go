@@ -18,6 +18,7 @@ import (
 // and trusts the answer only once the canary has held for trustAfter. On
 // Cluster the check goes to the liveness shard (SHARDNUMSUB).
 func TestLivenessSeesClosedConnections(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -55,6 +56,7 @@ func TestLivenessSeesClosedConnections(t *testing.T) {
 // keeps the subscription and the cleaner leaves the node to its
 // heartbeat. After the heal it subscribes again on a new connection.
 func TestLivenessKeepsASilentConnection(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	proxy := redistest.NewProxy(t, srv.Addr)
 	opts, err := redis.ParseURL(proxy.URL())
@@ -96,6 +98,7 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 // since it was read, and Remove forgets it. A recorder without a Liveness
 // records nothing. AppsOf names the apps the node has counts in.
 func TestNodeLevelLastSeen(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -168,6 +171,7 @@ func TestNodeLevelLastSeen(t *testing.T) {
 // it, and an address whose node left seen (dropped past the window) is
 // deleted by the next WatchNodes, so none outlives its node.
 func TestWatchNodesAddresses(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)

@@ -44,6 +44,7 @@ func walk(t testing.TB, l *Listings, app, prefix string, limit int, between func
 }
 
 func TestPaging100k(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("100,000 channels in -short")
 	}
@@ -80,6 +81,7 @@ func TestPaging100k(t *testing.T) {
 // vacated before its page is skipped; one occupied after the walk began is
 // not listed.
 func TestPagingWhileCountsChange(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seed := map[string]int64{}
@@ -115,6 +117,7 @@ func TestPagingWhileCountsChange(t *testing.T) {
 }
 
 func TestPagingErrors(t *testing.T) {
+	t.Parallel()
 	rdb := newSingle(t)
 	ctx := context.Background()
 	l := NewListings(rdb, ListingOptions{SnapshotIdleTTL: time.Minute})
@@ -145,6 +148,7 @@ func TestPagingErrors(t *testing.T) {
 }
 
 func TestLexRange(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ prefix, last, min, max string }{
 		{"", "", "-", "+"},
 		{"ab", "", "[ab", "(ac"},
@@ -163,6 +167,7 @@ func TestLexRange(t *testing.T) {
 // clients while the first copy is still going (two names per command):
 // one caller copies, the others wait for its snapshot.
 func TestWalksStartedTogetherShareOneCopy(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seed := map[string]int64{}

@@ -76,6 +76,7 @@ func leave(r *Recorder, ch, user string) {
 }
 
 func TestPresenceIsExactAcrossNodes(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -119,6 +120,7 @@ func TestPresenceIsExactAcrossNodes(t *testing.T) {
 }
 
 func TestReapReportsMembersAndVacatedChannels(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -151,6 +153,7 @@ func TestReapReportsMembersAndVacatedChannels(t *testing.T) {
 }
 
 func TestReapedNodeRepublishesItsMembers(t *testing.T) {
+	t.Parallel()
 	rdb := newSingle(t)
 	ctx := context.Background()
 	store := NewStore(rdb, testKeys.ks)
@@ -170,6 +173,7 @@ func TestReapedNodeRepublishesItsMembers(t *testing.T) {
 }
 
 func TestRemoveReportsWhatItTookAway(t *testing.T) {
+	t.Parallel()
 	rdb := newSingle(t)
 	ctx := context.Background()
 	r, l := recorderWithLog(t, rdb, "n")

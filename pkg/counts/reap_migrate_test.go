@@ -22,6 +22,7 @@ import (
 // when the reap is done, whoever drained it and however often a drain
 // failed, every field was subtracted once and the counts are exact.
 func TestReapSlicedDuringSlotMigration(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster in -short")
 	}

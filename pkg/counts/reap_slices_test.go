@@ -56,6 +56,7 @@ func reapFields(t *testing.T, rdb redis.UniversalClient, app, id string, n int) 
 // node gone, and every field is subtracted exactly once, each member's
 // leave and each channel's new count reported by exactly one of them.
 func TestReapSlicedConcurrentReapers(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		loadNode(t, rdb, "app", "live", 40, 5, 3)
@@ -137,6 +138,7 @@ func TestReapSlicedConcurrentReapers(t *testing.T) {
 // contribution is half reaped: the slices left subtract only the old one,
 // and the new one stands whole.
 func TestReapSlicedZombieRepublishes(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -175,6 +177,7 @@ func TestReapSlicedZombieRepublishes(t *testing.T) {
 // audit meanwhile sees no drift (the rest counts as a contribution), and
 // FinishReaps subtracts the rest and reports it.
 func TestReapSlicedLeftHalfDone(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -224,6 +227,7 @@ func mapKeys[V any](m map[string]V) []string {
 // would log them in, so a webhook consumer never hears of a member of a
 // vacated channel.
 func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(string) eventlog.Spec { return logAll }
@@ -265,6 +269,7 @@ func TestReapSlicedLogsMembersBeforeVacated(t *testing.T) {
 // hold at every read, the republish converges to the local truth, and a
 // member both contributions hold is never announced as leaving.
 func TestRepublishInSlices(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		loadNode(t, rdb, "app", "other", 5, 2, 1)
@@ -334,6 +339,7 @@ func TestRepublishInSlices(t *testing.T) {
 // subtracted once, by the one slice that finds it, and each channel's new
 // count and each member's leave is reported once.
 func TestReapSlicesOverlappingInFlight(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)
@@ -408,6 +414,7 @@ func TestReapSlicesOverlappingInFlight(t *testing.T) {
 // cleaner's scan would otherwise walk a reap its liveness check is
 // draining), and drains it once that drain has stopped.
 func TestFinishReapsLeavesOwnDrains(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newSingle(t)
 	store := NewStore(rdb, testKeys.ks)
@@ -437,6 +444,7 @@ func TestFinishReapsLeavesOwnDrains(t *testing.T) {
 // is one unit, and a unit gives its channels one version, so the channels
 // reported under one version are one slice's.
 func TestReapSlicesInNameOrder(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		const chans, perSlice = 300, 4

@@ -35,6 +35,7 @@ func countingEncode(calls *atomic.Int64, gate <-chan struct{}) func(Listing) ([]
 // TestSharedListingComputesOnce: 50 concurrent identical requests over three
 // "replicas" (Listings on their own clients) compute the listing once.
 func TestSharedListingComputesOnce(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1, "b": 2, "c": 3})
@@ -96,6 +97,8 @@ func TestSharedListingComputesOnce(t *testing.T) {
 // the others wait for the lock to expire, then one of them computes and all
 // get the listing.
 func TestSharedListingHolderDies(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	rdb := newSingle(t)
 	seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
 	const lockTTL = 300 * time.Millisecond
@@ -147,6 +150,7 @@ func TestSharedListingHolderDies(t *testing.T) {
 // its lock, so the callers waiting on other replicas take its result rather
 // than computing the same listing again.
 func TestSharedListingRenewsLock(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		seedChannels(t, rdb, "n1", "app", map[string]int64{"a": 1})
@@ -191,6 +195,7 @@ func TestSharedListingRenewsLock(t *testing.T) {
 // death (with a TTL of a minute) is not served once the node's reap has
 // started: the next listing leaves its sockets out, as every read does.
 func TestSharedListingDropsADeadNodeAtOnce(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)

@@ -20,6 +20,7 @@ import (
 // channels, but the channel never appears among the counted channels and
 // none of its edges reach the event log, whatever the app's webhooks.
 func TestSignedInChannel(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		logs := func(string) eventlog.Spec { return logAll }

@@ -15,6 +15,7 @@ import (
 // last-seen age by Redis's clock; a node that stops writing ages, a reaped
 // one is gone.
 func TestNodeStatuses(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		store := NewStore(rdb, testKeys.ks)

@@ -11,6 +11,7 @@ import (
 // read each under its name with Go's value (the preludes scripts.go
 // makes).
 func TestStatusesAreDistinct(t *testing.T) {
+	t.Parallel()
 	statuses := map[string]any{
 		"STATUS_APPLIED": statusApplied, "STATUS_UNREGISTERED": statusUnregistered, "STATUS_NEGATIVE": statusNegative,
 		"STATUS_UNDECLARED": statusUndeclared, "STATUS_REAPS": statusReaps, "STATUS_SPARED": statusSpared, "STATUS_EXPIRED": statusExpired,

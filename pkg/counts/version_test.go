@@ -17,6 +17,7 @@ import (
 // node or cleaner ran it, and after the key holding the last one is lost
 // (Redis restarted empty) versions still go up.
 func TestVersionsOrderUnitsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		var got []Edges
@@ -63,6 +64,7 @@ func TestVersionsOrderUnitsAcrossNodes(t *testing.T) {
 // TestMergeKeepsLatestCount: merging edges keeps each channel's count of
 // the highest version, whatever the order of the merge.
 func TestMergeKeepsLatestCount(t *testing.T) {
+	t.Parallel()
 	older := Edges{App: "app", Channels: map[string]int64{"x": 5, "y": 1}, Versions: map[string]int64{"x": 10, "y": 10},
 		Members: []MemberEdge{{Channel: "presence-p", UserID: "u", Added: true}}}
 	newer := Edges{App: "app", Channels: map[string]int64{"x": 3}, Versions: map[string]int64{"x": 11},
