@@ -17,6 +17,7 @@ import (
 // than the grace the waiter is told it is admitted (no polling) and then
 // subscribes.
 func TestAdmissionGate(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)
@@ -101,6 +102,7 @@ func TestAdmissionGate(t *testing.T) {
 // taken: a newcomer waits, GET never says more than 3, and the seat goes
 // to the head of the list only after she leaves.
 func TestAdmissionDeleteWhileJoining(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	nodes[0].SetCoalesce(500 * time.Millisecond)
 	for _, n := range nodes {

@@ -17,6 +17,7 @@ import (
 // app left unchanged keeps its *App; one of an app removed is closed with
 // 4001, after pusher:error 4001.
 func TestReloadAppliesToOpenSockets(t *testing.T) {
+	t.Parallel()
 	list := func(clientMessages bool, withOther bool) *apps.Registry {
 		l := []*apps.App{{ID: "app-r", Key: "key-r", Secret: secret, Enabled: true, EnableClientMessages: clientMessages}}
 		if withOther {

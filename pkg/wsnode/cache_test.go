@@ -66,6 +66,7 @@ func subscribeKind(t *testing.T, c *websocket.Conn, socketID, ch string) {
 // subscription_succeeded while nothing is cached, and the last published
 // event once one is; other channels get neither.
 func TestCacheChannelsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)
@@ -113,6 +114,7 @@ func TestCacheChannelsAcrossNodes(t *testing.T) {
 // the member_added events reaching a subscriber while its cached event is
 // on its way are not events the cache keeps, so they do not replace it.
 func TestCachedEventNotSupersededByAnnouncements(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)
@@ -137,6 +139,7 @@ func TestCachedEventNotSupersededByAnnouncements(t *testing.T) {
 // nodes make one cache_miss webhook event; apps without the webhook log
 // none.
 func TestCacheMissWebhook(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)
@@ -173,6 +176,7 @@ func TestCacheMissWebhook(t *testing.T) {
 // published before the cached one), and only one may come twice in a row,
 // cached and then live. Its last event is the channel's last.
 func TestCachedEventsAroundSubscribe(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)

@@ -97,6 +97,7 @@ func (n *testNode) connectRaw(t *testing.T, key string) (*rawConn, string) {
 // other 140 are refused with soketi's LimitReached 4100, and Redis ends
 // with 100 members.
 func TestPresenceMemberLimitIsExact(t *testing.T) {
+	t.Parallel()
 	t.Run("single", func(t *testing.T) { memberLimitRace(t, startNodes(t, 2)) })
 	t.Run("cluster", func(t *testing.T) {
 		if testing.Short() {
@@ -178,6 +179,7 @@ func hgetalls(t *testing.T, n *testNode) int {
 // the channel, cost no read of the member list. The repeat is answered as
 // Pusher does, without the list, and leaves the subscription as it was.
 func TestRefusedAndRepeatedPresenceSubscribesReadNoMembers(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	const ch = "presence-full"
 	c1, id1 := n.connectKey(t, limitKey)
@@ -223,6 +225,7 @@ func closeCode(p string) int {
 // (pusher-js backs off a second, then reconnects), having been answered
 // no more than its burst and a second's refill.
 func TestFrameFloodIsClosed(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
 	const flood = 5000
@@ -265,6 +268,7 @@ func TestFrameFloodIsClosed(t *testing.T) {
 // connection may hold, a ping), then unsubscribing from every channel and
 // subscribing to each again in the same second, passes.
 func TestPusherJSReconnectBurstFits(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, id := n.connectRaw(t, wideKey)
 	const channels = wideChannels
@@ -306,6 +310,7 @@ func TestPusherJSReconnectBurstFits(t *testing.T) {
 // trading screen) subscribes to all of them at once on the default cap, as
 // Pusher and soketi, which set no cap, serve it.
 func TestABusyPageIsServedWhole(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
 	succeeded := subscribeBurst(t, c, "page", 300)
@@ -317,6 +322,7 @@ func TestABusyPageIsServedWhole(t *testing.T) {
 // reconnect, as pusher-js does: those past the cap are refused and the
 // connection stays, so pusher-js does not reconnect in a loop.
 func TestOverCapBurstIsRefusedNotCut(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, capKey)
 	succeeded := subscribeBurst(t, c, "p", apps.DefaultMaxChannelsPerConnection+100)
@@ -366,6 +372,7 @@ func subscriptionRefusal(t *testing.T, f rawFrame) (typ, msg string, status int)
 // (its maxChannelsPerConnection); a fourth is refused, and room comes back
 // when it leaves one.
 func TestChannelsPerConnection(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, capKey)
 	sub := func(ch string) rawFrame {
@@ -392,6 +399,7 @@ func TestChannelsPerConnection(t *testing.T) {
 // refused; a channel occupied on the other node is no new channel and may
 // still be joined; vacated channels make room.
 func TestAppChannelLimit(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)

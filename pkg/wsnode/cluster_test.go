@@ -59,6 +59,7 @@ func clientEvent(channel, event, data string) string {
 // user's first socket and member_removed only for their last, and the
 // other node's subscribers see both.
 func TestPresenceAcrossNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	const ch = "presence-room"
@@ -115,6 +116,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 // node join back to back; the second's list has the first even if the
 // first's join has not reached Redis yet.
 func TestPresenceMemberListIncludesUnflushedLocalMembers(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c1, id1 := n.connect(t)
 	c2, id2 := n.connect(t)
@@ -125,6 +127,7 @@ func TestPresenceMemberListIncludesUnflushedLocalMembers(t *testing.T) {
 }
 
 func TestPresenceLimitsAndNumericIDs(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	refused := func(c *websocket.Conn, id, cd, msg string) {
 		t.Helper()
@@ -174,6 +177,7 @@ func TestPresenceLimitsAndNumericIDs(t *testing.T) {
 // TestClientEventsAcrossNodes: relayed to every other subscriber on every
 // node, as a JSON string, never echoed, rate limited with 4301.
 func TestClientEventsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	const ch = "private-chat"
@@ -223,6 +227,7 @@ func TestClientEventsAcrossNodes(t *testing.T) {
 }
 
 func TestClientEventsRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	// An app without client messages.
 	c, id := n.connectKey(t, noClientKey)
@@ -245,6 +250,7 @@ func TestClientEventsRefused(t *testing.T) {
 // TestSigninAndUserChannel covers pusher:signin, #server-to-user- and a
 // presence subscription that takes its member from the signin.
 func TestSigninAndUserChannel(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	c, id := a.connect(t)
@@ -298,6 +304,7 @@ func TestSigninAndUserChannel(t *testing.T) {
 // TestEncryptedChannelRelay: the server authorizes private-encrypted-
 // channels like private ones and relays the ciphertext untouched.
 func TestEncryptedChannelRelay(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	c, id := b.connect(t)
@@ -311,6 +318,7 @@ func TestEncryptedChannelRelay(t *testing.T) {
 }
 
 func TestSubscriptionCount(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c1, _ := n.connectKey(t, countKey)
 	c2, _ := n.connectKey(t, countKey)
@@ -332,6 +340,7 @@ func TestSubscriptionCount(t *testing.T) {
 }
 
 func TestConnectionLimit(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c1, _ := n.connectKey(t, limitKey)
 	n.connectKey(t, limitKey)
@@ -363,6 +372,8 @@ func TestConnectionLimit(t *testing.T) {
 // its queue fills, while another subscriber of the same channel gets every
 // message in order, and delivery never blocks.
 func TestSlowConsumerIsDisconnected(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	n := startNode(t).run(t)
 	slow := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	require.Contains(t, slow.read(t), "pusher:connection_established")
@@ -476,6 +487,7 @@ func (w *countWatcher) settled(quiet time.Duration) (float64, bool) {
 // announcements race; the last count every subscriber gets must still be
 // the count in Redis, however they arrive, once changes stop.
 func TestLastSubscriptionCountIsRedis(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	const ch, rounds, leavers = "room", 20, 30

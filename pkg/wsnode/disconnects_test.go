@@ -21,6 +21,7 @@ import (
 // (4001, before the socket opens), a text message that is not UTF-8 (the
 // node's 1007) and a TCP reset without any close frame (1006).
 func TestDisconnectsByCloseCode(t *testing.T) {
+	t.Parallel()
 	for _, transport := range []string{config.TransportGoroutine, config.TransportEventLoop} {
 		t.Run(transport, func(t *testing.T) {
 			if transport == config.TransportEventLoop && runtime.GOOS != "linux" {

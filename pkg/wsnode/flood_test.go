@@ -68,6 +68,8 @@ const floodBound = wsnode.MaxQueueBytes + 64<<10
 // owed fill it, so the client's writes stall while the node holds no more
 // than the bound (it held 250 MB within two seconds before).
 func TestAPingFloodNobodyReadsIsThrottled(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests beside it
+	// would grow.
 	n := startNode(t)
 	n.LiftFrameBudget()
 	n.run(t)
@@ -123,6 +125,8 @@ func floodUntilCut(t *testing.T, flood []byte) {
 // TestAPingFloodIsCutAtTheFrameBudget: pings count against the frame
 // budget like messages (they were not counted at all).
 func TestAPingFloodIsCutAtTheFrameBudget(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests beside it
+	// would grow.
 	floodUntilCut(t, bytes.Repeat(clientFrame(0x9, true, bytes.Repeat([]byte("p"), 125)), 20000))
 }
 
@@ -130,6 +134,8 @@ func TestAPingFloodIsCutAtTheFrameBudget(t *testing.T) {
 // continuations never grows, and cost a decode each without limit; each
 // counts against the frame budget.
 func TestEmptyContinuationsAreCutAtTheFrameBudget(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests beside it
+	// would grow.
 	flood := clientFrame(0x1, false, []byte(`{"event":`))
 	flood = append(flood, bytes.Repeat(clientFrame(0x0, false, nil), 200000)...)
 	floodUntilCut(t, flood)
@@ -151,6 +157,7 @@ func requireCloseCode(t *testing.T, c *rawConn, code int) string {
 // TestAHugeLengthIsRefusedAtTheHeader: a header claiming 2^62 bytes is
 // closed with 1009 at once, not when the read limit's worth arrived.
 func TestAHugeLengthIsRefusedAtTheHeader(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
 	h := []byte{0x82, 0x80 | 127}
@@ -166,6 +173,7 @@ func TestAHugeLengthIsRefusedAtTheHeader(t *testing.T) {
 // TestACloseReasonNotUTF8Gets1007: RFC 6455 5.5.1, Autobahn 7.5.1; the
 // reason was echoed back, itself invalid.
 func TestACloseReasonNotUTF8Gets1007(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
 	_, err := c.Write(clientFrame(0x8, true, []byte{0x03, 0xe8, 0xce, 0xba, 0xe1, 0xbd, 0xb9, 0xcf, 0x83, 0xce, 0xbc, 0xce, 0xb5, 0xed, 0xa0, 0x80, 0x65, 0x64, 0x69, 0x74, 0x65, 0x64}))
@@ -176,6 +184,7 @@ func TestACloseReasonNotUTF8Gets1007(t *testing.T) {
 // TestAnUnmaskedFrameGets1002: RFC 6455 5.1 has the server fail the
 // connection; it got a bare TCP close.
 func TestAnUnmaskedFrameGets1002(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connectRaw(t, appKey)
 	_, err := c.Write([]byte{0x89, 0x01, 'x'})

@@ -31,6 +31,7 @@ const upgradeHeaders = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSock
 // under errors_total{reason="handshake_refused"}, and a refusal touches no
 // count.
 func TestFrontRefusals(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	path := "/app/" + appKey + pusherJSQuery
 	for _, tc := range []struct {
@@ -61,6 +62,8 @@ func TestFrontRefusals(t *testing.T) {
 // long before its head timeout (the default 10 s) would; the front's sweep
 // of slow heads is wsfront's to test.
 func TestFrontStopClosesHeads(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	n := startNode(t).run(t)
 	silent, err := net.Dial("tcp", n.Addr())
 	require.NoError(t, err)
@@ -84,6 +87,7 @@ func TestFrontStopClosesHeads(t *testing.T) {
 // upgraded: one past it is answered 503 (read intact by the client) and
 // closed, and a closed connection gives its place back.
 func TestFrontSocketCap(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, func(c *config.WSNode) { c.MaxSockets = 3 }).run(t)
 	require.Equal(t, 3.0, metricstest.Value(t, n.reg, "headcount_wsnode_max_sockets"))
 	open := func() float64 { return metricstest.Value(t, n.reg, "headcount_wsnode_port_connections") }

@@ -16,6 +16,8 @@ import (
 // TestLifecycle: a node keeps the lifecycle every app shares, built with
 // no logger and no registry.
 func TestLifecycle(t *testing.T) {
+	// Not parallel: it checks that no goroutine outlives the app, and
+	// other tests' goroutines would count.
 	srv := redistest.New(t)
 	lifecycletest.Contract(t, func(t *testing.T) lifecycletest.Subject {
 		cfg := config.WSNode{

@@ -58,6 +58,7 @@ func burst(t *testing.T, c *websocket.Conn, ch string, n int) int {
 // rate (2 here, where the default is 10), a negative one lifts it, and
 // refusals are counted by app and kind.
 func TestClientEventRatePerApp(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, withLimitApps(t)).run(t)
 	const ch = "private-c" // within app-slow's 10 bytes
 
@@ -81,6 +82,7 @@ func TestClientEventRatePerApp(t *testing.T) {
 // TestChannelNameLimitPerApp: an app's maxChannelNameLength bounds the
 // names its sockets may subscribe to, below or above the default 200.
 func TestChannelNameLimitPerApp(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, withLimitApps(t)).run(t)
 	slow, _ := n.connectKey(t, slowKey)
 	send(t, slow, `{"event":"pusher:subscribe","data":{"channel":"abcdefghijk"}}`)
@@ -98,6 +100,7 @@ func TestChannelNameLimitPerApp(t *testing.T) {
 // handshake refusal; allowed origins, wildcard hosts, a missing Origin
 // and apps without the list connect.
 func TestOriginRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, withLimitApps(t)).run(t)
 	dialOrigin := func(key, origin string) (*websocket.Conn, *http.Response, error) {
 		h := http.Header{}

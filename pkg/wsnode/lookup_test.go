@@ -54,6 +54,8 @@ func (h *heldSource) Load(ctx context.Context) (*apps.Registry, error) {
 // served app connects while the flood waits on a read. Every flood socket
 // gets 4001.
 func TestUnknownKeyFlood(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	p := filepath.Join(t.TempDir(), "apps.json")
 	require.NoError(t, os.WriteFile(p, []byte(`[{"id":"`+appID+`","key":"`+appKey+`","secret":"`+secret+`"}]`), 0o600))
 	src := &heldSource{File: apps.NewFile(p), entered: make(chan struct{}, 1), hold: make(chan struct{})}

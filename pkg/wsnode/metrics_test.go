@@ -13,6 +13,7 @@ import (
 // disconnects_total are part of the node's metrics contract: each one
 // exists from the start, at zero, and no other does.
 func TestMetricLabels(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	newMetrics(reg, func() float64 { return 0 }, func() bool { return false })
 	require.ElementsMatch(t, []string{

@@ -25,6 +25,7 @@ import (
 // Redis, on A's node: its member_added follows any of A's at B, so it
 // ends each trial. 30 trials on one node and 30 across two.
 func TestMemberAddedNeverRepeatsTheList(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		nodes int
@@ -95,6 +96,7 @@ func TestMemberAddedNeverRepeatsTheList(t *testing.T) {
 // channel, yet nobody new is seated: each newcomer is refused for the
 // limit, and the channel ends with the five it had.
 func TestMemberLimitHoldsAfterRedisLostItsData(t *testing.T) {
+	t.Parallel()
 	const app, key, ch = "app-five", "key-five", "presence-five"
 	reg, err := apps.New([]*apps.App{{ID: app, Key: key, Secret: secret, Enabled: true, MaxPresenceMembersPerChannel: 5}})
 	require.NoError(t, err)

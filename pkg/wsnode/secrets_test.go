@@ -19,6 +19,8 @@ import (
 // app-secret), a node listening on every interface warns at start and
 // names the fix; on loopback, as in `make run` and the tests, it does not.
 func TestWarnsOfPublicSecretBeyondLoopback(t *testing.T) {
+	// Not parallel: it wants no warning at all on loopback, and tests
+	// beside it slow the liveness subscription into warning.
 	srv := redistest.New(t)
 	defaults, err := apps.FromEnv(func(string) (string, bool) { return "", false })
 	require.NoError(t, err)

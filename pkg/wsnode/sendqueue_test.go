@@ -33,6 +33,7 @@ var smallReceiveBuffer = &net.Dialer{Control: func(_, _ string, rc syscall.RawCo
 // connect. Its replies outgrow the send queue many times over; the node
 // waits for the client to read them instead of cutting it.
 func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c := dialRawWith(t, smallReceiveBuffer, n.Addr(), "/app/"+wideKey+pusherJSQuery)
 	require.Contains(t, c.read(t), "pusher:connection_established")
@@ -71,6 +72,8 @@ func TestOwnBurstIsNotASlowConsumer(t *testing.T) {
 // frame budget is lifted: within it a client cannot make the node write
 // this much with pongs, though it can with presence member lists.)
 func TestRepliesNobodyReadsEndInTheWriteTimeout(t *testing.T) {
+	// Not parallel: the node must cut the client within a deadline,
+	// which tests beside it stretched past on two cores.
 	n := startNode(t)
 	n.SetWriteTimeout(300*time.Millisecond, 50*time.Millisecond)
 	n.LiftFrameBudget()
@@ -143,6 +146,7 @@ func TestDeliveryBurstOfOnePerChannelFits(t *testing.T) {
 // CPUs the default pool has one writer, so this is where the node's tests
 // run the pool with more.
 func TestDeliveriesKeepTheirOrderAcrossWriters(t *testing.T) {
+	t.Parallel()
 	const writers, sockets, events = 4, 40, 300
 	n := startNode(t, func(c *config.WSNode) { c.Writers = writers })
 	n.run(t)

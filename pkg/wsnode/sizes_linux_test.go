@@ -11,6 +11,7 @@ import (
 // 64-bit platforms), which the idle memory per socket is made of: a
 // change of a struct must change the claim too.
 func TestSizes(t *testing.T) {
+	t.Parallel()
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the sizes are stated for 64-bit platforms")
 	}

@@ -16,6 +16,7 @@ import (
 // signed in as that user, on every node, with pusher:error 4009 and close
 // code 4009; other users and presence-only members are untouched.
 func TestTerminateUserConnections(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	signin := func(n *testNode, user string, times int) *websocket.Conn {

@@ -1129,6 +1129,7 @@ func diffCorpus() []diffCase {
 // many at once (each waits mostly on the network or its quiet period),
 // then each is compared in a subtest of its own.
 func TestTransportsAgree(t *testing.T) {
+	t.Parallel()
 	oracle, subject := diffTargets(t, func(tb testing.TB) hclog.Logger {
 		l := logging.TestLogger(tb)
 		l.SetLevel(hclog.Warn) // a line per socket otherwise, of hundreds of sockets at once
@@ -1173,6 +1174,7 @@ func TestTransportsAgree(t *testing.T) {
 // kernel resets the connection, and the reset can drop what the client
 // had not read yet (see endOf).
 func TestTransportsAgreeOnTheFrameBudget(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the event loop transport needs Linux")
 	}

@@ -37,6 +37,8 @@ func pauseRedis(t *testing.T, n *testNode, d time.Duration) {
 // frames answered only after it, in order, while another socket's ping is
 // answered meanwhile: no socket waits for another's handler.
 func TestAWaitingHandlerHoldsUpNoOtherSocket(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	n := startNode(t).run(t)
 	a := dialRaw(t, n.Addr(), "/app/"+cacheKey+pusherJSQuery)
 	b := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
@@ -63,6 +65,7 @@ func TestAWaitingHandlerHoldsUpNoOtherSocket(t *testing.T) {
 // socket rather than buffering without bound, and goes on once the
 // handler caught up.
 func TestAFloodBehindAWaitingHandlerIsReadInOrder(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	n.LiftFrameBudget()
 	n.run(t)
@@ -89,6 +92,7 @@ func TestAFloodBehindAWaitingHandlerIsReadInOrder(t *testing.T) {
 // idle) whose client reads the close frame and never answers it is ended
 // by the node after the close timeout, not held open.
 func TestCloseHandshakeEndsWithoutTheClient(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	n.SetIdleTimeout(200*time.Millisecond, 50*time.Millisecond)
 	n.SetCloseTimeout(300 * time.Millisecond)
@@ -110,6 +114,7 @@ func TestCloseHandshakeEndsWithoutTheClient(t *testing.T) {
 // while Redis is paused) leaves nothing behind: the socket the node opened
 // for it is closed and uncounted once the admission is done.
 func TestClientGoneDuringItsUpgrade(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	pauseRedis(t, n, time.Second)
 	c, err := net.Dial("tcp", n.Addr())
@@ -154,6 +159,8 @@ func warmSocket(t *testing.T) (*testNode, *rawConn) {
 // subscribe was read, a Redis round trip per channel in a row; with Redis
 // paused, one subscription of the burst was recorded until it came back.
 func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
+	// Not parallel: it bounds how long something takes, which other
+	// tests beside it would stretch.
 	if os.Getenv("HC_TEST_TRANSPORT") == "goroutine" {
 		t.Skip("the goroutine transport cannot see the next frame: it answers subscribes one at a time")
 	}
@@ -194,6 +201,7 @@ func TestABurstOfSubscribesWaitsForTheBusOnce(t *testing.T) {
 // looks like a subscribe to the inbox's peek, an unsubscribe. Redis is paused, so the held answers wait while the
 // frames behind them are read.
 func TestAMixedBurstIsAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	hello := parseRaw(t, c.read(t))
@@ -260,6 +268,7 @@ func TestAMixedBurstIsAnsweredInOrder(t *testing.T) {
 // at once and a client event sent right after it could pass the node's
 // own SUBSCRIBE and be lost.
 func TestSubscribeIsAnsweredOnceTheBusHasTheChannel(t *testing.T) {
+	t.Parallel()
 	const pause = 400 * time.Millisecond
 	n, c := warmSocket(t)
 

@@ -17,6 +17,7 @@ import (
 // channel is closed with pusher:error 4009 and close code 4009 after the
 // timeout; one that signed in, and one with a private subscription, stay.
 func TestUserAuthenticationRequired(t *testing.T) {
+	t.Parallel()
 	const timeout, sweep = 300 * time.Millisecond, 20 * time.Millisecond
 	n := startNode(t, func(c *config.WSNode) { c.UserAuthTimeout = timeout })
 	n.SetIdleTimeout(time.Minute, sweep)

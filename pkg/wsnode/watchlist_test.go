@@ -69,6 +69,7 @@ func (n *testNode) requireOnline(t *testing.T, user string, want bool) {
 // each watched user's first signed-in socket anywhere (online) and last
 // (offline), never their other sockets'.
 func TestWatchlistAcrossNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 2)
 	a, b := nodes[0].run(t), nodes[1].run(t)
 
@@ -123,6 +124,7 @@ func TestWatchlistAcrossNodes(t *testing.T) {
 // TestWatchlistLimit: a watchlist of more than 100 ids signs in, is told
 // pusher:error 4302, and watches the first 100.
 func TestWatchlistLimit(t *testing.T) {
+	t.Parallel()
 	a := startNode(t).run(t)
 	ids := make([]string, protocol.MaxWatchlist+1)
 	for i := range ids {

@@ -72,6 +72,7 @@ func readText(t *testing.T, c *websocket.Conn) string {
 // and in order, and a ping the client sends meanwhile is answered with a
 // pong that does not cut into a frame half written.
 func TestFramesOfEverySizeArriveWholePastAFullBuffer(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c := dialLibrary(t, smallReceiveBuffer, n.Addr())
 	require.Contains(t, readText(t, c), "pusher:connection_established")
@@ -125,6 +126,7 @@ func TestFramesOfEverySizeArriveWholePastAFullBuffer(t *testing.T) {
 // writers stop reading with their socket buffers full; a delivery to a
 // client that reads still arrives at once, not after the write timeout.
 func TestClientsThatStopReadingHoldUpNoWriter(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	n.SetWriteTimeout(time.Hour, 50*time.Millisecond) // only the test's end cuts them
 	n.run(t)

@@ -22,6 +22,7 @@ import (
 )
 
 func TestHandshake(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c := dial(t, n.url(appKey, pusherJSQuery))
 	f := read(t, c)
@@ -42,6 +43,7 @@ func TestHandshake(t *testing.T) {
 // handshake's segment, read by net/http before the socket is handed over,
 // and must not be lost on the way.
 func TestFramesBehindHandshake(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	early := append(wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-1"}}`),
 		wsclient.TextFrame(`{"event":"pusher:subscribe","data":{"channel":"early-2"}}`)...)
@@ -56,6 +58,7 @@ func TestFramesBehindHandshake(t *testing.T) {
 // come out whole however they arrive, several in one segment, one byte per
 // segment, or larger than a read.
 func TestFramesHoweverTheyArrive(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
 	require.Contains(t, c.read(t), "pusher:connection_established")
@@ -86,6 +89,7 @@ func TestFramesHoweverTheyArrive(t *testing.T) {
 }
 
 func TestRefusedConnections(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	for _, tc := range []struct {
 		name, key, query string
@@ -117,6 +121,7 @@ func TestRefusedConnections(t *testing.T) {
 }
 
 func TestOtherPathsAreNotFound(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	resp, err := http.Get("http://" + n.Addr() + "/apps/app-1/channels")
 	require.NoError(t, err)
@@ -125,6 +130,7 @@ func TestOtherPathsAreNotFound(t *testing.T) {
 }
 
 func TestSubscribeUnsubscribeCounted(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	a, _ := n.connect(t)
 	b, _ := n.connect(t)
@@ -149,6 +155,7 @@ func TestSubscribeUnsubscribeCounted(t *testing.T) {
 }
 
 func TestDoubleSubscribeCountsOnce(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	subscribe(t, c, "my-channel")
@@ -167,6 +174,7 @@ func TestDoubleSubscribeCountsOnce(t *testing.T) {
 }
 
 func TestDisconnectUncountsEveryChannel(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	polite, _ := n.connect(t)
 	abrupt, _ := n.connect(t)
@@ -185,6 +193,7 @@ func TestDisconnectUncountsEveryChannel(t *testing.T) {
 }
 
 func TestPingPong(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	pingPong(t, c)
@@ -201,6 +210,7 @@ func TestPingPong(t *testing.T) {
 }
 
 func TestBadFramesKeepTheSocketOpen(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	for _, tc := range []struct{ name, in, msg string }{
@@ -235,6 +245,7 @@ func TestBadFramesKeepTheSocketOpen(t *testing.T) {
 }
 
 func TestBadAuthIsASubscriptionError(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, id := n.connect(t)
 	for _, tc := range []struct{ channel, auth, data, msg string }{
@@ -266,6 +277,7 @@ func TestBadAuthIsASubscriptionError(t *testing.T) {
 }
 
 func TestOversizeFrameClosesWith1009(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	subscribe(t, c, "my-channel")
@@ -281,6 +293,7 @@ func TestOversizeFrameClosesWith1009(t *testing.T) {
 // fragments, and reaches nobody (a browser receiving it would close its
 // own connection); a character split over two fragments is fine.
 func TestInvalidUTF8ClosesWith1007(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	const ch = "private-chat"
 	peer, pid := n.connect(t)
@@ -325,6 +338,7 @@ func TestInvalidUTF8ClosesWith1007(t *testing.T) {
 }
 
 func TestIdleSocketsAreClosed(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	n.SetIdleTimeout(300*time.Millisecond, 50*time.Millisecond)
 	n.run(t)
@@ -340,6 +354,7 @@ func TestIdleSocketsAreClosed(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, func(c *config.WSNode) { c.Drain = time.Second }).run(t)
 	const sockets = 8
 	conns := make([]*websocket.Conn, sockets)
@@ -374,6 +389,7 @@ func TestDrain(t *testing.T) {
 }
 
 func TestStopIsIdempotent(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	n.Stop()
@@ -385,6 +401,7 @@ func TestStopIsIdempotent(t *testing.T) {
 // TestReadinessFollowsRedis: /readyz fails while counts cannot reach Redis,
 // and a Redis that lost its data gets this node's counts back.
 func TestReadinessFollowsRedis(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	subscribe(t, c, "my-channel")
@@ -414,6 +431,7 @@ func TestReadinessFollowsRedis(t *testing.T) {
 }
 
 func TestDrainSpreadsClosesOverTheWindow(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, func(c *config.WSNode) { c.Drain = 600 * time.Millisecond }).run(t)
 	const sockets = 6
 	conns := make([]*websocket.Conn, sockets)
@@ -461,6 +479,7 @@ func TestOneGoroutinePerSocket(t *testing.T) {
 }
 
 func TestNewFailsOnTakenAddress(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	_, err := wsnode.New(wsnode.Options{Config: withAddr(n.cfg, n.Addr())})
 	require.ErrorContains(t, err, "--addr")
@@ -484,6 +503,7 @@ func withAddr(c config.WSNode, addr string) config.WSNode {
 }
 
 func TestMetricsAreServed(t *testing.T) {
+	t.Parallel()
 	n := startNode(t).run(t)
 	c, _ := n.connect(t)
 	subscribe(t, c, "my-channel")
