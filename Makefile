@@ -50,12 +50,12 @@ deps: ## Install what the tests need (redis-server, Node.js and test/compat's np
 LONGEST_TESTS := ./test/e2e/ ./pkg/counts/
 
 # Then the lock-order check: wsnode's and evloop.Conn's mutexes check their
-# order only when built with -tags lockorder (internal/lockorder), so
+# order only when built with -tags lockorder (pkg/lockorder), so
 # TestLockOrder and the checker's own tests run again so built (under a
 # minute on 2 cores, most of it building the package again).
 test: deps ## Run every test with -race against real Redis (installs deps first)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LONGEST_TESTS) ./...
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags lockorder ./internal/lockorder/
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags lockorder ./pkg/lockorder/
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags lockorder -run '^TestLockOrder$$' ./pkg/wsnode/
 
 test-short: ## Quick loop: go test -short (skips the Redis and end-to-end tests)

@@ -23,9 +23,9 @@ import (
 
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // TestMain runs main instead of the tests when re-executed by a test, so

@@ -14,10 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/luascript"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

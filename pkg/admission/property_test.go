@@ -15,11 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // The property test drives random interleavings of everything that moves a

@@ -53,7 +53,7 @@
 // and eventlog.Prelude from elsewhere). TestScripts checks, without Redis,
 // that each script's preludes declare every name it reads, that its
 // header names them, and that no file under scripts/ is left out
-// (internal/luascript).
+// (pkg/luascript).
 //
 // A wsnode's Recorder takes changes (Add, AddMember, AddConnections),
 // coalesces and flushes them; one goroutine runs Recorder.Run, and one

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // Reads are exact once a node is known dead: the unit that declares it

@@ -3,7 +3,7 @@ package counts
 import (
 	"testing"
 
-	"github.com/headcount/headcount/internal/luascript"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // TestStatusesAreDistinct: a script's first value names one outcome, so

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/luascript"
 	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // markScript logs one marker as the count scripts do (log_mark), held to

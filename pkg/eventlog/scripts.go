@@ -4,7 +4,7 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/headcount/headcount/internal/luascript"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // The table of this package's scripts: each is its file under scripts/

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/headcount/headcount/internal/lockorder"
+	"github.com/headcount/headcount/pkg/lockorder"
 )
 
 // loop is one epoll set and the goroutine that waits on it. Its

@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/clock"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // pingEvery keeps held sockets alive past the server's activity timeout.

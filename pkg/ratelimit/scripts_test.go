@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"testing"
 
-	"github.com/headcount/headcount/internal/luascript"
+	"github.com/headcount/headcount/pkg/luascript"
 )
 
 // TestScripts: every script's preludes declare what it reads, its header

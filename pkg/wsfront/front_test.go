@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wsclient"
+	"github.com/headcount/headcount/pkg/wsclient"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/evloop"
+	"github.com/headcount/headcount/pkg/wsclient"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 

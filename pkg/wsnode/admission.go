@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/admission"
 	"github.com/headcount/headcount/pkg/clock"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/headcount/headcount/internal/lockorder"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

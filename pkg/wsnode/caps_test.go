@@ -17,12 +17,12 @@ import (
 
 	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
+	"github.com/headcount/headcount/pkg/wsclient"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 

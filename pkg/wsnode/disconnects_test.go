@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/metricstest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // TestDisconnectsByCloseCode: each socket that ends is counted once in

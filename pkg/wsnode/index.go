@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"hash/maphash"
 
-	"github.com/headcount/headcount/internal/lockorder"
+	"github.com/headcount/headcount/pkg/lockorder"
 )
 
 // chanKey names a channel of an app.

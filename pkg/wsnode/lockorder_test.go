@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

@@ -1,6 +1,6 @@
 package wsnode
 
-import "github.com/headcount/headcount/internal/lockorder"
+import "github.com/headcount/headcount/pkg/lockorder"
 
 // The lock order. A goroutine takes locks only in increasing rank, and
 // takes nothing under a leaf; each mutex's type carries its rank

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // heldSource is a real apps file without its directory watch (a network

@@ -12,8 +12,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/evloop"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/wsframe"
 	"github.com/headcount/headcount/pkg/wsfront"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/apps"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

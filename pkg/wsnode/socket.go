@@ -15,9 +15,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/headcount/headcount/internal/lockorder"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/portcap"
 	"github.com/headcount/headcount/pkg/protocol"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/headcount/headcount/internal/lockorder"
+	"github.com/headcount/headcount/pkg/lockorder"
 	"github.com/headcount/headcount/pkg/protocol"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/metricstest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/wsclient"
 	"github.com/headcount/headcount/pkg/wsnode"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/headcount/headcount/internal/dbtest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // TestNewAppServedAtFirstClient: an app written to the apps' source is

@@ -13,8 +13,8 @@ import (
 	"github.com/headcount/headcount/internal/appstest"
 	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // reloadApp is an app of the apps file this test swaps.

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/headcount/headcount/internal/wsclient"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // idleConns are sockets the idle-memory benchmarks hold open: bare file

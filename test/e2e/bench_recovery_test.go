@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/counts"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // BenchmarkRecovery measures, with the binaries' default timings

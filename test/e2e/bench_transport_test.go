@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/internal/proctest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/load"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // transportKinds are the transports BenchmarkTransport compares, by

@@ -20,10 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // Chaos suite constants. The cluster runs with the suite's heartbeat,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/pusher/pusher-http-go/v5"
 
-	"github.com/headcount/headcount/internal/wsclient"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // Helpers of the day-two procedure tests (docs/OPERATIONS.md, "Day two"):

@@ -18,7 +18,7 @@ import (
 
 	"github.com/headcount/headcount/internal/appstest"
 	"github.com/headcount/headcount/internal/redistest"
-	"github.com/headcount/headcount/internal/wsclient"
+	"github.com/headcount/headcount/pkg/wsclient"
 )
 
 // keyPair is one key and secret of an app.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/headcount/headcount/internal/lockorder"
+	"github.com/headcount/headcount/pkg/lockorder"
 )
 
 type outer struct{}
