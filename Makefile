@@ -61,10 +61,11 @@ test: deps ## Run every test with -race against real Redis (installs deps first)
 test-short: ## Quick loop: go test -short (skips the Redis and end-to-end tests)
 	$(GO) test -short -count=1 ./...
 
-lint: $(GOLANGCI_LINT) ## gofmt (must list nothing), go vet, then golangci-lint (.golangci.yml; built on first use)
+lint: $(GOLANGCI_LINT) ## gofmt (must list nothing), go vet (also of the lock-order build), then golangci-lint (.golangci.yml; built on first use)
 	@files=$$(find . -name '*.go' -not -path './test/compat/node_modules/*' -not -path './test/peer/node_modules/*' -not -path './.run/*' -not -path './bin/*' -not -path './.tools/*' | xargs gofmt -l); \
 	if [ -n "$$files" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags lockorder ./pkg/lockorder/ ./pkg/evloop/ ./pkg/wsnode/
 	$(GOLANGCI_LINT) run ./...
 
 tools: $(GOLANGCI_LINT) $(HELM) ## Build the pinned golangci-lint and helm into .tools (make lint and make k8s-validate do this when they are missing)

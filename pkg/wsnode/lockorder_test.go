@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/lockorder"
@@ -130,7 +131,7 @@ func driveLockPaths(t *testing.T, n *testNode) {
 	}
 	// Meanwhile, the slow socket's channel until it is cut (bounded).
 	pad := `{"pad":"` + strings.Repeat("x", 4<<10) + `"}`
-	for i := 0; i < 2000 && metric(t, n.reg, "headcount_wsnode_slow_consumers_total", "") == 0; i++ {
+	for i := 0; i < 2000 && metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total") == 0; i++ {
 		pub("lo-slow", "e", pad)
 	}
 	work.Wait()
@@ -141,5 +142,5 @@ func driveLockPaths(t *testing.T, n *testNode) {
 	n.waitRun(t)
 	readers.Wait()
 	require.Equal(t, 2.0, gathered(t, n, "headcount_wsnode_terminated_total"))
-	require.Equal(t, 1.0, metric(t, n.reg, "headcount_wsnode_slow_consumers_total", ""))
+	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
 }
