@@ -10,26 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
-
-// histogramCount reads how many observations a histogram of reg holds.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	return 0, 0
-}
 
 // TestActiveCleanerExportsDriftAndNodeMetrics runs a cleaner with a fast
 // audit and checks every metric it owns: drift appears when a global count
@@ -70,10 +57,9 @@ func TestActiveCleanerExportsDriftAndNodeMetrics(t *testing.T) {
 	require.EqualValues(t, 1, testutil.ToFloat64(a.m.leaseChanges.WithLabelValues("active")))
 
 	// The dead node is reaped at least dead-after after its last heartbeat.
-	require.Eventually(t, func() bool { n, _ := histogramCount(t, reg, "headcount_cleaner_reap_latency_seconds"); return n == 1 },
+	require.Eventually(t, func() bool { return metricstest.Value(t, reg, "headcount_cleaner_reap_latency_seconds_count") == 1 },
 		5*time.Second, 5*time.Millisecond)
-	_, sum := histogramCount(t, reg, "headcount_cleaner_reap_latency_seconds")
-	require.GreaterOrEqual(t, sum, cfg.DeadAfter.Seconds())
+	require.GreaterOrEqual(t, metricstest.Value(t, reg, "headcount_cleaner_reap_latency_seconds_sum"), cfg.DeadAfter.Seconds())
 	require.Eventually(t, func() bool { return testutil.ToFloat64(a.m.nodesAlive.WithLabelValues("app")) == 1 },
 		5*time.Second, 5*time.Millisecond)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 )
 
@@ -138,21 +139,8 @@ func TestOrder(t *testing.T) {
 			require.Equal(t, float64(n+1), testutil.ToFloat64(nd.m.received), name)
 		}
 		require.Equal(t, float64(n+1), testutil.ToFloat64(a.m.published))
-		require.Equal(t, uint64(n+1), histogramCount(t, a, "headcount_fanout_publish_duration_seconds"))
+		require.Equal(t, float64(n+1), metricstest.Value(t, a.reg, "headcount_fanout_publish_duration_seconds_count"))
 	})
-}
-
-func histogramCount(t *testing.T, n *node, name string) uint64 {
-	t.Helper()
-	mfs, err := n.reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 // TestLeave: delivery stops with the last Leave, Redis is unsubscribed,

@@ -17,6 +17,7 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/eventlog"
@@ -123,22 +124,6 @@ func occupied(channels ...string) []Event {
 	return evs
 }
 
-// histogram returns a histogram's sample count and sum over every series.
-func histogram(t *testing.T, reg *prometheus.Registry, name string) (count uint64, sum float64) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				count += m.GetHistogram().GetSampleCount()
-				sum += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return count, sum
-}
-
 // TestBatchSize: with batching, events already waiting go in requests of
 // the batch size, not one request each, and do not wait for maxWait once
 // a request is full.
@@ -160,9 +145,8 @@ func TestBatchSize(t *testing.T) {
 	want := occupied(channels...)
 	require.Len(t, events, len(want))
 	require.Eventually(t, func() bool { return summed(t, reg, "headcount_webhook_sent_total") == 10 }, 5*time.Second, 10*time.Millisecond)
-	count, sum := histogram(t, reg, "headcount_webhook_request_events")
-	require.Equal(t, uint64(2), count)
-	require.Equal(t, 10.0, sum)
+	require.Equal(t, 2.0, metricstest.Value(t, reg, "headcount_webhook_request_events_count"))
+	require.Equal(t, 10.0, metricstest.Value(t, reg, "headcount_webhook_request_events_sum"))
 }
 
 // TestBatchMaxWait: a batch that does not fill is sent once its oldest

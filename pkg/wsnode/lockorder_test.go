@@ -141,6 +141,6 @@ func driveLockPaths(t *testing.T, n *testNode) {
 	n.Stop()
 	n.waitRun(t)
 	readers.Wait()
-	require.Equal(t, 2.0, gathered(t, n, "headcount_wsnode_terminated_total"))
+	require.Equal(t, 2.0, metricstest.Value(t, n.reg, "headcount_wsnode_terminated_total"))
 	require.Equal(t, 1.0, metricstest.Value(t, n.reg, "headcount_wsnode_slow_consumers_total"))
 }

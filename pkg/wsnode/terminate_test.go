@@ -7,6 +7,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/fanout"
 	"github.com/headcount/headcount/pkg/protocol"
 )
@@ -50,27 +51,9 @@ func TestTerminateUserConnections(t *testing.T) {
 	}
 	pingPong(t, other)
 	pingPong(t, presenceOnly)
-	require.Equal(t, 1.0, gathered(t, a, "headcount_wsnode_terminated_total"))
-	require.Equal(t, 2.0, gathered(t, b, "headcount_wsnode_terminated_total"))
+	require.Equal(t, 1.0, metricstest.Value(t, a.reg, "headcount_wsnode_terminated_total"))
+	require.Equal(t, 2.0, metricstest.Value(t, b.reg, "headcount_wsnode_terminated_total"))
 	// Closed sockets leave the channel: no node stays subscribed.
 	a.waitSubscribed(t, appID, ch, 0)
 	a.waitSubscribed(t, appID, protocol.TerminateUserChannel("8"), 1)
-}
-
-// gathered returns the value of an unlabelled counter or gauge of n.
-func gathered(t *testing.T, n *testNode, name string) float64 {
-	t.Helper()
-	mfs, err := n.reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			m := mf.GetMetric()[0]
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
 }
