@@ -21,6 +21,7 @@ import (
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
+	"github.com/headcount/headcount/pkg/logging"
 )
 
 func adminGet(t *testing.T, a *App, path string) (int, string) {
@@ -115,8 +116,14 @@ func TestStopEndsRun(t *testing.T) {
 
 func TestStopWithoutRunReleasesPorts(t *testing.T) {
 	t.Parallel()
-	a, _ := newTestApp(t, config.Common{Redis: "redis://127.0.0.1:1/0"})
-	addr, admin := a.Addr(), a.AdminAddr()
+	// Ports below the ephemeral range: one the kernel handed out would, once
+	// freed, be free for any parallel test's next connection to take.
+	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
+	admin := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
+	cfg := config.HTTPAPI{Common: config.Common{Redis: "redis://127.0.0.1:1/0", AdminAddr: admin, Apps: testApps(t)}, Addr: addr}
+	a, err := New(Options{Config: cfg, Logger: logging.TestLogger(t)})
+	require.NoError(t, err)
+	require.Equal(t, addr, a.Addr())
 	a.Stop()
 	requireFree(t, addr)
 	requireFree(t, admin)

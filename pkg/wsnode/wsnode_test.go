@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/metricstest"
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/pkg/auth"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/wsclient"
@@ -484,10 +486,8 @@ func TestNewFailsOnTakenAddress(t *testing.T) {
 	_, err := wsnode.New(wsnode.Options{Config: withAddr(n.cfg, n.Addr())})
 	require.ErrorContains(t, err, "--addr")
 	// A failure on the admin listener releases the WebSocket one.
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := free.Addr().String()
-	require.NoError(t, free.Close())
+	// Below the ephemeral range, so no parallel test's connection takes it.
+	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	cfg := withAddr(n.cfg, addr)
 	cfg.AdminAddr = n.AdminAddr()
 	_, err = wsnode.New(wsnode.Options{Config: cfg})
