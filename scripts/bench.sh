@@ -171,8 +171,10 @@ peer_section() {
 	echo "  default), and a client reading continuously has such a read in flight at the kill. headcount"
 	echo "  keeps counts in Redis: the active cleaner watches each node's admin port and reaps a node once"
 	echo "  the watch ends and Redis has dropped its liveness subscription; reads are exact from the reap's"
-	echo "  first script. The watch ends only when the kernel, tearing the killed node down, closes the"
-	echo "  watch's connection, which takes longer the more sockets the node held (recovery-large)."
+	echo "  first script. The watch ends when the kernel, tearing the killed node down, closes the node's"
+	echo "  end of it: among its first closes (the node holds it above every client socket, pkg/exitorder),"
+	echo "  but only once the kernel has stopped the node's threads and freed its memory, which takes longer"
+	echo "  the more sockets the node held (recovery-large)."
 	echo "- soketi with this uWebSockets.js prints three warnings (\"writes must be made from within a corked"
 	echo "  callback\") to its log for each signed HTTP API answer; that is part of its HTTP API latency here."
 	echo
