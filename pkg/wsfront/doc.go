@@ -1,6 +1,7 @@
 // Package wsfront serves a WebSocket port without net/http's server: a
 // Front accepts connections, reads each request head into a pooled buffer,
-// parses it, and hands an upgrade of GET /app/{key} to its handler with a
+// parses it, and hands an upgrade of GET /app/{key} or /r/{id}/app/{key}
+// (ParsePath: id is the page's resume id) to its handler with a
 // minimal http.Request and a ResponseWriter that websocket.Accept can
 // hijack. The owner of the sockets chooses what the hijack hands over
 // (Options.Hijack): its buffers, and when the 101 leaves.
@@ -14,8 +15,10 @@
 //     HTTP/1.1 (400). It is stricter on purpose: folded header lines, an
 //     empty Host on HTTP/1.1, targets not starting with "/", any request
 //     with a body (400) and a head over 16 KiB (431; net/http allows
-//     1 MiB) are refused too. A path other than /app/{key} gets 404
-//     without reaching the handler. FuzzFrontHead holds
+//     1 MiB) are refused too. A path ParsePath refuses (not /app/{key}
+//     or /r/{id}/app/{key}, or an id not 8-64 characters of A-Z a-z 0-9
+//     _ -) gets 404 without reaching the handler, its reason logged at
+//     debug. FuzzFrontHead holds
 //     the parser to this: every head it accepts, net/http's server accepts
 //     and reads the same way.
 //   - A client has 10 s to send its request head; one sweeper goroutine

@@ -22,9 +22,9 @@ import (
 
 // Front serves a WebSocket port without net/http's server: it accepts
 // connections, reads each request head into a pooled buffer, and hands an
-// upgrade of /app/{key} to the handler with a minimal http.Request and a
-// ResponseWriter whose Hijack hands over the connection (Options.Hijack).
-// Anything else is answered with a short HTTP error and the connection is
+// upgrade of a WebSocket path (ParsePath) to the handler with a minimal
+// http.Request and a ResponseWriter whose Hijack hands over the
+// connection (Options.Hijack). Anything else is answered with a short HTTP error and the connection is
 // closed: the port serves nothing but WebSockets.
 //
 // Why: in a connection storm net/http's server took about a third of a
@@ -72,8 +72,8 @@ type rules struct {
 
 // Options configure a Front. Handler is required.
 type Options struct {
-	// Handler serves the requests for /app/{key}; it upgrades them with
-	// websocket.Accept or answers with an HTTP error.
+	// Handler serves the requests for a path ParsePath accepts; it
+	// upgrades them with websocket.Accept or answers with an HTTP error.
 	Handler http.HandlerFunc
 	// Hijack builds what an upgrade hands over; nil: the 101 is sent at
 	// the hijack and the connection is handed over as it is.
@@ -314,8 +314,8 @@ func (f *rules) reportRefusal(w *upgradeWriter, probe bool, remote net.Addr) {
 // readRequest reads and parses c's request head into a pooled buffer,
 // which it returns to the pool: what outlives it is copied (the request's
 // strings, and into w what the client sent behind the head). It returns
-// the request for /app/{key}, or the status to refuse it with, or neither
-// when there is nobody to answer.
+// the request for a WebSocket path (ParsePath), or the status to refuse
+// it with, or neither when there is nobody to answer.
 func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, error) {
 	bp := headPool.Get().(*[]byte)
 	defer headPool.Put(bp)
@@ -337,8 +337,8 @@ func (f *Front) readRequest(c net.Conn, w *upgradeWriter) (*http.Request, int, e
 	return r, status, err
 }
 
-// route parses a whole request head: the request for /app/{key} or /up,
-// or the status to refuse it with.
+// route parses a whole request head: the request for a path ParsePath
+// accepts or /up, or the status to refuse it with.
 func (f *rules) route(head []byte) (*http.Request, int, error) {
 	r, err := parseRequest(head)
 	switch {
@@ -350,15 +350,15 @@ func (f *rules) route(head []byte) (*http.Request, int, error) {
 	if r.URL.Path == upPath && f.up != nil {
 		return r, 0, nil
 	}
-	if key, ok := strings.CutPrefix(r.URL.Path, "/app/"); !ok || key == "" || strings.Contains(key, "/") {
-		return nil, http.StatusNotFound, errors.New("404 page not found: WebSockets are served on /app/{key}")
+	if _, _, err := ParsePath(r.URL.Path); err != nil {
+		return nil, http.StatusNotFound, err
 	}
 	return r, 0, nil
 }
 
 var errHeadTooLarge = errors.New("request head too large")
 
-// upPath is where Options.Up answers; no /app/{key} can be it.
+// upPath is where Options.Up answers; no path ParsePath accepts can be it.
 const upPath = "/up"
 
 // serveUp answers a load balancer's check of the port.

@@ -20,9 +20,10 @@ import (
 	"github.com/headcount/headcount/pkg/wsfront"
 )
 
-// The port answers everything but an upgrade of /app/{key} with an HTTP
-// error and closes, without calling the handler, and counts each refusal,
-// the handler's (websocket.Accept's) included.
+// The port answers everything but an upgrade of a WebSocket path
+// (/app/{key}, /r/{id}/app/{key}) with an HTTP error and closes, without
+// calling the handler, and counts each refusal, the handler's
+// (websocket.Accept's) included.
 func TestFrontRefusals(t *testing.T) {
 	forEachFront(t, func(t *testing.T, kind string) {
 		f := startFront(t, kind, wsfront.Options{})
@@ -35,6 +36,11 @@ func TestFrontRefusals(t *testing.T) {
 			{"other path", "GET /metrics HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
 			{"nested path", "GET /app/app-key/x HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
 			{"no key", "GET /app/ HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
+			{"resume id too short", "GET /r/abc/app/app-key HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "resume id"},
+			{"resume id too long", "GET /r/" + strings.Repeat("a", 65) + "/app/app-key HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "resume id"},
+			{"resume id with a dot", "GET /r/abcd.efgh/app/app-key HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "resume id"},
+			{"resume id escaping a slash", "GET /r/abcd%2Fefgh/app/app-key HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/app/{key}"},
+			{"resume id alone", "GET /r/abcdefgh HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n", http.StatusNotFound, "/r/{id}/app/{key}"},
 			{"POST", "POST " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Content-Length: 0\r\n\r\n", http.StatusMethodNotAllowed, "GET"},
 			{"body", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Content-Length: 5\r\n\r\nhello", http.StatusBadRequest, "no body"},
 			{"chunked body", "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", http.StatusBadRequest, "no body"},
@@ -70,7 +76,7 @@ func TestFrontRefusals(t *testing.T) {
 				require.True(t, resp.Close, "Connection: close")
 			})
 		}
-		require.Equal(t, 30, f.refusals(wsfront.Refused))
+		require.Equal(t, 35, f.refusals(wsfront.Refused))
 		require.Zero(t, f.refusals(wsfront.AtCap))
 		require.Zero(t, f.refusals(wsfront.AcceptFailed))
 	})
@@ -113,7 +119,8 @@ func TestFrontRefusalReachesClientStillSending(t *testing.T) {
 
 // Header names are case-insensitive, bare line feeds end lines as net/http
 // allows, a key is unescaped as net/http's router did, values may hold tabs
-// and bytes past ASCII, and real clients' heads are upgraded.
+// and bytes past ASCII, real clients' heads are upgraded, and so is a
+// path with a resume id.
 func TestFrontLenientHeads(t *testing.T) {
 	forEachFront(t, func(t *testing.T, kind string) {
 		f := startFront(t, kind, wsfront.Options{})
@@ -131,6 +138,10 @@ func TestFrontLenientHeads(t *testing.T) {
 				"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
 			"GET " + path + " HTTP/1.1\nHost: x\n" + strings.ReplaceAll(upgradeHeaders, "\r\n", "\n") + "\n",
 			"GET /app/app%2Dkey?protocol=7 HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n",
+			// pusher-js's URL with wsPath "/r/"+id, ids at both ends of
+			// their length.
+			"GET /r/page_-09/app/app-key?protocol=7 HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n",
+			"GET /r/" + strings.Repeat("Z", 64) + "/app/app-key?protocol=7 HTTP/1.1\r\nHost: x\r\n" + upgradeHeaders + "\r\n",
 		}...) {
 			c, err := net.Dial("tcp", f.Addr())
 			require.NoError(t, err)

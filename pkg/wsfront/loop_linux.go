@@ -34,8 +34,8 @@ type LoopFront struct {
 	upgrades sync.WaitGroup
 }
 
-// UpgradeFunc serves a request for /app/{key} on a goroutine of its own.
-// It answers through w as an http.Handler does (the front then sends that
+// UpgradeFunc serves a request for a path ParsePath accepts on a
+// goroutine of its own. It answers through w as an http.Handler does (the front then sends that
 // response and closes the connection), or takes the connection and
 // reports true: it has set c's handler (evloop.Conn.SetHandler) and owns c
 // from then on. Reading c is paused until it is taken: early holds what the

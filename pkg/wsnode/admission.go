@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -150,12 +151,13 @@ func newWaiters() *waiters {
 // wait registers s as a waiter of ch (once) on this node's bus and index.
 func (s *socket) wait(ch, user string, position int) {
 	a := s.node
-	for _, w := range s.waiting {
-		if w == ch {
-			return
-		}
+	if s.waiting == nil {
+		s.waiting = new([]string)
 	}
-	s.waiting = append(s.waiting, ch)
+	if slices.Contains(*s.waiting, ch) {
+		return
+	}
+	*s.waiting = append(*s.waiting, ch)
 	k := chanKey{s.app.Load().ID, ch}
 	a.waiters.mu.Lock()
 	a.waiters.byChannel[k]++
@@ -171,17 +173,14 @@ func (s *socket) wait(ch, user string, position int) {
 // unwait undoes wait, if s waits for ch. It runs on s's own goroutine.
 func (s *socket) unwait(ch string) {
 	a := s.node
-	i := -1
-	for j, w := range s.waiting {
-		if w == ch {
-			i = j
-		}
+	if s.waiting == nil {
+		return
 	}
+	i := slices.Index(*s.waiting, ch)
 	if i < 0 {
 		return
 	}
-	s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
-	if len(s.waiting) == 0 {
+	if *s.waiting = slices.Delete(*s.waiting, i, i+1); len(*s.waiting) == 0 {
 		s.waiting = nil
 	}
 	k := chanKey{s.app.Load().ID, ch}

@@ -83,3 +83,14 @@ const ChannelReadEvery = channelReadEvery
 
 // Writers is the size of the node's writer pool.
 func (a *App) Writers() int { return a.writers() }
+
+// ResumeID is the resume id of the node's socket socketID (empty for none
+// or no such socket).
+func (a *App) ResumeID(socketID string) string {
+	for _, s := range a.hub.snapshot() {
+		if s.id == socketID {
+			return s.resumeID
+		}
+	}
+	return ""
+}

@@ -39,7 +39,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The id is set before the socket is shared with the sweeper and drain.
-	s := &socket{node: a, id: protocol.NewSocketID()}
+	s := a.newSocket(r)
 	// w is front's: the connection comes with small buffers and the 101
 	// waits in the socketConn for connection_established.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{

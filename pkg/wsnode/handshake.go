@@ -23,7 +23,8 @@ import (
 // a browser page gets an HTTP error rather than a socket. An unknown or
 // disabled app is left to admit, which answers it the Pusher way.
 func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
-	app := a.appByKey(r.Context(), strings.TrimPrefix(r.URL.Path, "/app/"))
+	key, _ := requestPath(r)
+	app := a.appByKey(r.Context(), key)
 	// Two Origin headers are joined, and so refused by any list: the
 	// first alone would let a non-browser client choose what is checked.
 	origin := strings.Join(r.Header.Values("Origin"), " ")
@@ -41,7 +42,7 @@ func (a *App) originAllowed(w http.ResponseWriter, r *http.Request) bool {
 // A key the node did not serve was looked up in the apps' source by
 // originAllowed, which both transports' handshakes call first.
 func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
-	key := strings.TrimPrefix(r.URL.Path, "/app/") // front routes only /app/{key}
+	key, _ := requestPath(r)
 	app := a.cfg.Apps.ByKey(key)
 	switch {
 	case app == nil:
@@ -57,6 +58,13 @@ func (a *App) admit(r *http.Request) (*apps.App, *protocol.Error, reason) {
 		return nil, &protocol.Error{Code: protocol.CodeUnsupportedProtocol, Message: "Unsupported protocol version " + portcap.Clip(v) + ": this server speaks 5 to 7"}, reasonBadProtocol
 	}
 	return app, nil, 0 // no refusal: the reason is not read
+}
+
+// requestPath is the app key and resume id (empty if none) of r, whose
+// path the front routed only if wsfront.ParsePath accepted it.
+func requestPath(r *http.Request) (key, resumeID string) {
+	key, resumeID, _ = wsfront.ParsePath(r.URL.Path)
+	return key, resumeID
 }
 
 // Protocol versions accepted; pusher-js sends 7.

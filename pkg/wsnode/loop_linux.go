@@ -136,7 +136,7 @@ func (a *App) serveLoop(c *evloop.Conn, w http.ResponseWriter, r *http.Request, 
 		a.hub.leave()
 		return false // answered with an HTTP error, as websocket.Accept does
 	}
-	s := &socket{node: a, id: protocol.NewSocketID()}
+	s := a.newSocket(r)
 	l := &loopLink{s: s, c: c, head: wsframe.AppendAcceptResponse(nil, r.Header.Get("Sec-WebSocket-Key")), busy: true}
 	s.link = l
 	c.SetHandler(l)

@@ -52,8 +52,12 @@ type socket struct {
 	// watch is the signed-in user's watchlist (watchlist.go), or nil.
 	watch *watchlist
 	// waiting lists the capacity-limited channels this socket waits for
-	// (admission.go); nearly always nil.
-	waiting []string
+	// (admission.go); nearly always nil. A pointer, so that resumeID fits
+	// in the socket's size class.
+	waiting *[]string
+	// resumeID is the id the page connected with (/r/{id}/app/{key},
+	// wsfront.ParsePath), the same across its reconnects, or empty.
+	resumeID string
 	// tokens (in thousandths of a client event) and tokensAt (hub clock)
 	// are the client-event rate limiter's bucket.
 	tokens   int64
@@ -140,6 +144,12 @@ func putScratch(sc *scratch) {
 		return
 	}
 	scratchPool.Put(sc)
+}
+
+// newSocket is the socket for r, before the hub has it.
+func (a *App) newSocket(r *http.Request) *socket {
+	_, resumeID := requestPath(r)
+	return &socket{node: a, id: protocol.NewSocketID(), resumeID: resumeID}
 }
 
 // open admits s, a socket just upgraded for r and added to the hub: the
@@ -600,8 +610,8 @@ func (s *socket) closed(err error) {
 	if s.watch != nil {
 		s.unwatchUsers()
 	}
-	for len(s.waiting) > 0 {
-		s.unwait(s.waiting[0])
+	for s.waiting != nil {
+		s.unwait((*s.waiting)[0])
 	}
 	a.rec.AddConnections(s.app.Load().ID, -1)
 	s.mu.Lock()

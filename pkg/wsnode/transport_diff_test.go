@@ -1117,6 +1117,12 @@ func diffCorpus() []diffCase {
 	hs("origin-twice", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://good.example", "Origin: https://evil.example"))
 	hs("origin-userinfo", upgrade("GET", "/app/"+diffOrigKey+pusherJSQuery, nil, "Origin: https://evil.example:443@good.example"))
 	hs("other-path", upgrade("GET", "/nothere", nil))
+	// pusher-js with wsPath "/r/"+id (wsfront.ParsePath).
+	hs("resume-id", upgrade("GET", "/r/page-0123_abc/app/"+appKey+pusherJSQuery, nil))
+	hs("resume-id-unknown-app", upgrade("GET", "/r/page-0123_abc/app/nokey"+pusherJSQuery, nil))
+	hs("resume-id-short", upgrade("GET", "/r/page/app/"+appKey+pusherJSQuery, nil))
+	hs("resume-id-bad-byte", upgrade("GET", "/r/page.0123/app/"+appKey+pusherJSQuery, nil))
+	hs("resume-id-alone", upgrade("GET", "/r/page-0123_abc"+pusherJSQuery, nil))
 	hs("http-1.0", bytes.Replace(upgrade("GET", app, nil), []byte("HTTP/1.1"), []byte("HTTP/1.0"), 1))
 	hs("extension-offered", upgrade("GET", app, nil, "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"))
 	hs("subprotocol-offered", upgrade("GET", app, nil, "Sec-WebSocket-Protocol: chat"))
