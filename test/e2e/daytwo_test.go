@@ -35,6 +35,19 @@ type balancer struct {
 	next      int
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
+	// head, if set, gets what each client sent first (its request head,
+	// or its start), before it is forwarded; cut, if set, runs beside each
+	// forwarded pair until ended closes, and may close them
+	// (resume_test.go). Both are set with tap and read under mu.
+	head func(b []byte)
+	cut  func(client, server net.Conn, ended <-chan struct{})
+}
+
+// tap sets the balancer's head and cut hooks.
+func (b *balancer) tap(head func(b []byte), cut func(client, server net.Conn, ended <-chan struct{})) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.head, b.cut = head, cut
 }
 
 func newBalancer(t testing.TB, endpoints ...string) *balancer {
@@ -106,7 +119,21 @@ func (b *balancer) forward(c net.Conn) {
 		return
 	}
 	b.conns[c], b.conns[s] = struct{}{}, struct{}{}
+	head, cut := b.head, b.cut
 	b.mu.Unlock()
+	if head != nil {
+		buf := make([]byte, 1024)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ := c.Read(buf)
+		_ = c.SetReadDeadline(time.Time{})
+		head(buf[:n])
+		_, _ = s.Write(buf[:n])
+	}
+	ended := make(chan struct{})
+	defer close(ended)
+	if cut != nil {
+		b.wg.Go(func() { cut(c, s, ended) })
+	}
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()

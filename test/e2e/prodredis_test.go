@@ -12,7 +12,7 @@ import (
 )
 
 // startAPI starts an httpapi with extra flags and waits until it is ready.
-func startAPI(t *testing.T, extra ...string) (node, *pusher.Client) {
+func startAPI(t testing.TB, extra ...string) (node, *pusher.Client) {
 	t.Helper()
 	api := node{addr: freeAddr(t), admin: freeAddr(t)}
 	api.p = start(t, "httpapi", "httpapi", append(extra, "--addr", api.addr, "--admin-addr", api.admin)...)

@@ -37,7 +37,7 @@ func startRollingWSNode(t testing.TB, name string, extra ...string) node {
 // sending to it at once, so no preStop wait is needed here); it waits for
 // the drain to end and requires exit code 0. It returns when the SIGTERM
 // was sent and when the process ended.
-func drainNode(t *testing.T, lb *balancer, n node) (sent, exited time.Time) {
+func drainNode(t testing.TB, lb *balancer, n node) (sent, exited time.Time) {
 	t.Helper()
 	lb.remove(n.addr)
 	sent = time.Now()
