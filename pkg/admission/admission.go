@@ -54,11 +54,8 @@ func RuleFor(app *apps.App, channel string) Rule {
 	if app.MaxPresenceMembersPerChannel > 0 {
 		r.Members = app.MaxPresenceMembersPerChannel
 	}
-	best := -1
-	for _, c := range app.Capacities {
-		if strings.HasPrefix(channel, c.Prefix) && len(c.Prefix) > best {
-			best, r.Capacity = len(c.Prefix), c.Capacity
-		}
+	if c, ok := apps.Longest(app.Capacities, func(c apps.Capacity) string { return c.Prefix }, channel); ok {
+		r.Capacity = c.Capacity
 	}
 	seconds := func(n int, d *time.Duration) {
 		if n > 0 {
