@@ -66,7 +66,9 @@ type App struct {
 
 	Webhooks   []Webhook
 	Capacities []Capacity
-	Admission  Admission
+	// History gives channels a history (package history); nil: none.
+	History   []History
+	Admission Admission
 }
 
 // KeyPair is one key and the secret that signs for it.
@@ -97,6 +99,17 @@ func (a *App) keyPairs() []KeyPair {
 type Capacity struct {
 	Prefix   string `json:"prefix"`
 	Capacity int    `json:"capacity"`
+}
+
+// History keeps the last events of channels whose name starts with
+// Prefix (the longest matching prefix wins, see Longest): at most Events of
+// them, none older than Seconds. Rewind is how many of them a new
+// subscriber is sent first (used by rewind on subscribe); 0: none.
+type History struct {
+	Prefix  string `json:"prefix"`
+	Events  int    `json:"events"`
+	Seconds int    `json:"seconds"`
+	Rewind  int    `json:"rewind"`
 }
 
 // Admission holds the timings of the admission waiting list, in seconds.
@@ -134,6 +147,7 @@ func (a *App) validate() error {
 		}
 	}
 	errs = append(errs, a.validateCapacities()...)
+	errs = append(errs, a.validateHistory()...)
 	if err := validateWebhooks(a.Webhooks); err != nil {
 		errs = append(errs, fmt.Errorf("app %q: %w", a.ID, err))
 	}
@@ -265,6 +279,7 @@ func decodeApp(fields map[string]json.RawMessage) (*App, []string, []error) {
 	get("maxWebhookLogSizeInMb", &a.MaxWebhookLogSizeInMb)
 	get("webhooks", &a.Webhooks)
 	get("capacities", &a.Capacities)
+	get("history", &a.History)
 	get("admission", &a.Admission)
 	get("maxClientEventsPerSecond", &a.MaxClientEventsPerSecond)
 	get("maxBackendEventsPerSecond", &a.MaxBackendEventsPerSecond)

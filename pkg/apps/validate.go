@@ -88,3 +88,53 @@ func (a *App) validateCapacities() []error {
 	}
 	return errs
 }
+
+// Bounds of a history entry (History): what one channel's stream holds at
+// most, and how long.
+const (
+	MaxHistoryEvents  = 10_000
+	MaxHistorySeconds = 86_400
+)
+
+// validateHistory checks each history entry: its bounds, a prefix given
+// once, and a prefix some channel that may have a history
+// (protocol.KeepsHistory) starts with: any other would keep nothing,
+// silently.
+func (a *App) validateHistory() []error {
+	var errs []error
+	seen := map[string]int{}
+	for i, h := range a.History {
+		field := fmt.Sprintf("app %q: history[%d] (prefix %q)", a.ID, i, h.Prefix)
+		if h.Events < 1 || h.Events > MaxHistoryEvents {
+			errs = append(errs, fmt.Errorf("%s: events must be 1 to %d, not %d", field, MaxHistoryEvents, h.Events))
+		}
+		if h.Seconds < 1 || h.Seconds > MaxHistorySeconds {
+			errs = append(errs, fmt.Errorf("%s: seconds must be 1 to %d, not %d", field, MaxHistorySeconds, h.Seconds))
+		}
+		if h.Rewind < 0 || h.Rewind > h.Events {
+			errs = append(errs, fmt.Errorf("%s: rewind must be 0 to events (%d), not %d", field, h.Events, h.Rewind))
+		}
+		if j, dup := seen[h.Prefix]; dup {
+			errs = append(errs, fmt.Errorf("%s: the same prefix as history[%d]; give each prefix once", field, j))
+		}
+		seen[h.Prefix] = i
+		switch {
+		case protocol.ValidateChannelNameMax(h.Prefix, a.ChannelNameLimit()) != nil:
+			errs = append(errs, fmt.Errorf("%s: no channel name starts so: %w", field, protocol.ValidateChannelNameMax(h.Prefix, a.ChannelNameLimit())))
+		case !protocol.KeepsHistory(h.Prefix):
+			errs = append(errs, fmt.Errorf("%s: only names channels without a history: user (%s), internal and cache channels keep none (cache channels keep their last event their own way)", field, protocol.UserChannelPrefix))
+		}
+	}
+	return errs
+}
+
+// HistoryFor returns the history rule of channel, by the longest matching
+// prefix; the zero History (Events 0) when it has none, always for a
+// channel that cannot have a history (protocol.KeepsHistory).
+func (a *App) HistoryFor(channel string) History {
+	if len(a.History) == 0 || !protocol.KeepsHistory(channel) {
+		return History{}
+	}
+	h, _ := Longest(a.History, func(h History) string { return h.Prefix }, channel)
+	return h
+}

@@ -302,6 +302,22 @@ func TestLoadKeys(t *testing.T) {
 	})
 }
 
+// TestLoadHistory: an optional history column, JSON as the apps file's
+// field, gives channels a history; in a text column too.
+func TestLoadHistory(t *testing.T) {
+	t.Parallel()
+	forEachDialect(t, func(t *testing.T, d *db) {
+		for _, typ := range []string{"json", "text"} {
+			table := d.soketiTable(t)
+			d.exec(t, fmt.Sprintf("ALTER TABLE %s ADD COLUMN history %s", table, typ),
+				fmt.Sprintf(`UPDATE %s SET history = '[{"prefix": "chat-", "events": 100, "seconds": 120, "rewind": 10}]'`, table))
+			r := load(t, d.source(t, table))
+			require.Equal(t, apps.History{Prefix: "chat-", Events: 100, Seconds: 120, Rewind: 10}, r.ByID("app-id").HistoryFor("chat-1"), typ)
+			require.Empty(t, r.Warnings())
+		}
+	})
+}
+
 // TestLoadUnchanged: Load decodes only rows that changed since the last
 // Load, good or bad.
 func TestLoadUnchanged(t *testing.T) {

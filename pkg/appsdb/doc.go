@@ -38,8 +38,8 @@
 // underscores, soketi's column names included: max_backend_events_per_sec
 // is maxBackendEventsPerSecond). A boolean field may be a number (soketi's
 // tables hold them as tinyint(1) or smallint 0/1); a list or object field
-// (webhooks, capacities, admission, allowed_origins, and keys, an app's
-// further key/secret pairs) is JSON, in a JSON column or a text one. NULL
+// (webhooks, capacities, history, admission, allowed_origins, and keys,
+// an app's further key/secret pairs) is JSON, in a JSON column or a text one. NULL
 // and the empty string leave the field at its default, as in soketi. A
 // column soketi reads that headcount does not implement
 // (max_event_name_length) is ignored with the apps file's warning

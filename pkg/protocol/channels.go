@@ -125,6 +125,15 @@ func IsCacheChannel(name string) bool {
 	return false
 }
 
+// KeepsHistory reports whether a channel may have a history (apps'
+// history field): not a user channel nor an internal one, which are the
+// server's own, and not a cache channel, which keeps its last event its
+// own way.
+func KeepsHistory(name string) bool {
+	k := ChannelKind(name)
+	return k != KindUser && k != KindInternal && !IsCacheChannel(name)
+}
+
 // ErrChannelNameTooLong is the error ValidateChannelNameMax wraps for a
 // name over the limit, which Pusher servers refuse with a subscription
 // error of their own (a LimitReached with status 4009, as soketi sends).
