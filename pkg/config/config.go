@@ -21,6 +21,7 @@ import (
 
 	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/appsdb"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 )
@@ -100,6 +101,10 @@ type Common struct {
 	// script's time grows with an app's size; 0 means counts'
 	// default. Tests make it tiny so every operation takes many slices.
 	SliceSize int
+	// HistoryBudgetMB bounds, in MiB, each app's channel histories
+	// (history.Options.Budget), which every publisher holds them to: set
+	// it alike in the wsnodes and the HTTP API.
+	HistoryBudgetMB int
 
 	// Apps is filled in by validation from AppsFile or the environment;
 	// AppsSource is where its reloads read (nil: the environment, which a
@@ -298,11 +303,19 @@ func defaultCommon(adminAddr string) Common {
 		LogLevel:  "info",
 		LogFormat: "text",
 
-		RedisPrefix: keyspace.DefaultPrefix,
-		AppsRefresh: 2 * time.Second,
-		AppsDBTable: appsdb.DefaultTable,
+		RedisPrefix:     keyspace.DefaultPrefix,
+		HistoryBudgetMB: history.DefaultBudget >> 20,
+		AppsRefresh:     2 * time.Second,
+		AppsDBTable:     appsdb.DefaultTable,
 	}
 }
+
+// MaxHistoryBudgetMB is the largest --history-budget-mb: 64 GiB, past
+// any one Redis's memory.
+const MaxHistoryBudgetMB = 64 << 10
+
+// HistoryBudget is --history-budget-mb in bytes.
+func (c Common) HistoryBudget() int64 { return int64(c.HistoryBudgetMB) << 20 }
 
 // Default admin addresses, one per binary so they can share a host.
 const (
@@ -529,6 +542,9 @@ func validateCommon(c *Common, env Env) []error {
 	}
 	if err := keyspace.Check(c.RedisPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--redis-prefix: %w", err))
+	}
+	if c.HistoryBudgetMB < 1 || c.HistoryBudgetMB > MaxHistoryBudgetMB {
+		errs = append(errs, fmt.Errorf("--history-budget-mb: must be 1 to %d, not %d", MaxHistoryBudgetMB, c.HistoryBudgetMB))
 	}
 	if c.SliceSize < 0 {
 		errs = append(errs, fmt.Errorf("--slice-size: %d is negative (0 means the default)", c.SliceSize))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
@@ -413,5 +414,26 @@ func TestAdvertiseHost(t *testing.T) {
 	for _, bad := range []string{"10.0.0.7:9601", "[fd00::7]", "http://x", "a b", "x:y"} {
 		_, err = ParseWSNode([]string{"--advertise-host", bad}, env(nil), io.Discard)
 		require.ErrorContains(t, err, "--advertise-host", bad)
+	}
+}
+
+// TestHistoryBudget: --history-budget-mb defaults to history's budget,
+// the environment and the flag set it in that order, and a value out of
+// bounds is refused before anything dials.
+func TestHistoryBudget(t *testing.T) {
+	c, err := ParseHTTPAPI(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, int64(history.DefaultBudget), c.HistoryBudget())
+
+	w, err := ParseWSNode([]string{"--history-budget-mb", "3"}, env(map[string]string{"HEADCOUNT_HISTORY_BUDGET_MB": "2"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, int64(3<<20), w.HistoryBudget(), "the flag wins over the environment")
+	c, err = ParseHTTPAPI(nil, env(map[string]string{"HEADCOUNT_HISTORY_BUDGET_MB": "2"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, int64(2<<20), c.HistoryBudget())
+
+	for _, bad := range []string{"0", "-1", "65537"} {
+		_, err := ParseWSNode([]string{"--history-budget-mb", bad, "--redis", "redis://127.0.0.1:1/0"}, env(nil), io.Discard)
+		require.ErrorContains(t, err, "--history-budget-mb: must be 1 to 65536, not "+bad)
 	}
 }

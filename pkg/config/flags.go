@@ -277,5 +277,6 @@ func (s *set) common(c *Common) {
 	s.str(&c.LogLevel, "log-level", "trace, debug, info, warn or error")
 	s.str(&c.LogFormat, "log-format", "text or json")
 	s.str(&c.RedisPrefix, "redis-prefix", "prefix of every Redis key and channel; deployments sharing a Redis need different ones")
+	s.integer(&c.HistoryBudgetMB, "history-budget-mb", "MiB of events each app's channel histories hold at most (apps field history); the oldest go first past it. Give the wsnodes and the HTTP API the same")
 	s.integer(&c.SliceSize, "slice-size", "contribution fields one Redis script of a reap, an audit or a republish handles at most (0: the built-in default)")
 }

@@ -11,8 +11,10 @@ import (
 //
 //	version byte (1), then event, data, user_id, except_socket, except_user,
 //	each as a uvarint length followed by that many bytes, then, unless it
-//	is 0, the message's Version as a uvarint (added later: absent reads
-//	as 0).
+//	is 0 and no serial follows, the message's Version as a uvarint (added
+//	later: absent reads as 0), then, on a channel with a history, the
+//	serial as a uvarint length and its bytes, which the history's publish
+//	script appends (package history; absent reads as "").
 //
 // The channel is not carried: the Redis topic names it. A length prefix
 // instead of JSON because Data is itself JSON, which JSON would escape
@@ -28,7 +30,9 @@ var (
 	errNoEvent      = errors.New("no event name")
 )
 
-// encode returns m's wire form (m.Channel excluded).
+// encode returns m's wire form (m.Channel and m.Serial excluded). With a
+// history rule (m.Keep) it ends with Version even when 0, so the serial
+// the script appends is read as the serial.
 func encode(m *Message) []byte {
 	fields := [...]string{m.Event, m.Data, m.UserID, m.ExceptSocket, m.ExceptUser}
 	n := 1 + uvarintLen(uint64(max(m.Version, 0)))
@@ -41,8 +45,8 @@ func encode(m *Message) []byte {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
 	}
-	if m.Version > 0 {
-		b = binary.AppendUvarint(b, uint64(m.Version))
+	if m.Version > 0 || m.Keep.Events > 0 {
+		b = binary.AppendUvarint(b, uint64(max(m.Version, 0)))
 	}
 	return b
 }
@@ -75,6 +79,14 @@ func decode(p string) (Message, error) {
 			return Message{}, errTruncated
 		}
 		m.Version = int64(v)
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		n, k := uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) { //nolint:gosec // G115: as above
+			return Message{}, errTruncated
+		}
+		m.Serial = p[k : k+int(n)] //nolint:gosec // G115: n <= len(p)-k, checked above
 	}
 	return m, nil
 }

@@ -1,7 +1,9 @@
 package fanout
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -17,13 +19,68 @@ var codecCases = []Message{
 	{Event: "nul\x00bytes", Data: "\x00\x01\xff"},
 	{Event: "pusher_internal:subscription_count", Data: `{"subscription_count":2}`, Version: 1795470135710257},
 	{Event: "v1", Version: 1},
+	{Event: "chat", Data: "hi", Serial: "1795470135710-0"},
+	{Event: "client-typing", UserID: "u", Version: 7, Serial: "18446744073709551615-18446744073709551615"},
+}
+
+// wire is m's payload as subscribers receive it: encode's, then, for a
+// message with a Serial, the serial the history's publish script appends.
+func wire(m Message) string {
+	if m.Serial != "" {
+		m.Keep.Events = 1
+	}
+	p := encode(&m)
+	if m.Serial != "" {
+		p = binary.AppendUvarint(p, uint64(len(m.Serial)))
+		p = append(p, m.Serial...)
+	}
+	return string(p)
 }
 
 func TestCodecRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, m := range codecCases {
-		got, err := decode(string(encode(&m)))
+		got, err := decode(wire(m))
 		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+}
+
+// oldDecode is decode as nodes before serials run it (the version byte,
+// five strings, then Version if anything follows, the rest ignored):
+// frozen here so the rolling upgrade stays tested.
+func oldDecode(p string) (Message, error) {
+	var m Message
+	if len(p) == 0 || p[0] != wireVersion {
+		return m, errEmptyPayload
+	}
+	p = p[1:]
+	for _, f := range [...]*string{&m.Event, &m.Data, &m.UserID, &m.ExceptSocket, &m.ExceptUser} {
+		n, k := uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) { //nolint:gosec // G115: k > 0 is checked first
+			return Message{}, errTruncated
+		}
+		p = p[k:]
+		*f, p = p[:n], p[n:]
+	}
+	if len(p) > 0 {
+		v, k := uvarint(p)
+		if k <= 0 || v > math.MaxInt64 {
+			return Message{}, errTruncated
+		}
+		m.Version = int64(v)
+	}
+	return m, nil
+}
+
+// TestCodecSerialOnOldReader: a payload with a serial, Version 0 or not,
+// reads on a node that predates serials as the same message without it.
+func TestCodecSerialOnOldReader(t *testing.T) {
+	t.Parallel()
+	for _, m := range codecCases {
+		got, err := oldDecode(wire(m))
+		require.NoError(t, err)
+		m.Serial = ""
 		require.Equal(t, m, got)
 	}
 }
@@ -59,10 +116,11 @@ func TestDecodeErrors(t *testing.T) {
 		_, err := decode(valid[:i])
 		require.Error(t, err, "truncated to %d bytes", i)
 	}
-	// Fields a later version appends are ignored.
-	m, err := decode(valid + "\x03new")
+	// Fields a later version appends after the serial are ignored.
+	m, err := decode(wire(Message{Event: "ev", Data: "data", Serial: "1-0"}) + "\x03new")
 	require.NoError(t, err)
 	require.Equal(t, "data", m.Data)
+	require.Equal(t, "1-0", m.Serial)
 
 	// A message from a node that predates Version reads as unversioned; a
 	// Version cut short is an error.
@@ -74,11 +132,16 @@ func TestDecodeErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = decode(string(encode(&Message{Event: "ev"})) + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")
 	require.Error(t, err, "a Version past int64")
+
+	// A serial cut short is an error.
+	serial := wire(Message{Event: "ev", Serial: "1-0"})
+	_, err = decode(serial[:len(serial)-1])
+	require.Error(t, err)
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, m := range codecCases[:4] {
-		f.Add(string(encode(&m)))
+	for _, m := range append(codecCases[:4], codecCases[len(codecCases)-2:]...) {
+		f.Add(wire(m))
 	}
 	f.Add("")
 	f.Add("\x01\x80")
@@ -88,7 +151,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		// Whatever decodes re-encodes to something that decodes the same.
-		again, err := decode(string(encode(&m)))
+		again, err := decode(wire(m))
 		require.NoError(t, err)
 		require.Equal(t, m, again)
 	})

@@ -26,6 +26,12 @@
 //     that moved to another master (Redis unsubscribes its shard channels)
 //     is resubscribed there. Healthy is false until the subscriptions are
 //     back; each outage is logged once.
+//   - History: a message whose channel has a history rule (Message.Keep)
+//     is recorded and published by one script of package history, so its
+//     Serial, set on receipt, orders the channel's messages as every node
+//     receives them. Sent by EVALSHA, and again by EVAL only after
+//     NOSCRIPT, which proves it never ran: never recorded or sent twice.
+//     Any other message is a plain PUBLISH, as before.
 //   - Leave stops delivery at once, before the unsubscribe reaches Redis.
 //   - WaitJoined returns once Redis has run the subscribe of the interest
 //     now joined: a channel left and joined again is confirmed by the

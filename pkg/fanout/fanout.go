@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/headcount/headcount/pkg/apps"
 	"github.com/headcount/headcount/pkg/clock"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/logging"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +38,13 @@ type Message struct {
 	// event reaches no subscriber whose member list was read at its
 	// version or later. 0: unversioned.
 	Version int64 `json:"version,omitempty"`
+	// Serial is the message's place in its channel's history (package
+	// history), set on receipt; "" for a channel without one.
+	Serial string `json:"serial,omitempty"`
+	// Keep is the history rule of the channel (apps.App.HistoryFor), set
+	// by the publisher and not sent: with one (Events > 0) the message is
+	// recorded and published by the history's script, and gets a Serial.
+	Keep apps.History `json:"-"`
 }
 
 // Options configures a Bus. The zero value works.
@@ -47,6 +56,10 @@ type Options struct {
 	Logger hclog.Logger
 	// Registerer receives the bus's metrics; nil means none.
 	Registerer prometheus.Registerer
+	// History records the messages whose channel has a history (Keep);
+	// nil means a store of the bus's Keyspace with the default budget and
+	// no metrics.
+	History *history.Store
 }
 
 // publishAttempts bounds the tries of a publish that certainly never
@@ -68,6 +81,7 @@ type Bus struct {
 	keys
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // nil on a single Redis
+	hist    *history.Store
 	log     hclog.Logger
 	m       *metrics
 
@@ -120,7 +134,12 @@ func New(rdb redis.UniversalClient, opts Options) *Bus {
 		log = hclog.NewNullLogger()
 	}
 	cc, _ := rdb.(*redis.ClusterClient)
+	hist := opts.History
+	if hist == nil {
+		hist = history.New(rdb, history.Options{Keyspace: opts.Keyspace, Logger: log})
+	}
 	return &Bus{
+		hist:    hist,
 		keys:    keys{opts.Keyspace},
 		rdb:     rdb,
 		cluster: cc,
@@ -152,7 +171,7 @@ func (b *Bus) Publish(ctx context.Context, app string, m Message) error {
 	start := time.Now()
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = b.rdb.Process(ctx, b.publishCmd(ctx, topic, payload))
+		err = b.publishOne(ctx, app, topic, &m, payload)
 		if err == nil || attempt == publishAttempts || !neverSent(err) ||
 			!clock.Sleep(ctx, time.Duration(attempt)*10*time.Millisecond) {
 			break
@@ -166,6 +185,36 @@ func (b *Bus) Publish(ctx context.Context, app string, m Message) error {
 	b.m.published.Inc()
 	return nil
 }
+
+// publishOne publishes m once: by PUBLISH, or on a channel with a history
+// by the history's script, sent again by EVAL only if EVALSHA proved it
+// never ran (NOSCRIPT).
+func (b *Bus) publishOne(ctx context.Context, app, topic string, m *Message, payload []byte) error {
+	if m.Keep.Events <= 0 {
+		return b.rdb.Process(ctx, b.publishCmd(ctx, topic, payload))
+	}
+	var err error
+	for _, eval := range []bool{false, true} {
+		c := b.recordCmd(ctx, eval, app, topic, m, payload)
+		if err = b.rdb.Process(ctx, c); err == nil {
+			_, err = b.hist.Published(app, c)
+			return err
+		}
+		if !history.NoScript(err) {
+			break
+		}
+	}
+	return err
+}
+
+// recordCmd is the history's publish of m (see publishOne).
+func (b *Bus) recordCmd(ctx context.Context, eval bool, app, topic string, m *Message, payload []byte) history.Publish {
+	return b.hist.PublishCmd(ctx, eval, app, m.Channel, m.Keep,
+		history.Event{Event: m.Event, Data: m.Data, UserID: m.UserID}, topic, payload, b.cluster != nil)
+}
+
+// History is the store that records the bus's messages with a history.
+func (b *Bus) History() *history.Store { return b.hist }
 
 func (b *Bus) publishCmd(ctx context.Context, topic string, payload []byte) redis.Cmder {
 	verb := "publish"

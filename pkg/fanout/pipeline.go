@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/headcount/headcount/pkg/clock"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,7 +63,7 @@ func (b *Bus) publishPipeline(ctx context.Context, app string, msgs []Message, p
 		if also != nil {
 			also(p, i)
 		}
-		pubs[i] = b.publishCmd(ctx, b.topic(app, msgs[i].Channel), payloads[i])
+		pubs[i] = b.queued(ctx, false, app, &msgs[i], payloads[i])
 		// Queueing on a pipeline only appends; it cannot fail.
 		_ = p.Process(ctx, pubs[i])
 	}
@@ -70,10 +71,45 @@ func (b *Bus) publishPipeline(ctx context.Context, app string, msgs []Message, p
 	// caller's reads (redis.Nil for a missing member): judge the publishes
 	// by their own results.
 	_, _ = p.Exec(ctx)
+	b.evalUnknown(ctx, app, msgs, payloads, pubs)
 	for i, c := range pubs {
-		if err := c.Err(); err != nil {
+		err := c.Err()
+		if h, ok := c.(history.Publish); ok && err == nil {
+			_, err = b.hist.Published(app, h)
+		}
+		if err != nil {
 			return fmt.Errorf("publish %q on channel %q of app %q: %w", msgs[i].Event, msgs[i].Channel, app, err)
 		}
 	}
 	return nil
+}
+
+// queued is msgs[i]'s publish for a pipeline (see publishOne).
+func (b *Bus) queued(ctx context.Context, eval bool, app string, m *Message, payload []byte) redis.Cmder {
+	topic := b.topic(app, m.Channel)
+	if m.Keep.Events > 0 {
+		return b.recordCmd(ctx, eval, app, topic, m, payload)
+	}
+	return b.publishCmd(ctx, topic, payload)
+}
+
+// evalUnknown sends again by EVAL, in order and in one more round trip,
+// the history publishes that answered NOSCRIPT (Redis lost its script
+// cache: a restart, a failover), which proves they never ran. Only the
+// first batch after that pays the extra round trip.
+func (b *Bus) evalUnknown(ctx context.Context, app string, msgs []Message, payloads [][]byte, pubs []redis.Cmder) {
+	var again redis.Pipeliner
+	for i, c := range pubs {
+		if !history.NoScript(c.Err()) {
+			continue
+		}
+		if again == nil {
+			again = b.rdb.Pipeline()
+		}
+		pubs[i] = b.queued(ctx, true, app, &msgs[i], payloads[i])
+		_ = again.Process(ctx, pubs[i])
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/dashboard"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/portcap"
@@ -165,7 +166,8 @@ func New(opts Options) (_ *App, err error) {
 		CacheTTL:   opts.Config.ListingCacheTTL,
 		LockTTL:    opts.Config.ListingLockTTL,
 	})
-	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: a.ks, Logger: a.log, Registerer: reg})
+	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: a.ks, Logger: a.log, Registerer: reg,
+		History: history.New(a.rdb, history.Options{Keyspace: a.ks, Budget: opts.Config.HistoryBudget(), Logger: a.log, Registerer: reg})})
 	a.cache = cache.New(a.rdb, cache.Options{Keyspace: a.ks})
 	a.gate = admission.New(a.rdb, a.ks)
 	a.announce = announce.New(announce.Options{Apps: a.apps, Bus: a.bus, Redis: a.rdb, Keyspace: a.ks, Metrics: admission.NewMetrics(reg), Logger: a.log})

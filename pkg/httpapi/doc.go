@@ -23,7 +23,10 @@
 //     is older, by at most --listing-cache-ttl.
 //   - A publish is never sent twice: one Redis did not acknowledge is a 503
 //     (it may or may not have gone out), and one it acknowledged is a 200,
-//     even when a count read or a cache write after it failed.
+//     even when a count read or a cache write after it failed. On a
+//     channel with a history (apps field history) it is recorded in the
+//     unit that sends it, and GET .../events reads it back (package
+//     history), saying when what followed a serial is no longer held.
 //   - No connection is held past its timeouts, and the API port holds at
 //     most --max-connections, so Redis and the admin port keep working at
 //     the cap. /readyz is 200 only while Redis answers a ping, and

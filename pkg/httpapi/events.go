@@ -309,7 +309,7 @@ func (a *App) triggerEvent(w http.ResponseWriter, r *http.Request, req *apiReque
 	}
 	msgs := make([]fanout.Message, len(ev.channels))
 	for i, ch := range ev.channels {
-		msgs[i] = fanout.Message{Channel: ch, Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
+		msgs[i] = fanout.Message{Channel: ch, Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID, Keep: req.app.HistoryFor(ch)}
 	}
 	if !a.allow(w, r, req.app, ratelimit.BackendEvents, len(msgs)) {
 		return
@@ -347,7 +347,7 @@ func (a *App) triggerBatch(w http.ResponseWriter, r *http.Request, req *apiReque
 	msgs := make([]fanout.Message, len(evs))
 	anyInfo := false
 	for i, ev := range evs {
-		msgs[i] = fanout.Message{Channel: ev.channels[0], Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID}
+		msgs[i] = fanout.Message{Channel: ev.channels[0], Event: ev.name, Data: ev.data, ExceptSocket: ev.socketID, Keep: req.app.HistoryFor(ev.channels[0])}
 		anyInfo = anyInfo || ev.wantInfo()
 	}
 	if !a.allow(w, r, req.app, ratelimit.BackendEvents, len(msgs)) {

@@ -38,6 +38,7 @@ func (a *App) handler() http.Handler {
 	mux.Handle("GET /apps/{app_id}/channels", a.signed(a.listChannels))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}", a.signed(a.getChannel))
 	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/users", a.signed(a.getUsers))
+	mux.Handle("GET /apps/{app_id}/channels/{channel_name}/events", a.signed(a.getHistory))
 	mux.Handle("POST /apps/{app_id}/events", a.signed(a.triggerEvent))
 	mux.Handle("POST /apps/{app_id}/batch_events", a.signed(a.triggerBatch))
 	mux.Handle("POST /apps/{app_id}/users/{user_id}/terminate_connections", a.signed(a.terminateConnections))

@@ -43,7 +43,8 @@ func TestMain(m *testing.M) {
 func testApps(t testing.TB) *apps.Registry {
 	t.Helper()
 	reg, err := apps.New([]*apps.App{
-		{ID: appID, Key: appKey, Secret: appSecret, Enabled: true, Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 2}}},
+		{ID: appID, Key: appKey, Secret: appSecret, Enabled: true, Capacities: []apps.Capacity{{Prefix: "presence-room-", Capacity: 2}},
+			History: []apps.History{{Prefix: "chat-", Events: 3, Seconds: 600}}},
 		{ID: offID, Key: offKey, Secret: offSecret, Enabled: false},
 	})
 	require.NoError(t, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/headcount/headcount/pkg/eventlog"
 	"github.com/headcount/headcount/pkg/exitorder"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
 	"github.com/headcount/headcount/pkg/protocol"
@@ -199,7 +200,8 @@ func New(opts Options) (_ *App, err error) {
 	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
 	a.store.SliceSize = cfg.SliceSize
-	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg})
+	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg,
+		History: history.New(a.rdb, history.Options{Keyspace: ks, Budget: cfg.HistoryBudget(), Logger: a.log, Registerer: a.reg})})
 	a.cache = cache.New(a.rdb, cache.Options{Keyspace: ks, Registerer: a.reg})
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)

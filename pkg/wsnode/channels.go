@@ -209,7 +209,7 @@ func (s *socket) clientEvent(sc *scratch, f protocol.Frame) error {
 	// Never echoed; user_id only on presence channels (member.user is
 	// empty elsewhere).
 	err := a.bus.Publish(ctx, s.app.Load().ID, fanout.Message{Channel: f.Channel, Event: f.Event, Data: data,
-		UserID: s.subs[i].member.user, ExceptSocket: s.id})
+		UserID: s.subs[i].member.user, ExceptSocket: s.id, Keep: s.app.Load().HistoryFor(f.Channel)})
 	if err != nil {
 		a.m.errors[reasonPublish].Inc()
 		a.log.Warn("cannot publish client event", "app", s.app.Load().ID, "channel", f.Channel, "error", err)

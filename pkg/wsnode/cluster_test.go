@@ -15,6 +15,7 @@ import (
 
 	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/pkg/fanout"
+	"github.com/headcount/headcount/pkg/history"
 	"github.com/headcount/headcount/pkg/keyspace"
 )
 
@@ -223,6 +224,33 @@ func TestClientEventsAcrossNodes(t *testing.T) {
 		f := read(t, remote)
 		require.Equal(t, "client-burst", f.Event)
 		require.Equal(t, fmt.Sprint(i), *f.Data, "in order")
+	}
+}
+
+// TestClientEventsKeptInHistory: on a channel with a history, a client
+// event is relayed as before and recorded, with the sender's user id on
+// presence channels, in the order subscribers received it.
+func TestClientEventsKeptInHistory(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, 2)
+	a, b := nodes[0].run(t), nodes[1].run(t)
+	const ch = "private-chat-kept"
+	sender, sid := a.connect(t)
+	remote, rid := b.connect(t)
+	subscribePrivate(t, sender, sid, ch)
+	subscribePrivate(t, remote, rid, ch)
+	b.waitSubscribed(t, appID, ch, 2)
+	for i := range 3 {
+		send(t, sender, clientEvent(ch, "client-n", fmt.Sprint(i)))
+		f := read(t, remote)
+		require.Equal(t, "client-n", f.Event, f.raw)
+		require.Equal(t, fmt.Sprint(i), *f.Data)
+	}
+	kept, err := history.New(a.redis.Client(t), history.Options{}).Last(context.Background(), appID, ch, 10)
+	require.NoError(t, err)
+	require.Len(t, kept, 3)
+	for i, e := range kept {
+		require.Equal(t, history.Event{Serial: e.Serial, Event: "client-n", Data: fmt.Sprint(i)}, e)
 	}
 }
 

@@ -80,7 +80,8 @@ const wideChannels = 2 * apps.DefaultMaxChannelsPerConnection
 func testApps(t *testing.T) *apps.Registry {
 	t.Helper()
 	reg, err := apps.New([]*apps.App{
-		{ID: appID, Key: appKey, Secret: secret, Enabled: true, EnableClientMessages: true},
+		{ID: appID, Key: appKey, Secret: secret, Enabled: true, EnableClientMessages: true,
+			History: []apps.History{{Prefix: "private-chat-kept", Events: 10, Seconds: 600}}},
 		{ID: "app-off", Key: disabledKey, Secret: "secret-2", Enabled: false},
 		{ID: "app-noclient", Key: noClientKey, Secret: secret, Enabled: true},
 		{ID: countAppID, Key: countKey, Secret: secret, Enabled: true, EnableSubscriptionCount: true},
