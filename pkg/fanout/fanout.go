@@ -197,7 +197,7 @@ func (b *Bus) publishOne(ctx context.Context, app, topic string, m *Message, pay
 	for _, eval := range []bool{false, true} {
 		c := b.recordCmd(ctx, eval, app, topic, m, payload)
 		if err = b.rdb.Process(ctx, c); err == nil {
-			_, err = b.hist.Published(app, c)
+			_, err = b.hist.Published(ctx, app, c)
 			return err
 		}
 		if !history.NoScript(err) {

@@ -75,7 +75,7 @@ func (b *Bus) publishPipeline(ctx context.Context, app string, msgs []Message, p
 	for i, c := range pubs {
 		err := c.Err()
 		if h, ok := c.(history.Publish); ok && err == nil {
-			_, err = b.hist.Published(app, h)
+			_, err = b.hist.Published(ctx, app, h)
 		}
 		if err != nil {
 			return fmt.Errorf("publish %q on channel %q of app %q: %w", msgs[i].Event, msgs[i].Channel, app, err)

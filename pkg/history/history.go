@@ -25,6 +25,11 @@ const DefaultBudget = 64 << 20
 // one, a stream of publishes over budget takes the history back under it.
 const EvictPerPublish = 16
 
+// evictRounds bounds the evict scripts one publish runs: each declares the
+// streams of the lowest heads it read, and a round ends early only when
+// another publish moved the heads meanwhile.
+const evictRounds = 3
+
 // Options configures a Store. The zero value works.
 type Options struct {
 	// Keyspace names the keys; the zero Keyspace has the default prefix.
@@ -120,7 +125,7 @@ func (s *Store) PublishCmd(ctx context.Context, eval bool, app, channel string, 
 		args = []any{"eval", publishScript.Source()}
 	}
 	args = append(args, 4, s.stream(app, channel), topic, s.sizes(app), s.heads(app),
-		channel, rule.Events, int64(rule.Seconds)*1000, s.budget, EvictPerPublish,
+		channel, rule.Events, int64(rule.Seconds)*1000, s.budget,
 		e.Event, e.Data, e.UserID, payload, verb)
 	c := redis.NewCmd(ctx, args...)
 	c.SetFirstKeyPos(3)
@@ -131,22 +136,64 @@ func (s *Store) PublishCmd(ctx context.Context, eval bool, app, channel string, 
 // run, so sending it again by EVAL cannot record or publish twice.
 func NoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// Published takes note of a publish's reply: the entries the budget
-// removed are counted and logged. It returns the event's serial.
-func (s *Store) Published(app string, p Publish) (string, error) {
+// Published takes note of a publish's reply and returns the event's
+// serial. When the reply says the app's histories are over the budget, it
+// gives up the entries closest to expiring (evict), counted and logged. A
+// failed eviction fails nothing: the event was published, and the next
+// publish over the budget evicts again.
+func (s *Store) Published(ctx context.Context, app string, p Publish) (string, error) {
 	id, err := p.Serial()
 	if err != nil {
 		return "", err
 	}
-	v, _ := p.Slice()
-	if n, _ := v[1].(int64); n > 0 {
-		s.dropped.WithLabelValues("budget").Add(float64(n))
-		if k, ok := s.dropLog.Allow(time.Now()); ok {
-			s.log.Warn("channel histories over their byte budget: the oldest events are removed early (--history-budget)",
-				"app", app, "budget_bytes", s.budget, "removals_since_last_line", k)
-		}
+	if v, _ := p.Slice(); v[1] == int64(1) {
+		s.evict(ctx, app)
 	}
 	return id, nil
+}
+
+// evict removes up to EvictPerPublish entries of app's histories, the
+// closest to expiring first, while they are over the budget.
+func (s *Store) evict(ctx context.Context, app string) {
+	removed := 0
+	var err error
+	for range evictRounds {
+		var chans []string
+		if chans, err = s.rdb.ZRange(ctx, s.heads(app), 0, EvictPerPublish-1).Result(); err != nil || len(chans) == 0 {
+			break
+		}
+		ks := []string{s.sizes(app), s.heads(app)}
+		args := []any{s.budget, EvictPerPublish - removed}
+		for _, c := range chans {
+			ks, args = append(ks, s.stream(app, c)), append(args, c)
+		}
+		var v []int64
+		if v, err = evictScript.Run(ctx, s.rdb, ks, args...).Int64Slice(); err == nil && len(v) != 2 {
+			err = fmt.Errorf("unexpected reply %v", v)
+		}
+		if err != nil {
+			break
+		}
+		removed += int(v[0])
+		if v[1] == 0 || removed >= EvictPerPublish {
+			break
+		}
+	}
+	if removed > 0 {
+		s.dropped.WithLabelValues("budget").Add(float64(removed))
+	}
+	if removed == 0 && err == nil {
+		return
+	}
+	if k, ok := s.dropLog.Allow(time.Now()); ok {
+		if err != nil {
+			s.log.Warn("channel histories over their byte budget: removing their oldest events failed; the next publish tries again",
+				"app", app, "budget_bytes", s.budget, "error", err)
+			return
+		}
+		s.log.Warn("channel histories over their byte budget: the oldest events are removed early (--history-budget-mb)",
+			"app", app, "budget_bytes", s.budget, "removals_since_last_line", k)
+	}
 }
 
 // ErrSerial is the error for a serial that is not one.

@@ -21,7 +21,8 @@ var (
 	// EVAL for those that answered NOSCRIPT, which never ran.
 	publishScript = luascript.New(scriptFiles, "scripts/publish.lua", luascript.NowMs, prelude)
 	sinceScript   = luascript.New(scriptFiles, "scripts/since.lua")
+	evictScript   = luascript.New(scriptFiles, "scripts/evict.lua", prelude)
 )
 
 // scripts is every script above, for TestScripts.
-var scripts = []*luascript.Script{publishScript, sinceScript}
+var scripts = []*luascript.Script{publishScript, sinceScript, evictScript}

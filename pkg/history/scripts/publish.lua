@@ -6,21 +6,23 @@
 -- KEYS[2] the channel's fanout topic (package fanout names it)
 -- KEYS[3] the app's sizes, KEYS[4] its heads (see lib.lua)
 -- ARGV[1] the channel, ARGV[2] its events, ARGV[3] its seconds in ms
--- ARGV[4] the app's byte budget, ARGV[5] entries the budget may remove
---         in this call at most
--- ARGV[6] event, ARGV[7] data, ARGV[8] user id ('' for none)
--- ARGV[9] the fanout payload, to which the serial is appended
--- ARGV[10] 'publish', or 'spublish' on Redis Cluster
--- Returns {serial, entries the budget removed}. Its work is bounded: one
--- XADD, trims of at most events + 1 entries, and ARGV[5] removals.
+-- ARGV[4] the app's byte budget
+-- ARGV[5] event, ARGV[6] data, ARGV[7] user id ('' for none)
+-- ARGV[8] the fanout payload, to which the serial is appended
+-- ARGV[9] 'publish', or 'spublish' on Redis Cluster
+-- Returns {serial, 1 if the app's histories are over the budget else 0}:
+-- over it, the caller runs evict.lua, which declares the streams it
+-- trims (this script may touch only the keys it declares, and which
+-- stream the budget trims is known only once the heads are read). Its
+-- work is bounded: one XADD and trims of at most events + 1 entries.
 -- uses: now_ms, history
 local key, ch = KEYS[1], ARGV[1]
 local h = {sizes = KEYS[3], heads = KEYS[4]}
-local events, ttl, budget, evict = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local events, ttl, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local _, nxt, first = hist_span(key)
-local fields = {'e', ARGV[6], 'd', ARGV[7]}
-if ARGV[8] ~= '' then
-  fields[#fields + 1], fields[#fields + 2] = 'u', ARGV[8]
+local fields = {'e', ARGV[5], 'd', ARGV[6]}
+if ARGV[7] ~= '' then
+  fields[#fields + 1], fields[#fields + 2] = 'u', ARGV[7]
 end
 fields[#fields + 1], fields[#fields + 2] = 'o', string.format('%d', nxt)
 local fresh = redis.call('EXISTS', key) == 0
@@ -50,24 +52,7 @@ redis.call('PEXPIRE', key, ttl)
 hist_settle(h, ch, key, ttl)
 -- The serial as uvarint(length) .. id: one byte, since ids are short.
 assert(#id < 128, 'stream id too long')
-redis.call(ARGV[10], KEYS[2], ARGV[9] .. string.char(#id) .. id)
+redis.call(ARGV[9], KEYS[2], ARGV[8] .. string.char(#id) .. id)
 
--- The budget gives up the entries closest to expiring, a bounded number.
-local base = string.sub(key, 1, #key - #ch)
-local removed = 0
-for _ = 1, evict do
-  if (tonumber(redis.call('HGET', h.sizes, '')) or 0) <= budget then break end
-  local lo = redis.call('ZRANGE', h.heads, 0, 0, 'WITHSCORES')
-  if #lo == 0 then break end
-  local c, expires = lo[1], tonumber(lo[2])
-  local k = base .. c
-  local _, _, head = hist_span(k)
-  if head then
-    redis.call('XDEL', k, head[1])
-    removed = removed + 1
-    hist_settle(h, c, k, expires - hist_ms(head[1]))
-  else
-    hist_settle(h, c, k, 0) -- expired whole: forget its bytes
-  end
-end
-return {id, removed}
+local full = (tonumber(redis.call('HGET', h.sizes, '')) or 0) > budget
+return {id, full and 1 or 0}
