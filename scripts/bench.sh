@@ -79,6 +79,7 @@ runs=(
 	"./pkg/fanout/ $BENCH $BENCHTIME"
 	"./pkg/httpapi/ $BENCH $BENCHTIME"
 	"./pkg/admission/ $BENCH $BENCHTIME"
+	"./pkg/history/ $BENCH $BENCHTIME"
 	"./test/e2e/ IdleMemory|PublishLatency|LoopbackFloor 1x"
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 	"./test/e2e/ Load 1x"

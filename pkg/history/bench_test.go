@@ -2,9 +2,11 @@ package history_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,6 +23,8 @@ import (
 // the events held). Run:
 //
 //	go test -run XXX -bench BenchmarkHistoryCost -benchtime 20000x ./pkg/history/
+//
+// BenchmarkHistoryLatency is the other side of that cost.
 func BenchmarkHistoryCost(b *testing.B) {
 	srv := redistest.New(b)
 	rdb := srv.Client(b)
@@ -79,4 +83,52 @@ func usage(b *testing.B, rdb redis.UniversalClient) (float64, int64) {
 		}
 	}
 	return cpu, mem
+}
+
+// BenchmarkHistoryLatency measures an event's time from Publish to its
+// delivery by another Bus subscribed to its channel, one event at a time
+// (each waits for the last to arrive), on a channel without a history and
+// on one with: what the history's script adds to delivery (p50-us, p99-us).
+func BenchmarkHistoryLatency(b *testing.B) {
+	srv := redistest.New(b)
+	rdb := srv.Client(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bus := fanout.New(rdb, fanout.Options{})
+	sub := fanout.New(srv.Client(b), fanout.Options{})
+	got := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(ctx, func(string, fanout.Message) { got <- struct{}{} }) }()
+	defer func() { cancel(); <-done }()
+	sub.Join("bench", "chat-0")
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := sub.WaitJoined(wctx, "bench", []string{"chat-0"}); err != nil {
+		b.Fatal(err)
+	}
+	data := `{"text":"` + strings.Repeat("x", 88) + `"}`
+	keep := apps.History{Prefix: "chat-", Events: 100, Seconds: 60}
+	for _, tc := range []struct {
+		name string
+		keep apps.History
+	}{{"without", apps.History{}}, {"with", keep}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if err := bus.Publish(ctx, "bench", fanout.Message{Channel: "chat-0", Event: "message", Data: data, Keep: tc.keep}); err != nil {
+					b.Fatal(err)
+				}
+				select {
+				case <-got:
+				case <-time.After(10 * time.Second):
+					b.Fatal("no delivery in 10 s")
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-us")
+		})
+	}
 }
