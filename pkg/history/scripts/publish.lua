@@ -19,13 +19,15 @@
 local key, ch = KEYS[1], ARGV[1]
 local h = {sizes = KEYS[3], heads = KEYS[4]}
 local events, ttl, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local _, nxt, first = hist_span(key)
+-- The new entry's offset follows the last entry's (lib.lua).
+local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+local nxt = last and (tonumber(hist_field(last[2], 'o')) or 0) + hist_size(last[2]) or 0
 local fields = {'e', ARGV[5], 'd', ARGV[6]}
 if ARGV[7] ~= '' then
   fields[#fields + 1], fields[#fields + 2] = 'u', ARGV[7]
 end
 fields[#fields + 1], fields[#fields + 2] = 'o', string.format('%d', nxt)
-local fresh = redis.call('EXISTS', key) == 0
+local fresh = not last and redis.call('EXISTS', key) == 0
 local id = redis.call('XADD', key, '*', unpack(fields))
 -- The stream's max-deleted-entry-id says what since.lua needs: the last
 -- entry removed. XDEL keeps it, trims do not, so the trims below record
@@ -39,20 +41,27 @@ if over > 0 then
   gone = cut[#cut][1]
   redis.call('XTRIM', key, 'MAXLEN', events)
 end
-local minid = string.format('%d-0', now_ms() - ttl)
-local aged = redis.call('XREVRANGE', key, '(' .. minid, '-', 'COUNT', 1)[1]
-if aged then
-  gone = aged[1]
+-- Trimmed by age only when the first entry is older than the channel's
+-- seconds: one read in the common case.
+local oldest = now_ms() - ttl
+local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
+if hist_ms(first[1]) < oldest then
+  local minid = string.format('%d-0', oldest)
+  gone = redis.call('XREVRANGE', key, '(' .. minid, '-', 'COUNT', 1)[1][1]
   redis.call('XTRIM', key, 'MINID', minid)
+  first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1] -- the new entry at least
 end
 if gone then
   redis.call('XSETID', key, id, 'MAXDELETEDID', gone)
 end
 redis.call('PEXPIRE', key, ttl)
-hist_settle(h, ch, key, ttl)
+-- What hist_settle does, from what is known here: the stream's last entry
+-- is the new one.
+local bytes = nxt + hist_size(fields) - (tonumber(hist_field(first[2], 'o')) or 0)
+local total = redis.call('HINCRBY', h.sizes, '', bytes - (tonumber(redis.call('HGET', h.sizes, ch)) or 0))
+redis.call('HSET', h.sizes, ch, bytes)
+redis.call('ZADD', h.heads, hist_ms(first[1]) + ttl, ch)
 -- The serial as uvarint(length) .. id: one byte, since ids are short.
 assert(#id < 128, 'stream id too long')
 redis.call(ARGV[9], KEYS[2], ARGV[8] .. string.char(#id) .. id)
-
-local full = (tonumber(redis.call('HGET', h.sizes, '')) or 0) > budget
-return {id, full and 1 or 0}
+return {id, total > budget and 1 or 0}
