@@ -99,7 +99,12 @@ func BenchmarkHistoryLatency(b *testing.B) {
 	got := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() { done <- sub.Run(ctx, func(string, fanout.Message) { got <- struct{}{} }) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
 	sub.Join("bench", "chat-0")
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
