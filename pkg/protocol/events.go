@@ -39,3 +39,8 @@ const MaxWatchlist = 100
 // ActivityTimeout is the activity_timeout sent in connection_established, in
 // seconds: Pusher's own value. pusher-js pings after this much silence.
 const ActivityTimeout = 120
+
+// EventResumeFailed tells a resumed subscriber that events it missed are
+// no longer in the channel's history (wsnode's resume): data
+// {"lost_from": serial or null, "lost_to": serial or null}.
+const EventResumeFailed = "headcount:resume_failed"

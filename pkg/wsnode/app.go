@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +30,7 @@ import (
 	"github.com/headcount/headcount/pkg/protocol"
 	"github.com/headcount/headcount/pkg/ratelimit"
 	"github.com/headcount/headcount/pkg/redisx"
+	"github.com/headcount/headcount/pkg/resume"
 	"github.com/headcount/headcount/pkg/webhook"
 	"github.com/headcount/headcount/pkg/wsfront"
 )
@@ -74,6 +76,16 @@ type tunables struct {
 	redisTimeout time.Duration
 	// frameBudget is frameBudget but in tests.
 	frameBudget func(*apps.App) (rate, burst int64)
+	// holdLimit bounds the live deliveries a replay of history holds for
+	// one subscriber (replay.go).
+	holdLimit int
+	// checkpointEvery is how often resumable sockets' serials are saved,
+	// and so the most a page resuming after this node's crash is sent
+	// twice.
+	checkpointEvery time.Duration
+	// replayRead, if set (tests), runs between a replay's read of the
+	// history and its sending.
+	replayRead func(channel string)
 }
 
 func defaultTunables() tunables {
@@ -89,6 +101,8 @@ func defaultTunables() tunables {
 		coalesce:         5 * time.Millisecond,
 		redisTimeout:     5 * time.Second,
 		frameBudget:      frameBudget,
+		holdLimit:        256,
+		checkpointEvery:  time.Second,
 	}
 }
 
@@ -117,8 +131,14 @@ type App struct {
 	bus        *fanout.Bus
 	// cache serves cache channels' last events to new subscribers.
 	cache *cache.Store
-	index *index
-	send  *sender
+	// resumes holds resumable pages' state, resumers this node's sockets
+	// of such pages (replay.go).
+	resumes  *resume.Store
+	resumers resumers
+	// resumeFrozen (tests) stops resume saves, as a crash would.
+	resumeFrozen atomic.Bool
+	index        *index
+	send         *sender
 	// woken is deliver's scratch list of the sockets it put on the ready
 	// list; the bus never calls deliver concurrently (fanout.Bus.Run).
 	woken []*socket
@@ -203,6 +223,7 @@ func New(opts Options) (_ *App, err error) {
 	a.bus = fanout.New(a.rdb, fanout.Options{Keyspace: ks, Logger: a.log, Registerer: a.reg,
 		History: history.New(a.rdb, history.Options{Keyspace: ks, Budget: cfg.HistoryBudget(), Logger: a.log, Registerer: a.reg})})
 	a.cache = cache.New(a.rdb, cache.Options{Keyspace: ks, Registerer: a.reg})
+	a.resumes = resume.New(a.rdb, ks)
 	a.gate, a.waiters = admission.New(a.rdb, ks), newWaiters()
 	a.hooks = webhook.NewProducer(a.rdb, ks, a.log, a.reg)
 	a.announce = a.newAnnounce()
@@ -461,6 +482,10 @@ func (a *App) run(ctx context.Context) error {
 	}, func(error) { stopSweep() })
 	g.Add(func() error {
 		a.watchApps(sweepCtx)
+		return nil
+	}, func(error) { stopSweep() })
+	g.Add(func() error {
+		a.checkpoints(sweepCtx)
 		return nil
 	}, func(error) { stopSweep() })
 

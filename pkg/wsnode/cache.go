@@ -9,13 +9,16 @@ import (
 	"github.com/headcount/headcount/pkg/webhook"
 )
 
-// cacheWait is a subscribe to a cache channel between the socket's join
-// and the queueing of its cached event or pusher:cache_miss. live is set,
-// under the socket's mu, when a delivery on the channel was queued for the
+// chanWait is a subscribe between the socket's join and the end of what
+// follows its subscription_succeeded: on a cache channel, the queueing of
+// its cached event or pusher:cache_miss; on one with history to replay,
+// the end of the replay (hold, replay.go). live is set, under the
+// socket's mu, when a delivery on a cache channel was queued for the
 // socket meanwhile.
-type cacheWait struct {
+type chanWait struct {
 	channel string
 	live    bool
+	hold    *held
 }
 
 // cacheable reports whether an event delivered on a cache channel is one
@@ -30,7 +33,7 @@ func cacheable(event string) bool {
 // s is in the channel index, so no delivery on ch can pass unseen.
 func (s *socket) awaitCache(ch string) {
 	s.mu.Lock()
-	s.cacheWait = &cacheWait{channel: ch}
+	s.pending = &chanWait{channel: ch}
 	s.mu.Unlock()
 }
 
@@ -85,10 +88,10 @@ func (s *socket) sendCache(sc *scratch, ch string) error {
 	}
 	sc.out = msg.AppendTo(sc.out[:0])
 	if err := s.queueReplyIf(frameOf(sc.out), func() bool {
-		w := s.cacheWait
-		s.cacheWait = nil
+		w := s.pending
+		s.pending = nil
 		return w == nil || !w.live
-	}); err != nil {
+	}, "", ""); err != nil {
 		return err
 	}
 	if report {

@@ -42,7 +42,7 @@ func startNodesOnCluster(t *testing.T, n int) []*testNode {
 			Heartbeat: 100 * time.Millisecond,
 			Drain:     200 * time.Millisecond,
 		}
-		nd := &testNode{reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(cl.Client(t), keyspace.Space{}), done: make(chan error, 1)}
+		nd := &testNode{cluster: cl, reg: prometheus.NewRegistry(), cfg: cfg, store: counts.NewStore(cl.Client(t), keyspace.Space{}), done: make(chan error, 1)}
 		var err error
 		nd.App, err = wsnode.New(wsnode.Options{Config: cfg, Logger: logging.TestLogger(t), Registry: nd.reg})
 		require.NoError(t, err)

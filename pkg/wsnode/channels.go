@@ -110,7 +110,7 @@ func (s *socket) presenceReply(sc *scratch, ch string, p presence, members map[s
 	if err := s.reply(sc.out); err != nil {
 		return err
 	}
-	return s.sendCache(sc, ch)
+	return s.afterJoin(sc, ch)
 }
 
 // signin handles pusher:signin: the auth signs socket_id::user::user_data.
@@ -288,10 +288,7 @@ func (a *App) deliver(app string, m fanout.Message) {
 		return
 	}
 	var one []frame // the frame, built for the first subscriber and shared (push)
-	cacheChannel := ""
-	if protocol.IsCacheChannel(m.Channel) && cacheable(m.Event) {
-		cacheChannel = m.Channel
-	}
+	d := delivery{channel: m.Channel, cache: protocol.IsCacheChannel(m.Channel) && cacheable(m.Event), serial: m.Serial}
 	woken := a.woken[:0]
 	a.index.each(chanKey{app, m.Channel}, func(s *socket, p presence) {
 		if s.id == m.ExceptSocket || (m.ExceptUser != "" && p.user == m.ExceptUser) {
@@ -304,7 +301,7 @@ func (a *App) deliver(app string, m fanout.Message) {
 			one = []frame{framed(protocol.Message{Event: m.Event, Channel: m.Channel, Data: m.Data, UserID: m.UserID}.AppendTo(
 				newPayload(len(m.Event) + len(m.Channel) + len(m.Data) + len(m.UserID) + 64)))}
 		}
-		if _, wake := s.queueDelivery(one, cacheChannel); wake {
+		if _, wake := s.queueDelivery(one, d); wake {
 			if woken = append(woken, s); len(woken) == runLength {
 				a.send.pushAll(woken) // a writer starts on them meanwhile
 				clear(woken)

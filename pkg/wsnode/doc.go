@@ -28,7 +28,14 @@
 //     seats more than its member limit across nodes, after Redis lost its
 //     data too (a newcomer waits until every live node has republished).
 //   - Delivery is at most once, as with Pusher: an event published during
-//     a Redis outage is lost for the node's sockets; counts never are. A
+//     a Redis outage is lost for the node's sockets; counts never are.
+//     The exception is a channel with a history (replay.go): a subscriber
+//     with a rewind, or a page that reconnects with its resume id, gets
+//     the history it is owed and then live events with no gap or
+//     reordering between them, or headcount:resume_failed naming what
+//     the history no longer holds; a page resuming after its node's
+//     crash may get again up to one checkpoint interval (1 s) of events,
+//     and never otherwise. A
 //     subscribe is answered once Redis has confirmed the node's
 //     subscription to the channel (at most 1 s), so a client holding its
 //     subscription_succeeded gets every event published after it. A run

@@ -88,9 +88,22 @@ func (a *App) Writers() int { return a.writers() }
 // or no such socket).
 func (a *App) ResumeID(socketID string) string {
 	for _, s := range a.hub.snapshot() {
-		if s.id == socketID {
-			return s.resumeID
+		if s.id == socketID && s.resume != nil {
+			return s.resume.id
 		}
 	}
 	return ""
 }
+
+// SetHoldLimit bounds the live deliveries a replay holds; call it before
+// Run.
+func (a *App) SetHoldLimit(n int) { a.tun.holdLimit = n }
+
+// OnReplayRead runs f between each replay's read of the history and its
+// sending; call it before Run.
+func (a *App) OnReplayRead(f func(channel string)) { a.tun.replayRead = f }
+
+// FreezeResumeState stops the node saving resume state, checkpoints and
+// closes alike, as its crash would: what was saved stays the last
+// checkpoint.
+func (a *App) FreezeResumeState() { a.resumeFrozen.Store(true) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,12 +43,14 @@ func TestMain(m *testing.M) {
 
 type testNode struct {
 	*wsnode.App
-	redis  *redistest.Server
-	reg    *prometheus.Registry
-	store  *counts.Store
-	cfg    config.WSNode
-	cancel context.CancelFunc
-	done   chan error
+	redis *redistest.Server
+	// cluster is the node's Redis Cluster (startNodesOnCluster), or nil.
+	cluster *redistest.Cluster
+	reg     *prometheus.Registry
+	store   *counts.Store
+	cfg     config.WSNode
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 // Apps of the test registry. app-1 allows client events; the others each
@@ -81,7 +84,7 @@ func testApps(t *testing.T) *apps.Registry {
 	t.Helper()
 	reg, err := apps.New([]*apps.App{
 		{ID: appID, Key: appKey, Secret: secret, Enabled: true, EnableClientMessages: true,
-			History: []apps.History{{Prefix: "private-chat-kept", Events: 10, Seconds: 600}}},
+			History: []apps.History{{Prefix: "private-chat-kept", Events: 10, Seconds: 600}, keptRule, keptSmallRule}},
 		{ID: "app-off", Key: disabledKey, Secret: "secret-2", Enabled: false},
 		{ID: "app-noclient", Key: noClientKey, Secret: secret, Enabled: true},
 		{ID: countAppID, Key: countKey, Secret: secret, Enabled: true, EnableSubscriptionCount: true},
@@ -436,4 +439,13 @@ func readSkippingMembers(t *testing.T, c *websocket.Conn) frame {
 			return f
 		}
 	}
+}
+
+// rdb is a client of the node's Redis, a single server or a Cluster.
+func (n *testNode) rdb(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	if n.cluster != nil {
+		return n.cluster.Client(t)
+	}
+	return n.redis.Client(t)
 }

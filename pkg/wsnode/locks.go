@@ -20,9 +20,10 @@ import "github.com/headcount/headcount/pkg/lockorder"
 //     (evloop's Conn.mu, and its loop's mu when a write fails).
 //  4. Leaves, under which nothing is taken: socket.mu (the send queue),
 //     sender.mu (the ready list, and its cond), listed.mu, hub.mu and the
-//     hub's shard.mu, waiters.mu, appChannels.mu, channelView.mu, and
-//     evloop's Conn.mu and loop.mu. evloop calls a handler (OnData,
-//     OnDrained, OnClose) only with none of its locks held.
+//     hub's shard.mu, waiters.mu, appChannels.mu, channelView.mu,
+//     resumers.mu (replay.go), and evloop's Conn.mu and loop.mu. evloop
+//     calls a handler (OnData, OnDrained, OnClose) only with none of its
+//     locks held.
 //
 // Outside the order: socketConn.mu (sockread.go), the goroutine
 // transport's write side, is a leaf too, but tryFrame hands it locked to

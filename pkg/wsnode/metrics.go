@@ -171,6 +171,9 @@ type metrics struct {
 	// superseded counts subscription counts not delivered because a later
 	// count of the channel was delivered first.
 	superseded prometheus.Counter
+	// resumes, replayed, resumeFailed and rewindAbandoned count the
+	// replays of channel history (replay.go).
+	resumes, replayed, resumeFailed, rewindAbandoned prometheus.Counter
 	// disconnects counts ended sockets by close code (closeCodes), the
 	// rest in disconnectsOther.
 	disconnects      map[uint16]prometheus.Counter
@@ -261,6 +264,22 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func(
 		superseded: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_wsnode_counts_superseded_total",
 			Help: "Subscription counts not delivered because a later count of the same channel (announced by another process, or sooner) was delivered first.",
+		}),
+		resumes: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_resumes_total",
+			Help: "Subscribes to a history channel by a page that connected with a resume id and had been written the channel's events: it is sent what followed them.",
+		}),
+		replayed: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_replayed_events_total",
+			Help: "History events sent to new subscribers, by rewind or resume.",
+		}),
+		resumeFailed: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_resume_failed_total",
+			Help: "headcount:resume_failed sent: a resumed subscriber missed events the history no longer holds (or could not be read).",
+		}),
+		rewindAbandoned: f.NewCounter(prometheus.CounterOpts{
+			Name: "headcount_wsnode_replays_abandoned_total",
+			Help: "Replays of history given up because more live events arrived during them than a subscriber's hold takes; live events went on.",
 		}),
 	}
 	// Children are resolved once so the socket path does no label lookups.

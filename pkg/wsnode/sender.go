@@ -151,38 +151,55 @@ func (q *sender) stop() {
 // sockets and must not be modified afterwards. It reports false if s is
 // gone or was just found to be a slow consumer (then it is being closed).
 func (s *socket) enqueue(f frame) bool {
-	ok, wake := s.queueDelivery([]frame{f}, "")
+	ok, wake := s.queueDelivery([]frame{f}, delivery{})
 	if wake {
 		s.node.send.push(s)
 	}
 	return ok
 }
 
+// delivery says what queueDelivery's frame is: an event on channel, one
+// that supersedes a cached event not yet sent (cache, cache.go), and its
+// serial in the channel's history, if it has one (replay.go).
+type delivery struct {
+	channel string
+	cache   bool
+	serial  string
+}
+
 // queueDelivery queues one[0] as enqueue does, except that it reports
 // whether s must be put on the sender's ready list instead of putting it
 // there, so that a delivery puts all its subscribers there at once. one
-// holds just that frame and may be shared between sockets (push). For a
-// delivery on a cache channel (cacheChannel), it also tells a subscribe
-// of s to that channel still waiting for its cached event that a live one
-// came first (cache.go), in the same lock as the queueing, so the two
-// agree on which frame is ahead.
-func (s *socket) queueDelivery(one []frame, cacheChannel string) (ok, wake bool) {
+// holds just that frame and may be shared between sockets (push). It
+// tells a subscribe of s to d's channel still waiting for its cached
+// event that a live one came first (cache.go), and holds d while a replay
+// of the channel's history is under way (replay.go), in the same lock as
+// the queueing, so they agree on which frame is ahead.
+func (s *socket) queueDelivery(one []frame, d delivery) (ok, wake bool) {
 	f := one[0]
 	s.mu.Lock()
-	if w := s.cacheWait; w != nil && cacheChannel != "" && w.channel == cacheChannel {
+	if w := s.pending; w != nil && d.cache && w.channel == d.channel {
 		w.live = true
 	}
 	if s.dead {
 		s.mu.Unlock()
 		return false, false
 	}
-	if frames, bytes := queueLimits(s.app.Load()); len(s.queue)-int(s.replies) >= frames || s.queued-s.replyBytes+len(f) > bytes {
-		s.kill()
+	holding, ok, wake := s.holdLocked(f, d.channel, d.serial)
+	if holding || !ok {
+		s.mu.Unlock()
+		if !ok {
+			s.slowConsumer()
+		}
+		return ok, false
+	}
+	if !s.fitsLocked(f) {
 		s.mu.Unlock()
 		s.slowConsumer()
 		return false, false
 	}
-	wake = s.push(one)
+	wake = s.push(one) || wake
+	s.markQueued(d.channel, d.serial)
 	s.mu.Unlock()
 	return true, wake
 }
@@ -190,11 +207,13 @@ func (s *socket) queueDelivery(one []frame, cacheChannel string) (ok, wake bool)
 // queueReply queues a reply to s's own frame, waiting while s's replies
 // fill their budget (see maxQueueFrames). Only s's handler calls it, so
 // the wait holds back nothing but s's next read. f is not copied.
-func (s *socket) queueReply(f frame) error { return s.queueReplyIf(f, nil) }
+func (s *socket) queueReply(f frame) error { return s.queueReplyIf(f, nil, "", "") }
 
 // queueReplyIf is queueReply, except that once there is room it asks
 // keep, with s.mu held, whether f is still wanted; if not, f is dropped.
-func (s *socket) queueReplyIf(f frame, keep func() bool) error {
+// A history event sent as a reply (replay.go) names its channel and
+// serial.
+func (s *socket) queueReplyIf(f frame, keep func() bool, ch, serial string) error {
 	s.mu.Lock()
 	for !s.dead && s.replies > 0 && (s.replies >= maxQueueFrames || s.replyBytes+len(f) > maxQueueBytes) {
 		if s.room == nil {
@@ -216,6 +235,7 @@ func (s *socket) queueReplyIf(f frame, keep func() bool) error {
 	s.replies++
 	s.replyBytes += len(f)
 	wake := s.push([]frame{f})
+	s.markQueued(ch, serial)
 	s.mu.Unlock()
 	if wake {
 		s.node.send.push(s)
@@ -237,6 +257,9 @@ func (s *socket) push(one []frame) bool {
 		s.queue = append(s.queue, f)
 	}
 	s.queued += len(f)
+	if s.resume != nil {
+		s.resume.pushed++
+	}
 	wake := !s.scheduled
 	s.scheduled = true
 	return wake
@@ -286,6 +309,7 @@ func (s *socket) flush() {
 		a.m.batch.Observe(float64(len(batch)))
 		sent, pending, err := s.link.flush(batch)
 		a.m.sent.Add(float64(sent))
+		s.wrote(sent)
 		if pending {
 			a.m.waits.Inc()
 			return
@@ -303,6 +327,7 @@ func (s *socket) flush() {
 func (s *socket) flushDone(sent int, err error) {
 	a := s.node
 	a.m.sent.Add(float64(sent))
+	s.wrote(sent)
 	if err != nil {
 		a.m.errors[reasonWrite].Inc()
 		s.writeFailed()

@@ -52,12 +52,14 @@ type socket struct {
 	// watch is the signed-in user's watchlist (watchlist.go), or nil.
 	watch *watchlist
 	// waiting lists the capacity-limited channels this socket waits for
-	// (admission.go); nearly always nil. A pointer, so that resumeID fits
-	// in the socket's size class.
+	// (admission.go); nearly always nil. A pointer, to keep the socket in
+	// its size class.
 	waiting *[]string
-	// resumeID is the id the page connected with (/r/{id}/app/{key},
-	// wsfront.ParsePath), the same across its reconnects, or empty.
-	resumeID string
+	// resume holds the id the page connected with (/r/{id}/app/{key},
+	// wsfront.ParsePath), the same across its reconnects, and what the
+	// socket was written of history channels (replay.go); nil without an
+	// id, so that such a socket costs nothing more.
+	resume *resumable
 	// tokens (in thousandths of a client event) and tokensAt (hub clock)
 	// are the client-event rate limiter's bucket.
 	tokens   int64
@@ -99,10 +101,11 @@ type socket struct {
 	// dead is set when the socket is closed or being closed: nothing more
 	// is queued.
 	dead bool
-	// cacheWait is the cache channel this socket is subscribing to, from
-	// its join until its cached event or cache_miss is queued, or nil
-	// (cache.go).
-	cacheWait *cacheWait
+	// pending is the cache channel this socket is subscribing to, from its
+	// join until its cached event or cache_miss is queued (cache.go), or
+	// the history channel whose replay holds its live deliveries
+	// (replay.go), or nil.
+	pending *chanWait
 }
 
 // sub is one subscription: the channel and, on presence channels, the
@@ -148,8 +151,11 @@ func putScratch(sc *scratch) {
 
 // newSocket is the socket for r, before the hub has it.
 func (a *App) newSocket(r *http.Request) *socket {
-	_, resumeID := requestPath(r)
-	return &socket{node: a, id: protocol.NewSocketID(), resumeID: resumeID}
+	s := &socket{node: a, id: protocol.NewSocketID()}
+	if _, id := requestPath(r); id != "" {
+		s.resume = &resumable{id: id}
+	}
+	return s
 }
 
 // open admits s, a socket just upgraded for r and added to the hub: the
@@ -177,6 +183,9 @@ func (s *socket) open(r *http.Request) bool {
 		// sweep and older when the sweeper waits for a core: the socket
 		// must not be closed before its whole timeout.
 		s.authBy.Store(time.Now().UnixMilli() + a.cfg.UserAuthTimeout.Milliseconds())
+	}
+	if s.resume != nil {
+		a.resumers.add(s)
 	}
 	a.rec.AddConnections(app.ID, 1)
 	a.m.open.Inc()
@@ -415,7 +424,8 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 	if serr := s.allowChannel(ch); serr != nil {
 		return s.sendError(sc, serr)
 	}
-	if h := sc.held; h != nil && !protocol.IsCacheChannel(ch) {
+	if _, replays := s.replayRule(ch); sc.held != nil && !protocol.IsCacheChannel(ch) && !replays {
+		h := sc.held
 		s.enter(ch, presence{})
 		h.channels = append(h.channels, ch)
 		if h.more {
@@ -431,7 +441,17 @@ func (s *socket) subscribe(sc *scratch, f protocol.Frame) error {
 	if err := s.reply(sc.out); err != nil {
 		return err
 	}
-	return s.sendCache(sc, ch)
+	return s.afterJoin(sc, ch)
+}
+
+// afterJoin sends what follows ch's subscription_succeeded: a cache
+// channel's cached event (cache.go), a history channel's replay
+// (replay.go).
+func (s *socket) afterJoin(sc *scratch, ch string) error {
+	if protocol.IsCacheChannel(ch) {
+		return s.sendCache(sc, ch)
+	}
+	return s.replay(sc, ch)
 }
 
 // answerHeld sends the held subscription_succeeded answers, once the bus
@@ -480,6 +500,8 @@ func (s *socket) enter(ch string, p presence) {
 	}
 	if protocol.IsCacheChannel(ch) {
 		s.awaitCache(ch) // before deliveries can find s
+	} else if _, replays := s.replayRule(ch); replays {
+		s.awaitHistory(ch) // likewise
 	}
 	a.index.add(chanKey{s.app.Load().ID, ch}, s, p)
 	// Per socket, not per first local subscriber: the bus is ref-counted,
@@ -617,6 +639,9 @@ func (s *socket) closed(err error) {
 	s.mu.Lock()
 	s.kill()
 	s.mu.Unlock()
+	if s.resume != nil {
+		s.saveResume()
+	}
 	a.m.open.Dec()
 	a.hub.remove(s)
 	s.link.release()
