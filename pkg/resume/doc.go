@@ -1,6 +1,6 @@
 // Package resume keeps, for each page that connects with a resume id
 // (/r/{id}/app/{key}), the serial of the last event of each history
-// channel written to its connection: a Redis hash per (app, id), which a
+// channel its client acknowledged: a Redis hash per (app, id), which a
 // reconnect of the page reads to be sent what it missed (package wsnode).
 //
 // Guarantees:

@@ -6,5 +6,5 @@ import "github.com/headcount/headcount/pkg/keyspace"
 type keys struct{ ks keyspace.Space }
 
 // state is the hash of (app, id), "<prefix>:{<app>}:resume:<id>": channel
-// -> the serial of its last event written to the id's connection.
+// -> the serial of its last event the id's page acknowledged.
 func (k keys) state(app, id string) string { return k.ks.App(app) + "resume:" + id }

@@ -45,10 +45,10 @@ func (s *Store) Load(ctx context.Context, app, id string) (map[string]string, er
 	return m, nil
 }
 
-// Save is what one id's connection was written since its last save.
+// Save is what one id's page acknowledged since its last save.
 type Save struct {
 	ID string
-	// Serials: channel -> serial of the last event written.
+	// Serials: channel -> serial of the last event acknowledged.
 	Serials map[string]string
 	// TTL is how long the state is kept: the app's longest history window.
 	TTL time.Duration

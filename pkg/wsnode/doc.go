@@ -33,9 +33,9 @@
 //     with a rewind, or a page that reconnects with its resume id, gets
 //     the history it is owed and then live events with no gap or
 //     reordering between them, or headcount:resume_failed naming what
-//     the history no longer holds; a page resuming after its node's
-//     crash may get again up to one checkpoint interval (1 s) of events,
-//     and never otherwise. A
+//     the history no longer holds. A resumed page may get again what it
+//     had not acknowledged (a pong to the node's ping, every second) and,
+//     after its node's crash, one checkpoint interval (1 s) more. A
 //     subscribe is answered once Redis has confirmed the node's
 //     subscription to the channel (at most 1 s), so a client holding its
 //     subscription_succeeded gets every event published after it. A run

@@ -267,7 +267,7 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func(
 		}),
 		resumes: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_wsnode_resumes_total",
-			Help: "Subscribes to a history channel by a page that connected with a resume id and had been written the channel's events: it is sent what followed them.",
+			Help: "Subscribes to a history channel by a page that connected with a resume id and had acknowledged the channel's events: it is sent what followed them.",
 		}),
 		replayed: f.NewCounter(prometheus.CounterOpts{
 			Name: "headcount_wsnode_replayed_events_total",

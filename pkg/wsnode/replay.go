@@ -17,8 +17,8 @@ import (
 // Rewind and resume: a subscriber of a history channel (apps.History) is
 // sent history entries after its subscription_succeeded, then the live
 // stream. One path serves both: replay reads the last Rewind entries, or,
-// for a page that connected with a resume id and was written the channel's
-// events before, those after the serial it was last written.
+// for a page that connected with a resume id and acknowledged the channel's
+// events before, those after the last serial it acknowledged.
 //
 // No gap and no reordering: enter marks the subscribe's wait (held) before
 // the socket is in the channel index, so from then on every live delivery
@@ -40,8 +40,10 @@ import (
 type held struct {
 	frames  []frame
 	serials []string
-	// over: the hold gave up; live deliveries are queued again.
-	over bool
+	// over: the hold gave up; live deliveries are queued again, from
+	// gapTo, the first serial it held.
+	over  bool
+	gapTo string
 }
 
 // replayRule is ch's history rule when a subscribe of s to it replays
@@ -52,8 +54,15 @@ func (s *socket) replayRule(ch string) (apps.History, bool) {
 }
 
 // resumable is the resume state of a socket that connected with a resume
-// id (socket.resume). Only the handler touches id, saved and loaded; mu
-// guards the rest (the socket's mu: it changes with the queue).
+// id (socket.resume). Only the handler touches id, saved and loaded; the
+// socket's mu guards the rest, since it changes with the queue.
+//
+// What counts as the page's is what it acknowledged, neither what was
+// queued nor what was written: a connection cut in a proxy, or a phone
+// gone quiet, swallows frames written into the kernel's buffers. Behind a
+// run of history events, the node queues a pusher:ping (checkpoints), and
+// pusher-js answers every ping with a pusher:pong, in order: a pong
+// acknowledges every frame queued before its ping.
 type resumable struct {
 	id string
 	// saved is the (app, id) state read from Redis once per connection,
@@ -61,51 +70,70 @@ type resumable struct {
 	saved  map[string]string
 	loaded bool
 
-	// pushed counts the frames ever queued on the socket, written those
-	// the link wrote whole; marks are the queued history events not yet
-	// written, by position.
-	pushed, written uint64
-	marks           []mark
-	// serials: channel -> the serial of its last event written to the
-	// socket; changed: those since the last checkpoint.
+	// queued: channel -> the serial of its last event queued; inFlight,
+	// what queued was when the ping awaiting its pong was queued (nil:
+	// none awaits one).
+	queued, inFlight map[string]string
+	// serials: channel -> the serial of its last event acknowledged;
+	// changed: those since the last checkpoint.
 	serials, changed map[string]string
 }
 
-type mark struct {
-	pos             uint64
-	channel, serial string
-}
-
 // markQueued notes (s.mu held) that the frame just queued is ch's event
-// serial, so its serial counts once the frame is written.
+// serial.
 func (s *socket) markQueued(ch, serial string) {
 	if r := s.resume; r != nil && serial != "" {
-		r.marks = append(r.marks, mark{pos: r.pushed, channel: ch, serial: serial})
+		if r.queued == nil {
+			r.queued = map[string]string{}
+		}
+		r.queued[ch] = serial
 	}
 }
 
-// wrote takes note of n more frames of s written whole. A frame counts
-// when written, not when queued: what a connection had queued when it
-// died is sent again on resume, never lost.
-func (s *socket) wrote(n int) {
+// pingLocked queues (s.mu held) a pusher:ping behind the history events
+// queued since the last acknowledged ping, unless one awaits its pong or
+// none was queued, and reports whether s must be woken. It is a delivery:
+// it counts against the same budget.
+func (s *socket) pingLocked() (wake bool) {
 	r := s.resume
-	if r == nil || n <= 0 {
+	if r.inFlight != nil || s.dead || !r.ahead() || !s.fitsLocked(pingFrame) {
+		return false
+	}
+	r.inFlight = maps.Clone(r.queued)
+	return s.push([]frame{pingFrame})
+}
+
+// ahead reports whether an event was queued past what was acknowledged.
+func (r *resumable) ahead() bool {
+	for ch, serial := range r.queued {
+		if r.serials[ch] != serial {
+			return true
+		}
+	}
+	return false
+}
+
+// ponged takes s's client's pusher:pong as the acknowledgement of every
+// frame queued before the ping it answers.
+func (s *socket) ponged() {
+	r := s.resume
+	if r == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r.written += uint64(n)
-	i := 0
-	for ; i < len(r.marks) && r.marks[i].pos <= r.written; i++ {
-		m := r.marks[i]
-		if r.serials == nil {
-			r.serials, r.changed = map[string]string{}, map[string]string{}
+	if r.inFlight == nil {
+		return // the client's own, unasked
+	}
+	if r.serials == nil {
+		r.serials, r.changed = map[string]string{}, map[string]string{}
+	}
+	for ch, serial := range r.inFlight {
+		if resume.After(serial, r.serials[ch]) {
+			r.serials[ch], r.changed[ch] = serial, serial
 		}
-		r.serials[m.channel], r.changed[m.channel] = m.serial, m.serial
 	}
-	if i > 0 {
-		r.marks = slices.Delete(r.marks, 0, i)
-	}
+	r.inFlight = nil
 }
 
 // awaitHistory starts s's hold of ch; enter calls it before s is in the
@@ -130,7 +158,10 @@ func (s *socket) holdLocked(f frame, ch, serial string) (holding, ok, wake bool)
 		h.frames, h.serials = append(h.frames, f), append(h.serials, serial)
 		return true, true, false
 	}
-	h.over = true
+	h.over, h.gapTo = true, serial
+	if len(h.serials) > 0 {
+		h.gapTo = h.serials[0]
+	}
 	s.node.m.rewindAbandoned.Inc()
 	s.node.log.Debug("a subscriber's replay held too many live events; the rest of its history is not sent, live events go on",
 		"socket_id", s.id, "channel", ch, "held", len(h.frames))
@@ -240,11 +271,7 @@ func (s *socket) replay(sc *scratch, ch string) error {
 		s.mu.Unlock()
 		return errSocketGone
 	}
-	over := w.hold.over
-	gapTo := ""
-	if over && len(w.hold.serials) > 0 {
-		gapTo = w.hold.serials[0]
-	}
+	over, gapTo := w.hold.over, w.hold.gapTo
 	ok, wake := true, false
 	if !over {
 		ok, wake = s.releaseLocked(w.hold, last)
@@ -296,7 +323,7 @@ func (s *socket) resumeFailed(sc *scratch, ch, lostFrom, lostTo string) error {
 }
 
 // resumeFrom is the serial a subscribe of s to ch resumes after, and
-// whether there is one: the last written on this connection, else the
+// whether there is one: the last acknowledged on this connection, else the
 // (app, id) state, read once per connection.
 func (s *socket) resumeFrom(ctx context.Context, ch string) (string, bool, error) {
 	r := s.resume
@@ -366,9 +393,11 @@ func (rs *resumers) remove(s *socket) {
 }
 
 // checkpoints saves, every tun.checkpointEvery until ctx ends, the serials
-// the resumable sockets were written since the last save: one round trip
-// per app. After a node's crash a page resumes from the last checkpoint,
-// so it may be sent again up to one interval of events it had.
+// the resumable sockets' clients acknowledged since the last save (one
+// round trip per app), then pings those with events not acknowledged. So
+// a page is sent again at most what it was queued in the last interval
+// and its round trip (its pong had not come), and after its node's crash
+// one interval more (the checkpoint had not come).
 func (a *App) checkpoints(ctx context.Context) {
 	t := time.NewTicker(a.tun.checkpointEvery)
 	defer t.Stop()
@@ -396,7 +425,16 @@ func (a *App) checkpoint(ctx context.Context) {
 		if len(changed) > 0 {
 			s.resume.changed = map[string]string{}
 		}
+		fits := !s.dead
+		wake := s.pingLocked()
+		fits = fits && !s.dead
 		s.mu.Unlock()
+		if wake {
+			a.send.push(s)
+		}
+		if !fits {
+			s.slowConsumer() // the ping did not fit
+		}
 		if len(changed) > 0 {
 			app := s.app.Load()
 			byApp[app] = append(byApp[app], resume.Save{ID: s.resume.id, Serials: changed, TTL: historyWindow(app)})
@@ -412,8 +450,8 @@ func (a *App) checkpoint(ctx context.Context) {
 	}
 }
 
-// saveResume writes s's exact state as it closes: a page that reconnects
-// is sent nothing twice.
+// saveResume writes what s's client acknowledged as it closes: a page that
+// reconnects is sent again only what it had not acknowledged.
 func (s *socket) saveResume() {
 	a := s.node
 	a.resumers.remove(s)

@@ -257,9 +257,6 @@ func (s *socket) push(one []frame) bool {
 		s.queue = append(s.queue, f)
 	}
 	s.queued += len(f)
-	if s.resume != nil {
-		s.resume.pushed++
-	}
 	wake := !s.scheduled
 	s.scheduled = true
 	return wake
@@ -309,7 +306,6 @@ func (s *socket) flush() {
 		a.m.batch.Observe(float64(len(batch)))
 		sent, pending, err := s.link.flush(batch)
 		a.m.sent.Add(float64(sent))
-		s.wrote(sent)
 		if pending {
 			a.m.waits.Inc()
 			return
@@ -327,7 +323,6 @@ func (s *socket) flush() {
 func (s *socket) flushDone(sent int, err error) {
 	a := s.node
 	a.m.sent.Add(float64(sent))
-	s.wrote(sent)
 	if err != nil {
 		a.m.errors[reasonWrite].Inc()
 		s.writeFailed()

@@ -353,6 +353,7 @@ func (s *socket) onFrame(sc *scratch) error {
 		return s.queueReply(pongFrame)
 	case protocol.EventPong:
 		a.m.received[framePong].Inc()
+		s.ponged()
 		return nil
 	case protocol.EventSubscribe:
 		a.m.received[frameSubscribe].Inc()

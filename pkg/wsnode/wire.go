@@ -167,3 +167,6 @@ func (sr *socketConn) send(p []byte) (int, error) {
 
 // pongFrame is the reply to every pusher:ping.
 var pongFrame = frameOf(protocol.Pong)
+
+// pingFrame asks a resumable page to acknowledge what it got (replay.go).
+var pingFrame = frameOf([]byte(`{"event":"pusher:ping","data":"{}"}`))

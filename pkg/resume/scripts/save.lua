@@ -1,4 +1,4 @@
--- save.lua: record the serials a connection was written, never moving a
+-- save.lua: record the serials a page acknowledged, never moving a
 -- channel's serial backwards.
 -- KEYS[1] the (app, id) hash (resume.keys.state)
 -- ARGV[1] the hash's TTL in ms, then channel, serial pairs
