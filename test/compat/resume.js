@@ -79,6 +79,7 @@ async function main() {
     for (const ch of channels) {
       const c = p.subscribe(ch);
       c.bind('seq', (d) => out({ c: name, ch, seq: d.seq }));
+      c.bind('headcount:resume_failed', (d) => out({ c: name, ch, failed: d }));
       c.bind('pusher:subscription_succeeded', () => subscribed(name, ch));
     }
     closers.push(() => p.disconnect());
@@ -89,7 +90,9 @@ async function main() {
     const e = new Echo({ broadcaster: 'pusher', Pusher, key: opts.key, ...options(pageId(name)) });
     for (const ch of channels) {
       // ".seq": the event's own name, not under Echo's App\Events namespace.
-      e.channel(ch).listen('.seq', (d) => out({ c: name, ch, seq: d.seq })).subscribed(() => subscribed(name, ch));
+      e.channel(ch).listen('.seq', (d) => out({ c: name, ch, seq: d.seq }))
+        .listen('.headcount:resume_failed', (d) => out({ c: name, ch, failed: d }))
+        .subscribed(() => subscribed(name, ch));
     }
     closers.push(() => e.disconnect());
   }

@@ -33,68 +33,96 @@ import (
 // a sequence number per channel at a steady rate through the httpapi.
 // During the run one wsnode is SIGKILLed (a new one takes its place) and
 // the other drained. The check, per client and channel: events arrive
-// in order, with no duplicate, and the loss is what was published from
-// the first event the client got to the end that never arrived.
+// in order, and the loss is what was published from the first event the
+// client got to the end that never arrived.
 //
-// resumeOn is the one switch: with resume off (today) the loss is
-// reported, not asserted; with it on, there must be none, and the
-// duplicates stay within resumeDupsPerReconnect per reconnect.
-var resumeOn = os.Getenv("HC_RESUME") == "1"
-
+// The channels resume-a and resume-b have a history (the apps file's
+// "resume-" prefix), so with every client connected by its id they
+// resume: there must be no loss, and the duplicates stay within
+// resumeDupsPerReconnect per reconnect. plain-a and plain-b have none:
+// delivery there is at most once, and the loss is measured, for
+// comparison (BenchmarkResume runs both).
 const (
 	// resumeRate is the events per second published on each channel.
 	resumeRate = 50
-	// resumeDupsPerReconnect bounds the duplicates with resume on: what a
-	// dead connection may have delivered unacknowledged. A placeholder
-	// (a second of a channel) until resume states its bound.
-	resumeDupsPerReconnect = resumeRate
+	// resumeDupsPerReconnect bounds the duplicates with resume on: a page
+	// resumes after what it acknowledged (a pong to the node's ping, every
+	// second), and after a wsnode's SIGKILL after the node's last
+	// checkpoint (every second): two seconds of both channels at most.
+	resumeDupsPerReconnect = 2 * resumeRate * 2
 	// resumePusherJS, resumeEcho: the clients of each kind.
 	resumePusherJS, resumeEcho = 4, 4
 )
 
-var resumeChannels = []string{"resume-a", "resume-b"}
+var (
+	resumeChannels = []string{"resume-a", "resume-b"}
+	plainChannels  = []string{"plain-a", "plain-b"}
+)
 
-// TestResume runs the harness for 10 s of publishing (about 30 s in
-// all); BenchmarkResume runs it longer and reports the loss.
+// TestResume runs the harness with resume on for 10 s of publishing
+// (about 30 s in all) and requires that no event is lost.
 func TestResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	t.Parallel()
-	r := runResume(t, 10*time.Second)
+	r := runResume(t, 10*time.Second, true)
 	r.check(t)
 	t.Log(r)
 }
 
-// BenchmarkResume runs the harness for 30 s of publishing (about 55 s),
-// with `go test -run '^$' -bench BenchmarkResume -benchtime 1x ./test/e2e/`.
+// BenchmarkResume runs the harness for 30 s of publishing, with resume
+// off (channels without history) and on (about 2 min in all), with
+// `go test -run '^$' -bench BenchmarkResume -benchtime 1x ./test/e2e/`.
 func BenchmarkResume(b *testing.B) {
-	for range b.N {
-		r := runResume(b, 30*time.Second)
-		r.check(b)
-		b.Log(r)
-		b.ReportMetric(float64(r.lost)/float64(max(1, r.reconnects)), "lost-events/cut")
-		b.ReportMetric(100*float64(r.lost)/float64(max(1, r.expected)), "lost-%")
-		b.ReportMetric(float64(r.reconnects), "reconnects")
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			for range b.N {
+				r := runResume(b, 30*time.Second, on)
+				r.check(b)
+				b.Log(r)
+				b.ReportMetric(float64(r.lost)/float64(max(1, r.reconnects)), "lost-events/cut")
+				b.ReportMetric(100*float64(r.lost)/float64(max(1, r.expected)), "lost-%")
+				b.ReportMetric(float64(r.dups), "duplicates")
+				b.ReportMetric(float64(r.toLiveAt(0.5).Milliseconds()), "reconnect-to-live-ms-p50")
+				b.ReportMetric(float64(r.reconnects), "reconnects")
+			}
+		})
 	}
 }
 
 // resumeResult is what one run measured, over every client and channel.
 type resumeResult struct {
+	on         bool
 	published  int // events published (per channel, summed)
 	expected   int // events due to the clients: in their windows
 	lost       int // of those, never received
 	dups       int // received again
 	disorder   []string
-	reconnects int // connections through the balancer past each client's first
-	cuts       int // of those, the balancer's cuts
+	missing    []string // the first lost events, to say which
+	failed     []string // the headcount:resume_failed received
+	reconnects int      // connections through the balancer past each client's first
+	cuts       int      // of those, the balancer's cuts
 	paths      []string
+	pathsAt    []time.Time // when each of paths came
+	// toLive are the reconnects' times from the request at the balancer
+	// to the client's subscription_succeeded on its last channel, which
+	// its replay follows in the same writes, sorted.
+	toLive []time.Duration
+}
+
+// toLiveAt is the q-quantile of toLive.
+func (r resumeResult) toLiveAt(q float64) time.Duration {
+	if len(r.toLive) == 0 {
+		return 0
+	}
+	return r.toLive[min(len(r.toLive)-1, int(q*float64(len(r.toLive))))]
 }
 
 func (r resumeResult) String() string {
-	return fmt.Sprintf("resume on=%v: %d events published, %d due to clients, %d lost (%.2f%%), %d duplicates, %d reconnects (the balancer cut %d connections; the SIGKILL and the drain ended others): %.1f events lost per reconnect",
-		resumeOn, r.published, r.expected, r.lost, 100*float64(r.lost)/float64(max(1, r.expected)), r.dups, r.reconnects, r.cuts,
-		float64(r.lost)/float64(max(1, r.reconnects)))
+	return fmt.Sprintf("resume on=%v: %d events published, %d due to clients, %d lost (%.2f%%), %d duplicates, %d reconnects (the balancer cut %d connections; the SIGKILL and the drain ended others): %.1f events lost per reconnect; reconnect to subscribed p50 %v, max %v",
+		r.on, r.published, r.expected, r.lost, 100*float64(r.lost)/float64(max(1, r.expected)), r.dups, r.reconnects, r.cuts,
+		float64(r.lost)/float64(max(1, r.reconnects)), r.toLiveAt(0.5), r.toLiveAt(1))
 }
 
 // check asserts what holds with resume off already, and no loss with it
@@ -109,11 +137,12 @@ func (r resumeResult) check(tb testing.TB) {
 	for _, kind := range []string{"/r/js-", "/r/echo-"} {
 		require.True(tb, slices.ContainsFunc(r.paths, func(p string) bool { return strings.Contains(p, kind) }), "no %s connection", kind)
 	}
-	if !resumeOn {
+	if !r.on {
 		require.Zero(tb, r.dups, "duplicates without resume")
 		return
 	}
-	require.Zero(tb, r.lost, "events lost with resume on")
+	require.Zero(tb, r.lost, "events lost with resume on: %v (resume_failed: %v)", r.missing, r.failed)
+	require.Empty(tb, r.failed, "resume_failed with a history that holds the whole run")
 	require.LessOrEqual(tb, r.dups, r.reconnects*resumeDupsPerReconnect, "duplicates with resume on")
 }
 
@@ -122,15 +151,21 @@ type resumeLog struct {
 	mu    sync.Mutex
 	ready chan struct{}
 	seqs  map[[2]string][]int
+	// failed are the headcount:resume_failed the clients got.
+	failed []string
+	// subs are the times (unix ms) of each client's subscription_succeeded.
+	subs map[string][]int64
 }
 
 func (l *resumeLog) read(sc *bufio.Scanner) {
 	for sc.Scan() {
 		var m struct {
-			Ready  *int   `json:"ready"`
-			Client string `json:"c"`
-			Chan   string `json:"ch"`
-			Seq    *int   `json:"seq"`
+			Ready  *int            `json:"ready"`
+			Client string          `json:"c"`
+			Chan   string          `json:"ch"`
+			Seq    *int            `json:"seq"`
+			Failed json.RawMessage `json:"failed"`
+			Sub    *int64          `json:"sub"`
 		}
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
@@ -139,6 +174,10 @@ func (l *resumeLog) read(sc *bufio.Scanner) {
 		switch {
 		case m.Ready != nil:
 			close(l.ready)
+		case m.Sub != nil:
+			l.subs[m.Client] = append(l.subs[m.Client], *m.Sub)
+		case m.Failed != nil:
+			l.failed = append(l.failed, m.Client+" "+m.Chan+" "+string(m.Failed))
 		case m.Seq != nil:
 			k := [2]string{m.Client, m.Chan}
 			l.seqs[k] = append(l.seqs[k], *m.Seq)
@@ -151,7 +190,7 @@ func (l *resumeLog) read(sc *bufio.Scanner) {
 func (l *resumeLog) caughtUp(last int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.seqs) < (resumePusherJS+resumeEcho)*len(resumeChannels) {
+	if len(l.seqs) < (resumePusherJS+resumeEcho)*len(resumeChannels) { // as many as plainChannels
 		return false
 	}
 	for _, s := range l.seqs {
@@ -162,16 +201,25 @@ func (l *resumeLog) caughtUp(last int) bool {
 	return true
 }
 
-// runResume runs the harness with publishing for publishFor.
-func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
+// runResume runs the harness with publishing for publishFor, on channels
+// with a history (on) or without.
+func runResume(tb testing.TB, publishFor time.Duration, on bool) resumeResult {
+	channels := plainChannels
+	if on {
+		channels = resumeChannels
+	}
 	compat := filepath.Join(repoRoot(tb), "test", "compat")
 	for _, pkg := range []string{"pusher-js", "laravel-echo"} {
 		if _, err := os.Stat(filepath.Join(compat, "node_modules", pkg, "package.json")); err != nil {
 			tb.Fatalf("%s is not installed in test/compat/node_modules: run `make test` (it runs npm ci there): %v", pkg, err)
 		}
 	}
+	appsFile := writeAppsFile(tb, []map[string]any{{
+		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
+		"history": []map[string]any{{"prefix": "resume-", "events": 10000, "seconds": 300}},
+	}})
 	srv := redistest.New(tb)
-	common := []string{"--redis", srv.URL()}
+	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(tb, "ws-a", common...), startWSNode(tb, "ws-b", common...)
 	for _, n := range []node{a, b} {
 		waitReady(tb, n.p, n.admin)
@@ -179,7 +227,7 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 	_, api := startAPI(tb, common...)
 
 	lb := newBalancer(tb, a.addr, b.addr)
-	var res resumeResult
+	res := resumeResult{on: on}
 	var mu sync.Mutex // guards res.paths
 	var cutting atomic.Bool
 	var cuts atomic.Int64
@@ -211,6 +259,7 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 		line, _, _ := strings.Cut(string(h), "\r\n")
 		mu.Lock()
 		res.paths = append(res.paths, line)
+		res.pathsAt = append(res.pathsAt, time.Now())
 		mu.Unlock()
 	}, cut)
 
@@ -218,7 +267,7 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 	tb.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "node", "resume.js", "--host", lb.Addr(), "--key", e2eAppKey,
 		"--pusher", strconv.Itoa(resumePusherJS), "--echo", strconv.Itoa(resumeEcho),
-		"--channels", strings.Join(resumeChannels, ","), "--max-seconds", strconv.Itoa(int(publishFor.Seconds())+90))
+		"--channels", strings.Join(channels, ","), "--max-seconds", strconv.Itoa(int(publishFor.Seconds())+90))
 	cmd.Dir = compat
 	stdin, err := cmd.StdinPipe()
 	require.NoError(tb, err)
@@ -227,7 +276,7 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 	stderr := &proctest.Buffer{}
 	cmd.Stderr = stderr
 	require.NoError(tb, cmd.Start())
-	log := &resumeLog{ready: make(chan struct{}), seqs: map[[2]string][]int{}}
+	log := &resumeLog{ready: make(chan struct{}), seqs: map[[2]string][]int{}, subs: map[string][]int64{}}
 	read := make(chan struct{})
 	go func() { log.read(bufio.NewScanner(stdout)); close(read) }()
 	stopClients := func() {
@@ -262,8 +311,8 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 		defer tick.Stop()
 		for seq := 1; time.Since(began) < publishFor; seq++ {
 			<-tick.C
-			batch := make([]pusher.Event, 0, len(resumeChannels))
-			for _, ch := range resumeChannels {
+			batch := make([]pusher.Event, 0, len(channels))
+			for _, ch := range channels {
 				batch = append(batch, pusher.Event{Channel: ch, Name: "seq", Data: map[string]int{"seq": seq}})
 			}
 			if _, err := api.TriggerBatch(batch); err == nil {
@@ -302,16 +351,18 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 	defer log.mu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
-	res.published = len(published) * len(resumeChannels)
+	res.published = len(published) * len(channels)
 	res.cuts = int(min(cuts.Load(), 1000))
 	res.reconnects = len(res.paths) - (resumePusherJS + resumeEcho)
+	res.failed = log.failed
+	res.toLive = reconnectToLive(res.paths, res.pathsAt, log.subs, len(channels))
 	var keys [][2]string
 	for i := range resumePusherJS + resumeEcho {
 		name := "js-" + strconv.Itoa(i)
 		if i >= resumePusherJS {
 			name = "echo-" + strconv.Itoa(i-resumePusherJS)
 		}
-		for _, ch := range resumeChannels {
+		for _, ch := range channels {
 			keys = append(keys, [2]string{name, ch})
 		}
 	}
@@ -338,9 +389,49 @@ func runResume(tb testing.TB, publishFor time.Duration) resumeResult {
 				res.expected++
 				if !got[s] {
 					res.lost++
+					if len(res.missing) < 20 {
+						res.missing = append(res.missing, fmt.Sprintf("%s %s %d", k[0], k[1], s))
+					}
 				}
 			}
 		}
 	}
 	return res
+}
+
+// reconnectToLive pairs each connection of a client past its first (its
+// request line names the client: "GET /r/<client>-<pid>-<random>/app/...")
+// with the client's subscription_succeeded that followed it on its last
+// channel, and returns the times between, sorted.
+func reconnectToLive(paths []string, at []time.Time, subs map[string][]int64, channels int) []time.Duration {
+	var out []time.Duration
+	seen := map[string]bool{}
+	for i, p := range paths {
+		rest, ok := strings.CutPrefix(p, "GET /r/")
+		if !ok {
+			continue
+		}
+		parts := strings.SplitN(rest, "-", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		client := parts[0] + "-" + parts[1]
+		if !seen[client] {
+			seen[client] = true // its first connection: not a reconnect
+			continue
+		}
+		from := at[i].UnixMilli()
+		n := 0
+		for _, ms := range subs[client] {
+			if ms < from {
+				continue
+			}
+			if n++; n == channels {
+				out = append(out, time.Duration(ms-from)*time.Millisecond)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
