@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,19 +167,25 @@ func TestReplayHoldBound(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	n.SetHoldLimit(2)
-	live := map[string]int{"kept-hold-under": 1, "kept-hold-over": 3}
+	// live: how many live events to publish during a replay of the channel.
+	live := map[string]*atomic.Int32{"kept-hold-under": {}, "kept-hold-over": {}, "kept-hold-resume": {}}
+	live["kept-hold-under"].Store(1)
+	live["kept-hold-over"].Store(3)
+	var abandoned atomic.Int32
 	n.OnReplayRead(func(ch string) { // on the socket's handler: assert, not require
-		for i := 10; i < 10+live[ch]; i++ {
+		k := int(live[ch].Load())
+		for i := 10; i < 10+k; i++ {
 			assert.NoError(t, n.Publish(context.Background(), appID, fanout.Message{Channel: ch, Event: "n", Data: strconv.Itoa(i), Keep: keptRule}))
 		}
-		if live[ch] > 2 {
+		if k > 2 {
+			want := float64(abandoned.Add(1))
 			assert.Eventually(t, func() bool {
-				return metricstest.Value(t, n.reg, "headcount_wsnode_replays_abandoned_total") == 1
+				return metricstest.Value(t, n.reg, "headcount_wsnode_replays_abandoned_total") == want
 			}, wait, tick)
 		}
 	})
 	n.run(t)
-	for ch := range live {
+	for _, ch := range []string{"kept-hold-under", "kept-hold-over"} {
 		publishN(t, n, ch, keptRule, 0, 10)
 	}
 	c, _ := n.connect(t)
@@ -188,6 +195,27 @@ func TestReplayHoldBound(t *testing.T) {
 	requireConsecutive(t, readNumbers(t, c, "kept-hold-over", 12), 10, 12)
 	pingPong(t, c)
 	require.Equal(t, 5.0, metricstest.Value(t, n.reg, "headcount_wsnode_replayed_events_total"))
+
+	// A resume given up is said: resume_failed from the page's serial to
+	// the first live event it got.
+	const id, ch = "page-hold-resume", "kept-hold-resume"
+	p, _ := n.dialResume(t, id)
+	subscribe(t, p, ch)
+	publishN(t, n, ch, keptRule, 0, 2)
+	requireConsecutive(t, readNumbers(t, p, ch, 1), 0, 1)
+	ackPing(t, p)
+	require.NoError(t, p.Close(websocket.StatusNormalClosure, ""))
+	saved := waitSaved(t, n.rdb(t), id, ch)
+	publishN(t, n, ch, keptRule, 2, 10)
+	live[ch].Store(3)
+	p, _ = n.dialResume(t, id)
+	subscribe(t, p, ch)
+	requireConsecutive(t, readNumbers(t, p, ch, 12), 10, 12)
+	f := readAnswering(t, p)
+	require.Equal(t, "headcount:resume_failed", f.Event, f.raw)
+	require.Equal(t, saved, f.data(t)["lost_from"])
+	require.NotEmpty(t, f.data(t)["lost_to"])
+	quiet(t, p)
 }
 
 // waitSaved waits until (app, id)'s saved serial of ch is the serial of
