@@ -72,7 +72,7 @@ func TestResume(t *testing.T) {
 }
 
 // BenchmarkResume runs the harness for 30 s of publishing, with resume
-// off (channels without history) and on (about 2 min in all), with
+// off (channels without history) and on (about 70 s in all), with
 // `go test -run '^$' -bench BenchmarkResume -benchtime 1x ./test/e2e/`.
 func BenchmarkResume(b *testing.B) {
 	for _, on := range []bool{false, true} {
