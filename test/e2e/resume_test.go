@@ -60,15 +60,22 @@ var (
 )
 
 // TestResume runs the harness with resume on for 10 s of publishing
-// (about 30 s in all) and requires that no event is lost.
+// (about 30 s in all) and requires that no event is lost, on one Redis
+// and on a 3-master Redis Cluster (the history and the resume state on
+// the app's shard, events by sharded pub/sub).
 func TestResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	t.Parallel()
-	r := runResume(t, 10*time.Second, true)
-	r.check(t)
-	t.Log(r)
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
+			t.Parallel()
+			r := runResume(t, 10*time.Second, true, cluster)
+			r.check(t)
+			t.Log(r)
+		})
+	}
 }
 
 // BenchmarkResume runs the harness for 30 s of publishing, with resume
@@ -78,7 +85,7 @@ func BenchmarkResume(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
 			for range b.N {
-				r := runResume(b, 30*time.Second, on)
+				r := runResume(b, 30*time.Second, on, false)
 				r.check(b)
 				b.Log(r)
 				b.ReportMetric(float64(r.lost)/float64(max(1, r.reconnects)), "lost-events/cut")
@@ -202,8 +209,8 @@ func (l *resumeLog) caughtUp(last int) bool {
 }
 
 // runResume runs the harness with publishing for publishFor, on channels
-// with a history (on) or without.
-func runResume(tb testing.TB, publishFor time.Duration, on bool) resumeResult {
+// with a history (on) or without, on one Redis or a Cluster.
+func runResume(tb testing.TB, publishFor time.Duration, on, cluster bool) resumeResult {
 	channels := plainChannels
 	if on {
 		channels = resumeChannels
@@ -218,8 +225,12 @@ func runResume(tb testing.TB, publishFor time.Duration, on bool) resumeResult {
 		"id": e2eAppID, "key": e2eAppKey, "secret": e2eAppSecret,
 		"history": []map[string]any{{"prefix": "resume-", "events": 10000, "seconds": 300}},
 	}})
-	srv := redistest.New(tb)
-	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
+	common := []string{"--apps-file", appsFile}
+	if cluster {
+		common = append(common, "--redis-cluster", redistest.NewCluster(tb).Seeds())
+	} else {
+		common = append(common, "--redis", redistest.New(tb).URL())
+	}
 	a, b := startWSNode(tb, "ws-a", common...), startWSNode(tb, "ws-b", common...)
 	for _, n := range []node{a, b} {
 		waitReady(tb, n.p, n.admin)
