@@ -323,15 +323,17 @@ func (s *socket) resumeFailed(sc *scratch, ch, lostFrom, lostTo string) error {
 }
 
 // resumeFrom is the serial a subscribe of s to ch resumes after, and
-// whether there is one: the last acknowledged on this connection, else the
-// (app, id) state, read once per connection.
+// whether there is one: the last queued on this connection (a subscribe
+// again after an unsubscribe; what was queued reaches the client first,
+// on the same connection), else the (app, id) state, read once per
+// connection.
 func (s *socket) resumeFrom(ctx context.Context, ch string) (string, bool, error) {
 	r := s.resume
 	if r == nil {
 		return "", false, nil
 	}
 	s.mu.Lock()
-	own := r.serials[ch]
+	own := r.queued[ch]
 	s.mu.Unlock()
 	if own != "" {
 		return own, true, nil

@@ -81,6 +81,16 @@ func ackPing(t *testing.T, c *websocket.Conn) {
 	quiet(t, c)
 }
 
+// subscribeAnswering subscribes c to ch as subscribe does, answering the
+// node's pings meanwhile.
+func subscribeAnswering(t *testing.T, c *websocket.Conn, ch string) {
+	t.Helper()
+	send(t, c, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+ch+`"}}`)
+	f := readAnswering(t, c)
+	require.Equal(t, "pusher_internal:subscription_succeeded", f.Event, f.raw)
+	require.Equal(t, ch, f.Channel)
+}
+
 // quiet requires that nothing but the node's pings is owed to c: a ping
 // of its own is answered next.
 func quiet(t *testing.T, c *websocket.Conn) {
@@ -140,7 +150,7 @@ func TestRewindRacingLive(t *testing.T) {
 					_ = n.Publish(context.Background(), appID, fanout.Message{Channel: ch, Event: "n", Data: strconv.Itoa(i), Keep: keptRule})
 				}
 			}()
-			subscribe(t, c, ch)
+			subscribeAnswering(t, c, ch)
 			<-done
 			last := before + racing - 1
 			got := readNumbers(t, c, ch, last)
@@ -200,7 +210,7 @@ func TestReplayHoldBound(t *testing.T) {
 	// the first live event it got.
 	const id, ch = "page-hold-resume", "kept-hold-resume"
 	p, _ := n.dialResume(t, id)
-	subscribe(t, p, ch)
+	subscribeAnswering(t, p, ch)
 	publishN(t, n, ch, keptRule, 0, 2)
 	requireConsecutive(t, readNumbers(t, p, ch, 1), 0, 1)
 	ackPing(t, p)
@@ -209,7 +219,7 @@ func TestReplayHoldBound(t *testing.T) {
 	publishN(t, n, ch, keptRule, 2, 10)
 	live[ch].Store(3)
 	p, _ = n.dialResume(t, id)
-	subscribe(t, p, ch)
+	subscribeAnswering(t, p, ch)
 	requireConsecutive(t, readNumbers(t, p, ch, 12), 10, 12)
 	f := readAnswering(t, p)
 	require.Equal(t, "headcount:resume_failed", f.Event, f.raw)
@@ -242,7 +252,7 @@ func TestResumeAfterClose(t *testing.T) {
 	each(t, func(t *testing.T, n *testNode) {
 		const id, ch = "page-resume-close", "kept-close"
 		c, _ := n.dialResume(t, id)
-		subscribe(t, c, ch)
+		subscribeAnswering(t, c, ch)
 		publishN(t, n, ch, keptRule, 0, 3)
 		requireConsecutive(t, readNumbers(t, c, ch, 2), 0, 2)
 		ackPing(t, c)
@@ -251,7 +261,7 @@ func TestResumeAfterClose(t *testing.T) {
 		publishN(t, n, ch, keptRule, 3, 7)
 
 		c, _ = n.dialResume(t, id)
-		subscribe(t, c, ch)
+		subscribeAnswering(t, c, ch)
 		requireConsecutive(t, readNumbers(t, c, ch, 6), 3, 6)
 		publishN(t, n, ch, keptRule, 7, 8)
 		requireConsecutive(t, readNumbers(t, c, ch, 7), 7, 7)
@@ -269,7 +279,7 @@ func TestResumeAfterNodeLost(t *testing.T) {
 	a, b := nodes[0].run(t), nodes[1].run(t)
 	const id, ch = "page-node-lost", "kept-lost"
 	c, _ := a.dialResume(t, id)
-	subscribe(t, c, ch)
+	subscribeAnswering(t, c, ch)
 	publishN(t, a, ch, keptRule, 0, 3)
 	requireConsecutive(t, readNumbers(t, c, ch, 2), 0, 2)
 	ackPing(t, c)
@@ -283,7 +293,7 @@ func TestResumeAfterNodeLost(t *testing.T) {
 	publishN(t, b, ch, keptRule, 5, 8)
 
 	c, _ = b.dialResume(t, id)
-	subscribe(t, c, ch)
+	subscribeAnswering(t, c, ch)
 	requireConsecutive(t, readNumbers(t, c, ch, 7), 3, 7) // 3 and 4 twice: after the checkpoint
 	quiet(t, c)
 }
@@ -297,7 +307,7 @@ func TestResumeFailedWhenTrimmed(t *testing.T) {
 	n := startNode(t).run(t)
 	const id, ch = "page-trimmed", "kept-small-trim"
 	c, _ := n.dialResume(t, id)
-	subscribe(t, c, ch)
+	subscribeAnswering(t, c, ch)
 	publishN(t, n, ch, keptSmallRule, 0, 1)
 	requireConsecutive(t, readNumbers(t, c, ch, 0), 0, 0)
 	ackPing(t, c)
@@ -306,7 +316,7 @@ func TestResumeFailedWhenTrimmed(t *testing.T) {
 	publishN(t, n, ch, keptSmallRule, 1, 6) // the history keeps 3, 4, 5
 
 	c, _ = n.dialResume(t, id)
-	subscribe(t, c, ch)
+	subscribeAnswering(t, c, ch)
 	f := readAnswering(t, c)
 	require.Equal(t, "headcount:resume_failed", f.Event, f.raw)
 	require.Equal(t, ch, f.Channel)
@@ -369,4 +379,23 @@ func TestResumeFollowsAuthorization(t *testing.T) {
 	pingPong(t, guess) // nothing came before the pong, not even a ping
 	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_replayed_events_total"))
 	require.Zero(t, metricstest.Value(t, n.reg, "headcount_wsnode_resumes_total"))
+}
+
+// TestResubscribeResumes: a page that leaves a history channel and
+// subscribes to it again on the same connection gets what was published
+// meanwhile, and nothing it was sent already (acknowledged or not).
+func TestResubscribeResumes(t *testing.T) {
+	t.Parallel()
+	n := startNode(t).run(t)
+	const ch = "kept-again"
+	c, _ := n.dialResume(t, "page-resubscribe")
+	subscribeAnswering(t, c, ch)
+	publishN(t, n, ch, keptRule, 0, 3)
+	requireConsecutive(t, readNumbers(t, c, ch, 2), 0, 2)
+	send(t, c, `{"event":"pusher:unsubscribe","data":{"channel":"`+ch+`"}}`)
+	quiet(t, c)
+	publishN(t, n, ch, keptRule, 3, 5)
+	subscribeAnswering(t, c, ch)
+	requireConsecutive(t, readNumbers(t, c, ch, 4), 3, 4)
+	quiet(t, c)
 }
