@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -194,19 +193,6 @@ func (s *Store) evict(ctx context.Context, app string) {
 		s.log.Warn("channel histories over their byte budget: the oldest events are removed early (--history-budget-mb)",
 			"app", app, "budget_bytes", s.budget, "removals_since_last_line", k)
 	}
-}
-
-// ErrSerial is the error for a serial that is not one.
-var ErrSerial = errors.New(`not a serial ("<ms>-<seq>")`)
-
-var serialPattern = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
-
-// CheckSerial reports whether s has a serial's form.
-func CheckSerial(s string) error {
-	if !serialPattern.MatchString(s) {
-		return fmt.Errorf("%q: %w", s, ErrSerial)
-	}
-	return nil
 }
 
 // Last returns the last n events of app's channel, oldest first: fewer if

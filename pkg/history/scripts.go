@@ -20,7 +20,7 @@ var (
 	// publishScript runs in a pipeline too (PublishBatch): EVALSHA, then
 	// EVAL for those that answered NOSCRIPT, which never ran.
 	publishScript = luascript.New(scriptFiles, "scripts/publish.lua", luascript.NowMs, prelude)
-	sinceScript   = luascript.New(scriptFiles, "scripts/since.lua")
+	sinceScript   = luascript.New(scriptFiles, "scripts/since.lua", luascript.StreamIDs)
 	evictScript   = luascript.New(scriptFiles, "scripts/evict.lua", prelude)
 )
 

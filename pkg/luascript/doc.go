@@ -2,7 +2,7 @@
 // script is its own file under the package's scripts/ and the named
 // preludes it is prepended with, in order, and nothing else is
 // concatenated into it. It holds the preludes more than one package needs
-// (NowMs).
+// (NowMs, StreamIDs).
 //
 // Guarantees:
 //   - A Script's source is its preludes' sources then its file, byte for

@@ -30,6 +30,13 @@ var nowMsSrc string
 // NowMs declares now_ms(): the shard's clock in unix ms.
 var NowMs = Prelude{Name: "now_ms", Src: nowMsSrc}
 
+//go:embed stream_ids.lua
+var streamIDsSrc string
+
+// StreamIDs declares stream_id_after(a, b): whether stream id a comes
+// after b.
+var StreamIDs = Prelude{Name: "stream_ids", Src: streamIDsSrc}
+
 // FilePrelude is a prelude made of the file at name in fsys, after head
 // (Lua made in Go that the file reads, or "").
 func FilePrelude(fsys fs.FS, name, file, head string) Prelude {

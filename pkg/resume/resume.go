@@ -5,8 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,7 +19,7 @@ var scriptFiles embed.FS
 // saveScript runs in a pipeline: always by EVAL (a few hundred bytes, at
 // most once a second per id), so a Redis that lost its script cache never
 // answers NOSCRIPT for a save that would then be missing.
-var saveScript = luascript.New(scriptFiles, "scripts/save.lua")
+var saveScript = luascript.New(scriptFiles, "scripts/save.lua", luascript.StreamIDs)
 
 // Store reads and writes the resume state. Its methods are safe for
 // concurrent use.
@@ -87,30 +85,4 @@ func (s *Store) Save(ctx context.Context, app string, saves []Save) error {
 		return fmt.Errorf("save the resume state of app %q: %w", app, err)
 	}
 	return nil
-}
-
-// After reports whether serial a comes after serial b: stream ids
-// "<ms>-<seq>", compared as two integers. A serial that is not one comes
-// before any that is, so a malformed one never hides a real one.
-func After(a, b string) bool {
-	am, as, aok := split(a)
-	bm, bs, bok := split(b)
-	switch {
-	case !aok || !bok:
-		return aok && !bok
-	case am != bm:
-		return am > bm
-	}
-	return as > bs
-}
-
-func split(serial string) (ms, seq uint64, ok bool) {
-	m, s, found := strings.Cut(serial, "-")
-	if !found {
-		return 0, 0, false
-	}
-	var err1, err2 error
-	ms, err1 = strconv.ParseUint(m, 10, 64)
-	seq, err2 = strconv.ParseUint(s, 10, 64)
-	return ms, seq, err1 == nil && err2 == nil
 }

@@ -53,13 +53,3 @@ func testSave(t *testing.T, rdb redis.UniversalClient) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
-
-func TestAfter(t *testing.T) {
-	t.Parallel()
-	require.True(t, After("10-0", "9-99"))
-	require.True(t, After("9-10", "9-9"), "numbers, not strings")
-	require.False(t, After("9-9", "9-9"))
-	require.False(t, After("9-9", "10-0"))
-	require.True(t, After("1-0", ""), "a serial comes after none")
-	require.False(t, After("", "1-0"))
-}

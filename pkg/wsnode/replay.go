@@ -129,7 +129,7 @@ func (s *socket) ponged() {
 		r.serials, r.changed = map[string]string{}, map[string]string{}
 	}
 	for ch, serial := range r.inFlight {
-		if resume.After(serial, r.serials[ch]) {
+		if history.After(serial, r.serials[ch]) {
 			r.serials[ch], r.changed[ch] = serial, serial
 		}
 	}
@@ -176,7 +176,7 @@ func (s *socket) holdLocked(f frame, ch, serial string) (holding, ok, wake bool)
 func (s *socket) releaseLocked(h *held, last string) (ok, wake bool) {
 	ch := s.pending.channel
 	for i, f := range h.frames {
-		if last != "" && !resume.After(h.serials[i], last) {
+		if last != "" && !history.After(h.serials[i], last) {
 			continue // read from the history already
 		}
 		if !s.fitsLocked(f) {

@@ -4,19 +4,8 @@
 -- KEYS[1] the channel's stream (history.Key)
 -- ARGV[1] the serial ('' : from the oldest held), ARGV[2] entries at most
 -- Returns {lost (0 or 1), entries...} as XRANGE gives them.
--- uses: none
+-- uses: stream_ids
 local key, since, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
-
--- later reports whether stream id a is after b (ids are two integers that
--- may pass 2^53, so they are compared as digit strings).
-local function later(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then return #am > #bm end
-  if am ~= bm then return am > bm end
-  if #as ~= #bs then return #as > #bs end
-  return as > bs
-end
 
 if redis.call('EXISTS', key) == 0 then
   return {since ~= '' and 1 or 0}
@@ -25,7 +14,7 @@ local lost = 0
 if since ~= '' then
   local info = redis.call('XINFO', 'STREAM', key)
   for i = 1, #info, 2 do
-    if info[i] == 'max-deleted-entry-id' and later(info[i + 1], since) then lost = 1 end
+    if info[i] == 'max-deleted-entry-id' and stream_id_after(info[i + 1], since) then lost = 1 end
   end
 end
 local entries
