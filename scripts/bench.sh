@@ -85,6 +85,7 @@ runs=(
 	"./test/e2e/ Load 1x"
 	"./test/e2e/ Recovery 1x"
 	"./test/e2e/ Transport 1x"
+	"./test/e2e/ Resume 1x"
 	"./test/e2e/ Peer 1x"
 )
 if [ "${PEER_ONLY:-}" = 1 ]; then
