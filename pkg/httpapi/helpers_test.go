@@ -68,6 +68,20 @@ func newTestApp(t testing.TB, common config.Common) (*App, *prometheus.Registry)
 	return a, reg
 }
 
+// eachRedis runs f on a single Redis and on a 3-master Cluster, with the
+// Common that points at it.
+func eachRedis(t *testing.T, f func(t *testing.T, common config.Common)) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		var common config.Common
+		if b.Cluster != nil {
+			common.RedisCluster = b.Cluster.Seeds()
+		} else {
+			common.Redis = b.Single.URL()
+		}
+		f(t, common)
+	})
+}
+
 // startServer runs an App until the test ends and checks that it stops cleanly.
 func startServer(t *testing.T, common config.Common) *testServer {
 	t.Helper()

@@ -12,7 +12,6 @@ import (
 	pusher "github.com/pusher/pusher-http-go/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/history"
 )
@@ -24,80 +23,72 @@ import (
 // On a single Redis and on a Cluster.
 func TestHistoryEndpoint(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"single", "cluster"} {
-		t.Run(mode, func(t *testing.T) {
-			var common config.Common
-			if mode == "single" {
-				common.Redis = redistest.New(t).URL()
-			} else {
-				common.RedisCluster = redistest.NewCluster(t).Seeds()
-			}
-			s := startServer(t, common)
-			c := s.pusherClient(t, appSecret)
-			const path = "/apps/" + appID + "/channels/chat-1/events"
-			read := func(q url.Values) historyPage {
-				t.Helper()
-				r := s.get(t, path, q)
-				require.Equal(t, http.StatusOK, r.code, r.body)
-				var p historyPage
-				require.NoError(t, json.Unmarshal([]byte(r.body), &p))
-				return p
-			}
-			require.Equal(t, historyPage{Events: []history.Event{}}, read(nil), "nothing published yet")
+	eachRedis(t, func(t *testing.T, common config.Common) {
+		s := startServer(t, common)
+		c := s.pusherClient(t, appSecret)
+		const path = "/apps/" + appID + "/channels/chat-1/events"
+		read := func(q url.Values) historyPage {
+			t.Helper()
+			r := s.get(t, path, q)
+			require.Equal(t, http.StatusOK, r.code, r.body)
+			var p historyPage
+			require.NoError(t, json.Unmarshal([]byte(r.body), &p))
+			return p
+		}
+		require.Equal(t, historyPage{Events: []history.Event{}}, read(nil), "nothing published yet")
 
-			for i := range 3 {
-				require.NoError(t, c.Trigger("chat-1", "e", map[string]int{"n": i}))
-			}
-			_, err := c.TriggerBatch([]pusher.Event{{Channel: "chat-1", Name: "b", Data: "x"}, {Channel: "other", Name: "b", Data: "y"}})
+		for i := range 3 {
+			require.NoError(t, c.Trigger("chat-1", "e", map[string]int{"n": i}))
+		}
+		_, err := c.TriggerBatch([]pusher.Event{{Channel: "chat-1", Name: "b", Data: "x"}, {Channel: "other", Name: "b", Data: "y"}})
+		require.NoError(t, err)
+
+		all := read(nil)
+		require.False(t, all.Lost)
+		require.False(t, all.More)
+		require.Len(t, all.Events, 3, "the channel's events: 3")
+		require.Equal(t, []string{`{"n":1}`, `{"n":2}`, "x"}, []string{all.Events[0].Data, all.Events[1].Data, all.Events[2].Data})
+
+		p := read(url.Values{"since": {all.Events[0].Serial}, "limit": {"1"}})
+		require.Equal(t, all.Events[1:2], p.Events)
+		require.True(t, p.More)
+		require.False(t, p.Lost)
+		p = read(url.Values{"since": {all.Events[1].Serial}})
+		require.Equal(t, all.Events[2:], p.Events)
+		require.False(t, p.More)
+		p = read(url.Values{"since": {"1-0"}})
+		require.True(t, p.Lost, "the first event was trimmed")
+		require.Equal(t, all.Events, p.Events)
+
+		for q, want := range map[string]string{
+			"limit=0":      "limit",
+			"limit=1001":   "limit",
+			"limit=x":      "limit",
+			"since=abc":    "since",
+			"since=1-2-3":  "since",
+			"since=-1":     "since",
+			"since=1-0%20": "since",
+		} {
+			v, err := url.ParseQuery(q)
 			require.NoError(t, err)
+			r := s.get(t, path, v)
+			require.Equal(t, http.StatusBadRequest, r.code, q)
+			require.Contains(t, r.body, want, q)
+		}
+		r := s.get(t, "/apps/"+appID+"/channels/other/events", nil)
+		require.Equal(t, http.StatusNotFound, r.code)
+		require.Contains(t, r.body, "has no history")
+		r = s.get(t, "/apps/"+appID+"/channels/chat-cache-x/events", nil)
+		require.Equal(t, http.StatusOK, r.code, "chat-cache-x is no cache channel")
 
-			all := read(nil)
-			require.False(t, all.Lost)
-			require.False(t, all.More)
-			require.Len(t, all.Events, 3, "the channel's events: 3")
-			require.Equal(t, []string{`{"n":1}`, `{"n":2}`, "x"}, []string{all.Events[0].Data, all.Events[1].Data, all.Events[2].Data})
-
-			p := read(url.Values{"since": {all.Events[0].Serial}, "limit": {"1"}})
-			require.Equal(t, all.Events[1:2], p.Events)
-			require.True(t, p.More)
-			require.False(t, p.Lost)
-			p = read(url.Values{"since": {all.Events[1].Serial}})
-			require.Equal(t, all.Events[2:], p.Events)
-			require.False(t, p.More)
-			p = read(url.Values{"since": {"1-0"}})
-			require.True(t, p.Lost, "the first event was trimmed")
-			require.Equal(t, all.Events, p.Events)
-
-			for q, want := range map[string]string{
-				"limit=0":      "limit",
-				"limit=1001":   "limit",
-				"limit=x":      "limit",
-				"since=abc":    "since",
-				"since=1-2-3":  "since",
-				"since=-1":     "since",
-				"since=1-0%20": "since",
-			} {
-				v, err := url.ParseQuery(q)
-				require.NoError(t, err)
-				r := s.get(t, path, v)
-				require.Equal(t, http.StatusBadRequest, r.code, q)
-				require.Contains(t, r.body, want, q)
-			}
-			r := s.get(t, "/apps/"+appID+"/channels/other/events", nil)
-			require.Equal(t, http.StatusNotFound, r.code)
-			require.Contains(t, r.body, "has no history")
-			r = s.get(t, "/apps/"+appID+"/channels/chat-cache-x/events", nil)
-			require.Equal(t, http.StatusOK, r.code, "chat-cache-x is no cache channel")
-
-			now := time.Now()
-			q := url.Values{"since": {all.Events[0].Serial}}
-			r = s.do(t, http.MethodGet, path, signed(http.MethodGet, path, q, nil, appKey, "wrong", now), nil)
-			require.Equal(t, http.StatusUnauthorized, r.code)
-			tampered := strings.Replace(signed(http.MethodGet, path, q, nil, appKey, appSecret, now), "since="+all.Events[0].Serial, "since="+all.Events[1].Serial, 1)
-			r = s.do(t, http.MethodGet, path, tampered, nil)
-			require.Equal(t, http.StatusUnauthorized, r.code, "a since changed after signing")
-		})
-	}
+		now := time.Now()
+		q := url.Values{"since": {all.Events[0].Serial}}
+		r = s.do(t, http.MethodGet, path, signed(http.MethodGet, path, q, nil, appKey, "wrong", now), nil)
+		require.Equal(t, http.StatusUnauthorized, r.code)
+		tampered := strings.Replace(signed(http.MethodGet, path, q, nil, appKey, appSecret, now), "since="+all.Events[0].Serial, "since="+all.Events[1].Serial, 1)
+		r = s.do(t, http.MethodGet, path, tampered, nil)
+		require.Equal(t, http.StatusUnauthorized, r.code, "a since changed after signing")
+	})
 }
 
 // FuzzHistoryQuery: whatever the query, parseHistoryQuery either refuses

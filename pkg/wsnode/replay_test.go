@@ -209,16 +209,10 @@ func TestReplayHoldBound(t *testing.T) {
 	// A resume given up is said: resume_failed from the page's serial to
 	// the first live event it got.
 	const id, ch = "page-hold-resume", "kept-hold-resume"
-	p, _ := n.dialResume(t, id)
-	subscribeAnswering(t, p, ch)
-	publishN(t, n, ch, keptRule, 0, 2)
-	requireConsecutive(t, readNumbers(t, p, ch, 1), 0, 1)
-	ackPing(t, p)
-	require.NoError(t, p.Close(websocket.StatusNormalClosure, ""))
-	saved := waitSaved(t, n.rdb(t), id, ch)
+	saved := leaveAcknowledged(t, n, id, ch, keptRule, 2)
 	publishN(t, n, ch, keptRule, 2, 10)
 	live[ch].Store(3)
-	p, _ = n.dialResume(t, id)
+	p, _ := n.dialResume(t, id)
 	subscribeAnswering(t, p, ch)
 	requireConsecutive(t, readNumbers(t, p, ch, 12), 10, 12)
 	f := readAnswering(t, p)
@@ -226,6 +220,19 @@ func TestReplayHoldBound(t *testing.T) {
 	require.Equal(t, saved, f.data(t)["lost_from"])
 	require.NotEmpty(t, f.data(t)["lost_to"])
 	quiet(t, p)
+}
+
+// leaveAcknowledged is a page of id that got ch's events 0 to k-1,
+// acknowledged them and closed; it returns the serial saved for it.
+func leaveAcknowledged(t *testing.T, n *testNode, id, ch string, rule apps.History, k int) string {
+	t.Helper()
+	c, _ := n.dialResume(t, id)
+	subscribeAnswering(t, c, ch)
+	publishN(t, n, ch, rule, 0, k)
+	requireConsecutive(t, readNumbers(t, c, ch, k-1), 0, k-1)
+	ackPing(t, c)
+	require.NoError(t, c.Close(websocket.StatusNormalClosure, ""))
+	return waitSaved(t, n.rdb(t), id, ch)
 }
 
 // waitSaved waits until (app, id)'s saved serial of ch is the serial of
@@ -251,16 +258,10 @@ func TestResumeAfterClose(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, n *testNode) {
 		const id, ch = "page-resume-close", "kept-close"
-		c, _ := n.dialResume(t, id)
-		subscribeAnswering(t, c, ch)
-		publishN(t, n, ch, keptRule, 0, 3)
-		requireConsecutive(t, readNumbers(t, c, ch, 2), 0, 2)
-		ackPing(t, c)
-		require.NoError(t, c.Close(websocket.StatusNormalClosure, ""))
-		waitSaved(t, n.rdb(t), id, ch)
+		leaveAcknowledged(t, n, id, ch, keptRule, 3)
 		publishN(t, n, ch, keptRule, 3, 7)
 
-		c, _ = n.dialResume(t, id)
+		c, _ := n.dialResume(t, id)
 		subscribeAnswering(t, c, ch)
 		requireConsecutive(t, readNumbers(t, c, ch, 6), 3, 6)
 		publishN(t, n, ch, keptRule, 7, 8)
@@ -306,16 +307,10 @@ func TestResumeFailedWhenTrimmed(t *testing.T) {
 	t.Parallel()
 	n := startNode(t).run(t)
 	const id, ch = "page-trimmed", "kept-small-trim"
-	c, _ := n.dialResume(t, id)
-	subscribeAnswering(t, c, ch)
-	publishN(t, n, ch, keptSmallRule, 0, 1)
-	requireConsecutive(t, readNumbers(t, c, ch, 0), 0, 0)
-	ackPing(t, c)
-	require.NoError(t, c.Close(websocket.StatusNormalClosure, ""))
-	saved := waitSaved(t, n.rdb(t), id, ch)
+	saved := leaveAcknowledged(t, n, id, ch, keptSmallRule, 1)
 	publishN(t, n, ch, keptSmallRule, 1, 6) // the history keeps 3, 4, 5
 
-	c, _ = n.dialResume(t, id)
+	c, _ := n.dialResume(t, id)
 	subscribeAnswering(t, c, ch)
 	f := readAnswering(t, c)
 	require.Equal(t, "headcount:resume_failed", f.Event, f.raw)
