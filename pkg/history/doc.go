@@ -23,7 +23,7 @@
 //     the app over budget removes the entries closest to expiring, up to
 //     EvictPerPublish, so the app's histories exceed the budget by at most
 //     the events published since they were last under it; each removal is
-//     counted in headcount_history_dropped_total{reason="budget"} and
+//     counted in headcount_history_dropped_total{app,reason="budget"} and
 //     logged, rate limited.
 //   - Lost is said, never silent: Since reports when events that followed
 //     the serial asked for are no longer held (Page.Lost), from the

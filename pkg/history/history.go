@@ -68,10 +68,9 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	s := &Store{keys: keys{opts.Keyspace}, rdb: rdb, budget: budget, log: log.Named("history"),
 		dropped: promauto.With(opts.Registerer).NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_history_dropped_total",
-			Help: "Events removed from channel histories before their channel's events or seconds said, by reason: budget (the app's histories were over --history-budget-mb).",
-		}, []string{"reason"}),
+			Help: "Events removed from an app's channel histories before their channel's events or seconds said, by reason: budget (the app's histories were over --history-budget-mb).",
+		}, []string{"app", "reason"}),
 	}
-	s.dropped.WithLabelValues("budget") // shown at 0 before the first drop
 	return s
 }
 
@@ -145,15 +144,18 @@ func (s *Store) Published(ctx context.Context, app string, p Publish) (string, e
 	if err != nil {
 		return "", err
 	}
+	// At 0 from the app's first event kept, so that the first drops
+	// show as an increase.
+	dropped := s.dropped.WithLabelValues(app, "budget")
 	if v, _ := p.Slice(); v[1] == int64(1) {
-		s.evict(ctx, app)
+		s.evict(ctx, app, dropped)
 	}
 	return id, nil
 }
 
 // evict removes up to EvictPerPublish entries of app's histories, the
 // closest to expiring first, while they are over the budget.
-func (s *Store) evict(ctx context.Context, app string) {
+func (s *Store) evict(ctx context.Context, app string, dropped prometheus.Counter) {
 	removed := 0
 	var err error
 	for range evictRounds {
@@ -179,7 +181,7 @@ func (s *Store) evict(ctx context.Context, app string) {
 		}
 	}
 	if removed > 0 {
-		s.dropped.WithLabelValues("budget").Add(float64(removed))
+		dropped.Add(float64(removed))
 	}
 	if removed == 0 && err == nil {
 		return

@@ -245,7 +245,7 @@ func TestBudget(t *testing.T) {
 		for i := range 10 {
 			require.NoError(t, bus.Publish(ctx, "a", fanout.Message{Channel: "chat-" + strconv.Itoa(i%3), Event: "e", Data: data(i), Keep: chat}))
 		}
-		require.Zero(t, metricstest.Value(t, reg, "headcount_history_dropped_total", "reason", "budget"), "the expired stream's bytes went first")
+		require.Zero(t, metricstest.Value(t, reg, "headcount_history_dropped_total", "app", "a", "reason", "budget"), "the expired stream's bytes went first")
 		n, err := store.Bytes(ctx, "a")
 		require.NoError(t, err)
 		require.Equal(t, int64(10*size), n)
@@ -257,7 +257,7 @@ func TestBudget(t *testing.T) {
 			require.NoError(t, err)
 			require.LessOrEqual(t, n, int64(10*size))
 		}
-		require.Equal(t, 30.0, metricstest.Value(t, reg, "headcount_history_dropped_total", "reason", "budget"))
+		require.Equal(t, 30.0, metricstest.Value(t, reg, "headcount_history_dropped_total", "app", "a", "reason", "budget"))
 		// Those held are the newest: none is older than one given up (by
 		// the millisecond, the serials' resolution across channels).
 		held, dropped := map[string]bool{}, uint64(0)

@@ -472,6 +472,23 @@ groups:
             them.
           runbook_url: https://github.com/headcount/headcount/blob/main/docs/OPERATIONS.md#headcountwebhooklogfull
 
+  - name: headcount-history
+    rules:
+      # An app's channel histories hold their byte budget
+      # (--history-budget-mb): their oldest events go before their
+      # channel's events or seconds say, so a page that resumes from one
+      # of them is told headcount:resume_failed instead of getting it.
+      - alert: HeadcountHistoryOverBudget
+        expr: sum without (reason) (increase(headcount_history_dropped_total{reason="budget"{{ $hcAnd }}}[10m])) > 0
+        annotations:
+          summary: An app's channel histories are over their byte budget
+          description: >-
+            The channel histories of app {{`{{ $labels.app }}`}} gave up
+            {{`{{ $value | humanize }}`}} events to their byte budget in the last 10 minutes
+            (replica {{ $pod }}): pages that resume from before them are told
+            headcount:resume_failed.
+          runbook_url: https://github.com/headcount/headcount/blob/main/docs/OPERATIONS.md#headcounthistoryoverbudget
+
   - name: headcount-apps
     rules:
       # The apps' source (file or database) cannot be read or holds invalid
