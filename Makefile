@@ -44,10 +44,11 @@ build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revis
 deps: ## Install what the tests need (redis-server, Node.js and test/compat's npm packages, chromium, postgresql, mariadb-server, prometheus); make run installs only redis-server
 	@bash scripts/ensure-deps.sh
 
-# The two longest packages are named first so that they start first: go test
-# runs packages in the order given, two at a time on two cores, and the
-# end-to-end package started last used to finish minutes after the rest.
-LONGEST_TESTS := ./test/e2e/ ./pkg/counts/
+# The longest packages are named first so that they start first: go test
+# runs packages in the order given, two at a time on two cores, and a long
+# one started last finishes alone after the rest (the end-to-end package
+# once by minutes; wsnode's 70 s since its replay tests).
+LONGEST_TESTS := ./test/e2e/ ./pkg/counts/ ./pkg/wsnode/ ./pkg/admission/ ./pkg/webhook/ ./pkg/appsdb/
 
 # Then the lock-order check: wsnode's and evloop.Conn's mutexes check their
 # order only when built with -tags lockorder (pkg/lockorder), so
