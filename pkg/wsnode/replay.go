@@ -427,15 +427,15 @@ func (a *App) checkpoint(ctx context.Context) {
 		if len(changed) > 0 {
 			s.resume.changed = map[string]string{}
 		}
-		fits := !s.dead
+		alive := !s.dead
 		wake := s.pingLocked()
-		fits = fits && !s.dead
+		cut := alive && s.dead // the ping did not fit
 		s.mu.Unlock()
 		if wake {
 			a.send.push(s)
 		}
-		if !fits {
-			s.slowConsumer() // the ping did not fit
+		if cut {
+			s.slowConsumer()
 		}
 		if len(changed) > 0 {
 			app := s.app.Load()
