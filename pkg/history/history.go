@@ -214,19 +214,19 @@ func (s *Store) Last(ctx context.Context, app, channel string, n int) ([]Event, 
 	return out, nil
 }
 
-// Page is what Since read.
+// Page is what Since read; as JSON, the body of GET .../events.
 type Page struct {
 	// Events follow the serial asked for, oldest first; never nil.
-	Events []Event
+	Events []Event `json:"events"`
 	// Lost: some events published after the serial are no longer in the
 	// history (trimmed by its events or seconds, removed for the budget,
 	// expired with an idle channel, or lost by Redis), so Events do not
 	// follow it without a gap. It is also set when the history cannot tell
 	// (it was started anew after the serial). Always false without a
 	// serial.
-	Lost bool
+	Lost bool `json:"lost"`
 	// More: limit was reached; read again from the last event's serial.
-	More bool
+	More bool `json:"more"`
 }
 
 // Since returns up to limit events of app's channel published after

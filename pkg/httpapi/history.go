@@ -44,18 +44,8 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 	return h, nil
 }
 
-// historyPage is the body of GET .../events: the events after since,
-// oldest first; lost when some that followed since are no longer held, so
-// the events do not follow it without a gap; more when limit cut the
-// page short (ask again with the last serial).
-type historyPage struct {
-	Events []history.Event `json:"events"`
-	Lost   bool            `json:"lost"`
-	More   bool            `json:"more"`
-}
-
 // getHistory serves GET /apps/{app_id}/channels/{channel_name}/events: a
-// page of the channel's history (package history).
+// page of the channel's history, history.Page as JSON.
 func (a *App) getHistory(w http.ResponseWriter, r *http.Request, req *apiRequest) {
 	name := r.PathValue("channel_name")
 	if err := protocol.ValidateChannelNameMax(name, req.app.ChannelNameLimit()); err != nil {
@@ -78,5 +68,5 @@ func (a *App) getHistory(w http.ResponseWriter, r *http.Request, req *apiRequest
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	httpx.WriteJSON(w, historyPage{Events: p.Events, Lost: p.Lost, More: p.More})
+	httpx.WriteJSON(w, p)
 }

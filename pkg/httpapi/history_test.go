@@ -27,15 +27,15 @@ func TestHistoryEndpoint(t *testing.T) {
 		s := startServer(t, common)
 		c := s.pusherClient(t, appSecret)
 		const path = "/apps/" + appID + "/channels/chat-1/events"
-		read := func(q url.Values) historyPage {
+		read := func(q url.Values) history.Page {
 			t.Helper()
 			r := s.get(t, path, q)
 			require.Equal(t, http.StatusOK, r.code, r.body)
-			var p historyPage
+			var p history.Page
 			require.NoError(t, json.Unmarshal([]byte(r.body), &p))
 			return p
 		}
-		require.Equal(t, historyPage{Events: []history.Event{}}, read(nil), "nothing published yet")
+		require.Equal(t, history.Page{Events: []history.Event{}}, read(nil), "nothing published yet")
 
 		for i := range 3 {
 			require.NoError(t, c.Trigger("chat-1", "e", map[string]int{"n": i}))
