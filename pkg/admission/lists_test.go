@@ -26,9 +26,11 @@ func TestLists(t *testing.T) {
 		const app = "app*[x]" // glob characters are matched literally
 		complete(t, rdb, app)
 		rules := map[string]Rule{
-			"presence-busy":  {Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
-			"presence-calm":  {Capacity: 2, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
-			"presence-brief": {Capacity: 1, Ticket: 300 * time.Millisecond, Grace: time.Hour, Dropout: time.Hour},
+			"presence-busy": {Capacity: 1, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
+			"presence-calm": {Capacity: 2, Ticket: time.Hour, Grace: time.Hour, Dropout: time.Hour},
+			// Long enough that the first listing below comes before it ends,
+			// which 300 ms was not on a loaded machine's Cluster.
+			"presence-brief": {Capacity: 1, Ticket: 2 * time.Second, Grace: time.Hour, Dropout: time.Hour},
 		}
 		rule := func(ch string) Rule { return rules[ch] }
 		got, err := g.Lists(ctx, app, 10, rule)
