@@ -44,10 +44,17 @@ build: ## Build bin/wsnode, bin/cleaner, bin/httpapi (stamped with the VCS revis
 deps: ## Install what the tests need (redis-server, Node.js and test/compat's npm packages, chromium, postgresql, mariadb-server, prometheus); make run installs only redis-server
 	@bash scripts/ensure-deps.sh
 
-# The longest packages are named first so that they start first: go test
-# runs packages in the order given, two at a time on two cores, and a long
-# one started last finishes alone after the rest (the end-to-end package
-# once by minutes; wsnode's 70 s since its replay tests).
+# The tests mostly wait, on Redis and on the processes they start: under
+# -race a unit package keeps about half a core busy and the end-to-end
+# package (most of its tests parallel, two at a time) about one. So one
+# package more than there are cores runs at a time, where go test's
+# default is one per core: on two cores the end-to-end package then holds
+# one slot of three, not one of two, and make test took 6 min 10 s, not
+# 8 min 21 s. (Four packages at a time, each running four tests at once,
+# overloaded two cores: tests waiting on a socket timed out.) The longest
+# packages are named first so that they start first: a long one started
+# last finishes alone after the rest.
+TEST_PACKAGES_AT_ONCE := $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 LONGEST_TESTS := ./test/e2e/ ./pkg/counts/ ./pkg/wsnode/ ./pkg/admission/ ./pkg/webhook/ ./pkg/appsdb/
 
 # Then the lock-order check: wsnode's and evloop.Conn's mutexes check their
@@ -55,7 +62,7 @@ LONGEST_TESTS := ./test/e2e/ ./pkg/counts/ ./pkg/wsnode/ ./pkg/admission/ ./pkg/
 # TestLockOrder and the checker's own tests run again so built (under a
 # minute on 2 cores, most of it building the package again).
 test: deps ## Run every test with -race against real Redis (installs deps first)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(LONGEST_TESTS) ./...
+	$(GO) test -race -count=1 -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $(LONGEST_TESTS) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags lockorder ./pkg/lockorder/
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags lockorder -run '^TestLockOrder$$' ./pkg/wsnode/
 

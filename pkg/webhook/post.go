@@ -107,9 +107,10 @@ func (t *target) settle(batch []*entry, err error) (ids []string) {
 		age := time.Since(time.UnixMilli(e.t))
 		if age >= t.d.opts.RetryWindow {
 			e.done = true
-			t.d.m.dropped.WithLabelValues(app, group, "expired").Inc()
+			// Logged before counted: whoever sees the count finds the line.
 			t.log.Error("webhook event given up after the retry window", "event", e.ev.Name, "channel", e.ev.Channel,
 				"user_id", e.ev.UserID, "id", e.id, "age", age.Round(time.Millisecond), "attempts", e.attempts, "error", err)
+			t.d.m.dropped.WithLabelValues(app, group, "expired").Inc()
 			ids = append(ids, e.id)
 			continue
 		}

@@ -43,6 +43,7 @@ func admissionCall(c *http.Client, addr, method, app, key, secret, channel, user
 // of the list is admitted and nobody jumps the queue; a waiter who stops
 // checking in is struck while one who checks in keeps the place.
 func TestAdmissionThroughReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

@@ -24,6 +24,7 @@ import (
 // deleted with 4001, each within 5 s of the write, by a wsnode and an
 // httpapi alike.
 func TestAppsFromSoketiTables(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		start  func(testing.TB) *dbtest.Server
@@ -118,6 +119,7 @@ func insertApp(keyColumn, id, key, secret string) string {
 // at start (here: not created yet) starts, is not ready and says why, and
 // gets ready once the table holds its apps, with no restart.
 func TestAppsDBNotReadyUntilLoaded(t *testing.T) {
+	t.Parallel()
 	db := dbtest.NewPostgres(t)
 	redis := redistest.New(t)
 	ws := node{addr: freeAddr(t), admin: freeAddr(t)}

@@ -23,6 +23,7 @@ import (
 // see (a symlink repointed in a directory not watched, as a change on a
 // network filesystem goes unseen).
 func TestNewAppServedAtFirstClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// source starts the source holding soketi's app-id/app-key, and

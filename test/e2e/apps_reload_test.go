@@ -47,6 +47,7 @@ func appsJSON(t *testing.T, list ...reloadApp) string {
 // new webhook is delivered; the broken file changes nothing, is counted as
 // a failed reload everywhere and leaves every process ready.
 func TestAppsReloadLive(t *testing.T) {
+	t.Parallel()
 	receiver := newHookReceiver(t, 0)
 	off := false
 	busy := reloadApp{ID: e2eAppID, Key: e2eAppKey, Secret: e2eAppSecret}

@@ -137,6 +137,7 @@ func TestUp(t *testing.T) {
 // did not have: no "counts reach Redis", no "subscriptions restored", no
 // "removed this node's counts". Loggers are named <binary>.<component>.
 func TestUnreachableRedisLogsNoSuccess(t *testing.T) {
+	t.Parallel()
 	dead := "redis://127.0.0.1:" + strings.Split(freeAddr(t), ":")[1]
 	ws := startWSNode(t, "ws-no-redis", "--redis", dead)
 	logText := func() string { b, _ := os.ReadFile(ws.p.log); return string(b) }

@@ -41,6 +41,7 @@ const (
 // admitted visitor's room line following the waiting list.
 // HC_SCREENSHOTS=1 writes docs/dashboard.png and docs/demo-room.png.
 func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end browser test: skipped with -short")
 	}

@@ -37,6 +37,7 @@ const (
 // the excluded socket_id, and terminate_connections closes a signed-in
 // user's sockets on both nodes with 4009.
 func TestHTTPAPIPublishAndTerminate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

@@ -130,6 +130,7 @@ func storm(t *testing.T, procs []httpapiProc, n int, query url.Values) []apiResp
 // (asserted with each process's metrics), and a replica that died holding
 // the lock delays the others by at most the lock TTL.
 func TestListingSingleFlight(t *testing.T) {
+	t.Parallel()
 	t.Run("single", func(t *testing.T) {
 		srv := redistest.New(t)
 		singleFlightScenario(t, srv.Client(t), srv.Client(t), "--redis", srv.URL())

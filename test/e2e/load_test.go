@@ -15,6 +15,7 @@ import (
 // all, every published event reaches every hot subscriber, and churn
 // replaces sockets without errors.
 func TestLoadTool(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

@@ -58,6 +58,7 @@ func (d *deployment) subscriptions(t *testing.T, channel string) int {
 // the cleaners' leases are each the deployment's own, and nothing is
 // written under the default prefix.
 func TestTwoDeploymentsShareRedis(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

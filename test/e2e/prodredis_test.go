@@ -24,6 +24,7 @@ func startAPI(t testing.TB, extra ...string) (node, *pusher.Client) {
 // redis-server that speaks TLS only and requires client certificates,
 // given the test CA and a client certificate by flags.
 func TestTLSRedis(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLSFiles(t)
 	srv := redistest.NewTLS(t, files, "yes")
 	common := []string{"--redis", srv.URL(), "--redis-tls-ca", files.CA, "--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ClientKey}
@@ -43,6 +44,7 @@ func TestTLSRedis(t *testing.T) {
 // subscribed), counts and the reaping of a SIGKILLed node work, and no
 // process logs the password.
 func TestPasswordClusterEndToEnd(t *testing.T) {
+	t.Parallel()
 	sc := redistest.NewSecureCluster(t, "headcount", "cluster-secret-1")
 	common := []string{"--redis-cluster", sc.URL()}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)

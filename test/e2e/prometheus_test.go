@@ -56,6 +56,7 @@ const promNamespace = "headcount-e2e"
 // variables at "All", must run, and return data (but those of notScraped),
 // and each variable's query its values.
 func TestPrometheusSeesTheCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

@@ -129,6 +129,7 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 // set: the count of the channel left occupied, its vacated twin, the
 // member who left.
 func TestReapSendsTheWebhooksOfALeave(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

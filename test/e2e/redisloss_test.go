@@ -50,6 +50,7 @@ func capacityCall(t *testing.T, addr, method, channel, what, body string) map[st
 // counts consistent. What the nodes cannot know is gone: a capacity set
 // through the API is, and the operator sets it again.
 func TestRedisLostItsData(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL()}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)

@@ -89,6 +89,7 @@ func requireAudit(t *testing.T, flags ...string) {
 // nothing; the pusher-js clients are all counted on the new nodes; and
 // `cleaner audit` finds the counts consistent.
 func TestRollingUpgradeOfWsnodes(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL()}
 	a, b := startRollingWSNode(t, "ws-a", common...), startRollingWSNode(t, "ws-b", common...)
@@ -141,6 +142,7 @@ func TestRollingUpgradeOfWsnodes(t *testing.T) {
 // within the fleet's bounds, as in TestRollingUpgradeOfWsnodes; the cleaner
 // reaps nothing and `cleaner audit` finds the counts consistent.
 func TestScaleWsnodesUpAndDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	common := []string{"--redis", srv.URL()}
 	a := startRollingWSNode(t, "ws-a", common...)

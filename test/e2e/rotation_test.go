@@ -236,6 +236,7 @@ func waitServed(t *testing.T, admins []string, old string) string {
 // for new sockets and the HTTP API, and a socket that connected with it
 // before the rotation is still served.
 func TestSecretRotationWithoutAGap(t *testing.T) {
+	t.Parallel()
 	const appID = "rot"
 	old, fresh := keyPair{"rot-old", "rot-old-secret"}, keyPair{"rot-new", "rot-new-secret"}
 	hooks := newRotationHooks(t, appID, old)

@@ -66,6 +66,7 @@ func churn(ctx context.Context, t *testing.T, addr, key string, sockets int, nam
 // is too small never holds more than it, and its receiver is told how many
 // events went missing.
 func TestAnonymousChurnKeepsTheLogInBudget(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

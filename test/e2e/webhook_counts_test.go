@@ -111,6 +111,7 @@ func (r *countReceiver) check(channel string, n int64) string {
 // its channel_vacated, and nothing about a channel follows its
 // channel_vacated until it is occupied again.
 func TestWebhookCountsAreRedis(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}

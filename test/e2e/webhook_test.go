@@ -139,6 +139,7 @@ func waitForLines(t *testing.T, timeout time.Duration, want []string, read func(
 // rest; a reload within the debounce sends nothing; every request passes
 // pusher-http-go's and the Node SDK's validation.
 func TestWebhooks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
@@ -289,6 +290,7 @@ func (r *batchHookReceiver) waitFor(t *testing.T, timeout time.Duration, want ..
 // channels' events come (the filter); every request carries the header
 // and passes pusher-http-go's and the Node SDK's validation.
 func TestWebhooksBatched(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
