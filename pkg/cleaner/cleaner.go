@@ -617,7 +617,11 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 		if !held() || ctx.Err() != nil {
 			return nil
 		}
-		forgot, err := a.reapEverywhere(ctx, held, c, reasonClosed, a.cfg.LivenessGrace)
+		apps, err := a.store.AppsOf(ctx, c.Node)
+		if err != nil {
+			return err
+		}
+		forgot, err := a.reapEverywhere(ctx, held, c, apps, reasonClosed, a.cfg.LivenessGrace)
 		if err != nil {
 			return err
 		}
@@ -639,21 +643,17 @@ const livenessBatch = 1000
 // trips' sum, and Redis still sees only a few scripts queued.
 const reapParallel = 8
 
-// reapEverywhere reaps the dead node c in every app it has a contribution
-// in, each reap re-checking atomically that its last-seen there is at
-// least age old (a node that wrote since is spared), then forgets its
-// node-level entry unless it wrote there since, and reports whether it
-// did. If any app spared it, the node stays a candidate and the next
+// reapEverywhere reaps the dead node c in each of apps, the apps it has a
+// contribution in (Store.AppsOf), each reap re-checking atomically that
+// its last-seen there is at least age old (a node that wrote since is
+// spared), then forgets its node-level entry unless it wrote there since,
+// and reports whether it did. If any app spared it, the node stays a candidate and the next
 // check looks again: a dying node's last heartbeat reaches its apps one
 // after another, so some may have been written after its node-level entry
 // and be younger than the grace for a moment; forgetting the node then
 // would leave those apps' counts to dead-after. A node that is alive
 // resubscribes and stops being a candidate.
-func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate, reason string, age time.Duration) (forgot bool, err error) {
-	apps, err := a.store.AppsOf(ctx, c.Node)
-	if err != nil {
-		return false, err
-	}
+func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate, apps []string, reason string, age time.Duration) (forgot bool, err error) {
 	sem := make(chan struct{}, reapParallel)
 	errs := make(chan error, len(apps))
 	var spared atomic.Bool

@@ -178,9 +178,21 @@ func (w *watcher) run(ctx context.Context, wt *watch) {
 			ended = time.Now()
 		}
 		if connected || refused(err) {
-			switch w.confirm(ctx, w.candidate(wt)) {
+			c := w.candidate(wt)
+			// The node's apps are read while Redis is asked whether it is
+			// dead, so its first reap script follows the confirmation at
+			// once: each round trip here waits behind whatever else Redis
+			// is serving, and a reap's first script is what reads wait for.
+			apps := make(chan appsRead, 1)
+			go func() {
+				list, err := w.a.store.AppsOf(ctx, c.Node)
+				apps <- appsRead{list, err}
+			}()
+			result := w.confirm(ctx, c)
+			read := <-apps // never left running past Stop
+			switch result {
 			case watchDead:
-				if w.reap(ctx, wt, ended) {
+				if w.reap(ctx, wt, ended, read) {
 					return
 				}
 			case "":
@@ -267,15 +279,26 @@ func (w *watcher) confirm(ctx context.Context, c counts.Candidate) string {
 	return result
 }
 
-// reap reaps a node confirmed dead in every app, sparing it wherever it
-// wrote after its watch ended (a node that came back), and reports whether
-// it is done (reaped and forgotten).
-func (w *watcher) reap(ctx context.Context, wt *watch, ended time.Time) bool {
+// appsRead is Store.AppsOf's answer.
+type appsRead struct {
+	apps []string
+	err  error
+}
+
+// reap reaps a node confirmed dead in every app it is in (apps, read as
+// its death was confirmed), sparing it wherever it wrote after its watch
+// ended (a node that came back), and reports whether it is done (reaped
+// and forgotten).
+func (w *watcher) reap(ctx context.Context, wt *watch, ended time.Time, apps appsRead) bool {
 	if !w.held() {
 		return false
 	}
 	c := w.candidate(wt)
-	forgot, err := w.a.reapEverywhere(ctx, w.held, c, reasonWatch, time.Since(ended))
+	err := apps.err
+	forgot := false
+	if err == nil {
+		forgot, err = w.a.reapEverywhere(ctx, w.held, c, apps.apps, reasonWatch, time.Since(ended))
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			w.a.log.Warn("reaping a node whose watch ended failed; retrying", "node", c.Node, "error", err)
