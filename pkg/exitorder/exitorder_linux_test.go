@@ -25,6 +25,9 @@ const plainSockets = 3000
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(childEnv); addr != "" {
+		if spec := os.Getenv(memEnv); spec != "" {
+			memChild(spec, addr)
+		}
 		child(addr)
 		return
 	}

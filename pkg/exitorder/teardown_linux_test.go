@@ -1,0 +1,108 @@
+package exitorder_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// memEnv makes the test binary a killed process holding memory: "<MiB>"
+// or "<MiB>,huge" (the memory advised onto 2 MiB pages), dialling the
+// address in childEnv once, then waiting to be killed.
+const memEnv = "EXITORDER_BENCH_MIB"
+
+// madvHugepage is MADV_HUGEPAGE, which package syscall does not name.
+const madvHugepage = 14
+
+func memChild(spec, addr string) {
+	mib, huge := spec, false
+	if s, ok := strings.CutSuffix(spec, ",huge"); ok {
+		mib, huge = s, true
+	}
+	n, err := strconv.Atoi(mib)
+	if err != nil {
+		os.Exit(2)
+	}
+	mem := make([]byte, n<<20)
+	if huge && n > 0 {
+		if err := syscall.Madvise(mem, madvHugepage); err != nil {
+			os.Exit(3)
+		}
+	}
+	for i := 0; i < len(mem); i += 4096 {
+		mem[i] = 1 // resident, as a heap in use is
+	}
+	c, err := net.Dial("tcp", addr) //nolint:gosec // G704: the loopback listener of the parent benchmark
+	if err != nil {
+		os.Exit(2)
+	}
+	_, _ = c.Write([]byte{1})
+	resident = mem
+	select {} // until killed
+}
+
+// resident keeps memChild's memory reachable until the process dies.
+var resident []byte
+
+// BenchmarkKillToFirstClose measures the kernel's part of learning of a
+// death: from SIGKILL of a process holding one connection until its peer
+// reads the close, for a process with 0, 50 and 200 MiB resident, and 200
+// MiB on 2 MiB pages. Linux frees a dying process's memory before it
+// closes any of its descriptors, so no placement of a connection (this
+// package) can make its close come sooner than that. Ten kills each; the
+// median is reported. Run it with
+//
+//	go test -run '^$' -bench KillToFirstClose -benchtime 1x ./pkg/exitorder/
+func BenchmarkKillToFirstClose(b *testing.B) {
+	for _, spec := range []string{"0", "50", "200", "200,huge"} {
+		b.Run("mib="+spec, func(b *testing.B) {
+			var times []time.Duration
+			for range b.N * 10 {
+				times = append(times, killToClose(b, spec))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
+			b.ReportMetric(float64(times[len(times)-1].Microseconds())/1000, "ms-max")
+		})
+	}
+}
+
+func killToClose(b *testing.B, spec string) time.Duration {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), memEnv+"="+spec, childEnv+"="+ln.Addr().String())
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+	c, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	one := make([]byte, 1)
+	if _, err := c.Read(one); err != nil { // the child's memory is resident once it writes
+		b.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Read(one); err == nil {
+		b.Fatal("read a byte from a killed process")
+	}
+	return time.Since(killed)
+}
