@@ -84,6 +84,7 @@ runs=(
 	"./test/e2e/ GetChannel|Listing100k $BENCHTIME"
 	"./test/e2e/ Load 1x"
 	"./test/e2e/ Recovery 1x"
+	"./pkg/exitorder/ KillToFirstClose 1x"
 	"./test/e2e/ Transport 1x"
 	"./test/e2e/ Resume 1x"
 	"./test/e2e/ Peer 1x"
