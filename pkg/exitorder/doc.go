@@ -16,6 +16,9 @@
 // sits past every descriptor the client sockets can take, and keeps the
 // duplicate until the connection closes: the socket's last reference is
 // then that high descriptor, and the socket closes among the first.
+// Placer.Above orders the placed ones too: a wsnode's Redis connections
+// go above its admin port's, so Redis learns of the death (its liveness
+// subscription closes) before a cleaner's watch ends and asks it.
 //
 // Guarantees:
 //   - a placed connection behaves as the one it wraps (deadlines, reads,

@@ -44,6 +44,16 @@ func New(maxSockets int, limit uint64, log hclog.Logger) Placer {
 // Floor is the lowest descriptor a placed connection takes; 0: none.
 func (p Placer) Floor() int { return p.floor }
 
+// Above returns a Placer whose floor is n descriptors above p's (n below
+// Reserve): what it places closes before what p places, as long as p's
+// connections number fewer than n.
+func (p Placer) Above(n int) Placer {
+	if p.floor != 0 {
+		p.floor += n
+	}
+	return p
+}
+
 // Conn returns c placed above the floor, or c itself when it cannot be.
 func (p Placer) Conn(c net.Conn) net.Conn {
 	if p.floor == 0 || c == nil {

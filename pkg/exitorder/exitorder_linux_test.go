@@ -17,8 +17,9 @@ import (
 )
 
 // childEnv makes the test binary the killed process: it dials the address
-// in the variable once unplaced ("early"), once placed, then plainSockets
-// times, and waits to be killed.
+// in the variable once unplaced ("early"), once placed, once placed by the
+// Placer's Above ("above"), then plainSockets times, and waits to be
+// killed.
 const childEnv = "EXITORDER_TEST_DIAL"
 
 const plainSockets = 3000
@@ -54,6 +55,7 @@ func child(addr string) {
 	p := exitorder.New(plainSockets, lim.Cur, nil)
 	dial("early")
 	keep = append(keep, p.Conn(dial("placed")))
+	keep = append(keep, p.Above(256).Conn(dial("above")))
 	for range plainSockets {
 		dial("plain")
 	}
@@ -62,8 +64,8 @@ func child(addr string) {
 
 // TestKillClosesPlacedFirst kills a process holding thousands of sockets
 // and reads, from one epoll set, the order their ends saw the FINs: the
-// placed connection's comes first, and the unplaced one opened first comes
-// late. This is the kernel behaviour the package relies on; if a kernel
+// connection placed above the others' floor comes first, the placed one
+// second, and the unplaced one opened first comes late. This is the kernel behaviour the package relies on; if a kernel
 // stops closing last-released first, this test says so.
 func TestKillClosesPlacedFirst(t *testing.T) {
 	proctest.RaiseFileLimit(t, 2*plainSockets+2048)
@@ -100,7 +102,7 @@ func TestKillClosesPlacedFirst(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	for len(conns) < plainSockets+2 {
+	for len(conns) < plainSockets+3 {
 		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
 		c, err := ln.Accept()
 		if err != nil {
@@ -156,9 +158,12 @@ func TestKillClosesPlacedFirst(t *testing.T) {
 			at[name] = i
 		}
 	}
-	t.Logf("of %d closes: placed %d, early %d", len(order), at["placed"], at["early"])
-	if at["placed"] != 0 {
-		t.Errorf("the placed connection closed %s, not first", ordinal(at["placed"]))
+	t.Logf("of %d closes: above %d, placed %d, early %d", len(order), at["above"], at["placed"], at["early"])
+	if at["above"] != 0 {
+		t.Errorf("the connection placed above closed %s, not first", ordinal(at["above"]))
+	}
+	if at["placed"] != 1 {
+		t.Errorf("the placed connection closed %s, not second", ordinal(at["placed"]))
 	}
 	if at["early"] < len(order)/2 {
 		t.Errorf("the unplaced connection opened first closed %s of %d: the kernel no longer closes the last released first, and placing may not be needed", ordinal(at["early"]), len(order))
@@ -179,6 +184,9 @@ func TestPlacedCloseReachesPeer(t *testing.T) {
 	p := exitorder.New(2048, 1<<20, nil)
 	if p.Floor() != 2048+1024 {
 		t.Fatalf("floor %d, want %d", p.Floor(), 2048+1024)
+	}
+	if p.Above(128).Floor() != 2048+1024+128 || (exitorder.Placer{}).Above(128).Floor() != 0 {
+		t.Fatal("Above moved the floor wrongly, or gave the zero Placer one")
 	}
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

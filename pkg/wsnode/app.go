@@ -207,15 +207,18 @@ func New(opts Options) (_ *App, err error) {
 	maxSockets := a.socketCap()
 	// The connections that tell the cleaners of this process's death
 	// (Redis's, the admin port's) go above every client socket, so a
-	// kill closes them first, not after the client sockets.
+	// kill closes them first, not after the client sockets; Redis's above
+	// the admin port's, so Redis has dropped the liveness subscription by
+	// the time a cleaner's watch ends and it asks.
 	limit, _ := config.OpenFileLimit()
 	first := exitorder.New(maxSockets, limit, a.log.Named("exitorder"))
+	adminFirst, redisFirst := first, first.Above(adminDescriptors)
 	common := cfg.Common
 	common.RedisLogger, common.RedisRegisterer = a.log, a.reg // the Redis files' reloads
 	if a.rdb, err = redisx.NewClient(common); err != nil {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
-	redisx.WrapConns(a.rdb, first.Conn)
+	redisx.WrapConns(a.rdb, redisFirst.Conn)
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
 	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
@@ -234,7 +237,7 @@ func New(opts Options) (_ *App, err error) {
 		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
-		a.admin.WrapListener(first.Listener)
+		a.admin.WrapListener(adminFirst.Listener)
 		a.life.Defer(a.admin.Close)
 	}
 	a.advertised = a.advertise()
@@ -264,6 +267,13 @@ func New(opts Options) (_ *App, err error) {
 
 	return a, nil
 }
+
+// adminDescriptors is how many of the admin port's connections (the
+// cleaners' watches, scrapes, probes) are placed below Redis's
+// (exitorder.Placer.Above); past that they interleave, and a watch may
+// end before Redis's liveness subscription closes, which the cleaner's
+// confirmation then waits out.
+const adminDescriptors = 128
 
 // socketCap is the cap on connections open on the WebSocket port:
 // --max-sockets if positive, else derived from the open-file limit (no cap
