@@ -20,7 +20,8 @@ import (
 // TestPropertyReceiverSeesRedis: three nodes change subscriptions and
 // presence memberships of a few channels at random, flushing at random
 // (as coalesced flushes do), a node now and then leaving gracefully, while
-// a deliverer posts to a receiver that fails a fifth of its requests.
+// a deliverer posts to a receiver that fails a fifth of its requests (at
+// most three times each).
 // Whatever the interleaving, once changes stop the receiver's last word on
 // every channel and member is what Redis holds, its events of a channel
 // alternate occupied and vacated from occupied, a member's alternate added
@@ -41,7 +42,11 @@ func propertyReceiver(t *testing.T, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 0))
 	f := newFixture(t, redistest.New(t).Client(t))
 	failRnd := rand.New(rand.NewPCG(seed, 1)) // the receiver calls fail under its lock
-	f.rcv.fail = func(string) bool { return failRnd.IntN(5) == 0 }
+	// At most three failures of one line: a longer run of the generator's
+	// draws landing on one retried event (six in a row once, in CI) backs
+	// it off past the wait below, and the test is about interleavings, not
+	// the retry schedule (TestRetries has that).
+	f.rcv.fail = func(line string) bool { return f.rcv.tries[line] <= 3 && failRnd.IntN(5) == 0 }
 	f.start(t, "r1", Options{Debounce: 30 * time.Millisecond})
 	ctx := context.Background()
 	store := counts.NewStore(f.rdb, keyspace.Space{})
