@@ -208,17 +208,16 @@ func New(opts Options) (_ *App, err error) {
 	// The connections that tell the cleaners of this process's death
 	// (Redis's, the admin port's) go above every client socket, so a
 	// kill closes them first, not after the client sockets; Redis's above
-	// the admin port's, so Redis has dropped the liveness subscription by
-	// the time a cleaner's watch ends and it asks.
+	// the admin port's, so the liveness subscription closes before a
+	// cleaner's watch ends and the cleaner asks Redis.
 	limit, _ := config.OpenFileLimit()
 	first := exitorder.New(maxSockets, limit, a.log.Named("exitorder"))
-	adminFirst, redisFirst := first, first.Above(adminDescriptors)
 	common := cfg.Common
 	common.RedisLogger, common.RedisRegisterer = a.log, a.reg // the Redis files' reloads
 	if a.rdb, err = redisx.NewClient(common); err != nil {
 		return nil, fmt.Errorf("wsnode: %w", err)
 	}
-	redisx.WrapConns(a.rdb, redisFirst.Conn)
+	redisx.WrapConns(a.rdb, first.Above(adminDescriptors).Conn)
 	a.life.Defer(func() { _ = a.rdb.Close() }) // Run closes it first, to report the error
 	ks := keyspace.New(cfg.RedisPrefix)
 	a.store = counts.NewStore(a.rdb, ks)
@@ -237,7 +236,7 @@ func New(opts Options) (_ *App, err error) {
 		if a.admin, err = lifecycle.Listen(cfg.AdminAddr, admin, lifecycle.AdminTimeouts); err != nil {
 			return nil, fmt.Errorf("wsnode: listen --admin-addr %s: %w", cfg.AdminAddr, err)
 		}
-		a.admin.WrapListener(adminFirst.Listener)
+		a.admin.WrapListener(first.Listener)
 		a.life.Defer(a.admin.Close)
 	}
 	a.advertised = a.advertise()
