@@ -417,6 +417,23 @@ func TestAdvertiseHost(t *testing.T) {
 	}
 }
 
+// TestExitAnchor: --exit-anchor is on unless the environment or the flag
+// turns it off, the flag winning.
+func TestExitAnchor(t *testing.T) {
+	c, err := ParseWSNode(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	require.True(t, c.ExitAnchor)
+	off := env(map[string]string{"HEADCOUNT_EXIT_ANCHOR": "false"})
+	c, err = ParseWSNode(nil, off, io.Discard)
+	require.NoError(t, err)
+	require.False(t, c.ExitAnchor)
+	c, err = ParseWSNode([]string{"--exit-anchor=true"}, off, io.Discard)
+	require.NoError(t, err)
+	require.True(t, c.ExitAnchor, "the flag wins")
+	_, err = ParseWSNode([]string{"--exit-anchor=maybe"}, env(nil), io.Discard)
+	require.ErrorContains(t, err, "--exit-anchor")
+}
+
 // TestHistoryBudget: --history-budget-mb defaults to history's budget,
 // the environment and the flag set it in that order, and a value out of
 // bounds is refused before anything dials.

@@ -4,16 +4,22 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/headcount/headcount/pkg/exitorder"
 )
 
-// memEnv makes the test binary a killed process holding memory: "<MiB>"
-// or "<MiB>,huge" (the memory advised onto 2 MiB pages), dialling the
+// memEnv makes the test binary a killed process holding memory: "<MiB>",
+// "<MiB>,huge" (the memory advised onto 2 MiB pages) or "<MiB>,anchor"
+// (with an exit anchor), dialling the
 // address in childEnv once, then waiting to be killed.
 const memEnv = "EXITORDER_BENCH_MIB"
 
@@ -24,6 +30,12 @@ func memChild(spec, addr string) {
 	mib, huge := spec, false
 	if s, ok := strings.CutSuffix(spec, ",huge"); ok {
 		mib, huge = s, true
+	}
+	if s, ok := strings.CutSuffix(spec, ",anchor"); ok {
+		mib = s
+		if _, err := exitorder.HoldMemory("exitorder-test", hclog.NewNullLogger()); err != nil {
+			os.Exit(4)
+		}
 	}
 	n, err := strconv.Atoi(mib)
 	if err != nil {
@@ -52,16 +64,20 @@ var resident []byte
 
 // BenchmarkKillToFirstClose measures the kernel's part of learning of a
 // death: from SIGKILL of a process holding one connection until its peer
-// reads the close, for a process with 0, 50 and 200 MiB resident, and 200
-// MiB on 2 MiB pages. Linux frees a dying process's memory before it
-// closes any of its descriptors, so no placement of a connection (this
-// package) can make its close come sooner than that. Ten kills each; the
-// median is reported. Run it with
+// reads the close, for a process with 0, 50 and 200 MiB resident, 200 MiB
+// on 2 MiB pages, and 50 and 200 MiB with an exit anchor (HoldMemory).
+// Linux frees a dying process's memory before it closes any of its
+// descriptors, so no placement of a connection can make its close come
+// sooner than that; an anchor, holding the memory, can. Ten kills each;
+// the median is reported. Run it with
 //
 //	go test -run '^$' -bench KillToFirstClose -benchtime 1x ./pkg/exitorder/
 func BenchmarkKillToFirstClose(b *testing.B) {
-	for _, spec := range []string{"0", "50", "200", "200,huge"} {
+	for _, spec := range []string{"0", "50", "200", "200,huge", "50,anchor", "200,anchor"} {
 		b.Run("mib="+spec, func(b *testing.B) {
+			if strings.HasSuffix(spec, ",anchor") && runtime.GOARCH != "amd64" {
+				b.Skip("no exit anchor on " + runtime.GOARCH)
+			}
 			var times []time.Duration
 			for range b.N * 10 {
 				times = append(times, killToClose(b, spec))

@@ -33,6 +33,9 @@ const (
 	// headcountGoroutine is headcount with --transport goroutine: the
 	// transport that serves each socket on a goroutine of its own.
 	headcountGoroutine = "headcount-goroutine"
+	// headcountUnanchored is headcount with --exit-anchor=false: a killed
+	// node's connections close only once the kernel has freed its memory.
+	headcountUnanchored = "headcount-unanchored"
 )
 
 // BenchmarkPeer runs the same measures against headcount and soketi in
@@ -255,7 +258,7 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 	srv := redistest.New(b)
 	c := cluster{rdb: srv.Client(b), srv: srv, all: []int{srv.PID()}}
 	switch kind {
-	case headcountServer, headcountGoroutine:
+	case headcountServer, headcountGoroutine, headcountUnanchored:
 		quiet := []string{"--redis", srv.URL(), "--log-level", "warn"}
 		for i := range 2 {
 			cl := startDefault(b, "cleaner-"+strconv.Itoa(i), "cleaner", quiet...)
@@ -287,10 +290,13 @@ func startCluster(b *testing.B, kind string, nodes int) cluster {
 func startNode(b *testing.B, kind string, srv *redistest.Server, id string) node {
 	b.Helper()
 	switch kind {
-	case headcountServer, headcountGoroutine:
+	case headcountServer, headcountGoroutine, headcountUnanchored:
 		args := []string{"--redis", srv.URL(), "--log-level", "warn", "--node-id", "n" + id}
-		if kind == headcountGoroutine {
+		switch kind {
+		case headcountGoroutine:
 			args = append(args, "--transport", config.TransportGoroutine)
+		case headcountUnanchored:
+			args = append(args, "--exit-anchor=false")
 		}
 		n := startDefault(b, "ws-"+id, "wsnode", args...)
 		waitReady(b, n.p, n.admin)

@@ -29,6 +29,9 @@ import (
 //     allows, ten to a channel (its sockets metric says how many): the
 //     counts read exact from the reap's first script, whatever the node
 //     held.
+//   - sigkill-large-unanchored: sigkill-large with --exit-anchor=false, so
+//     the figure beside it shows what the anchor saves (package
+//     exitorder's HoldMemory).
 //   - sigstop: 10 nodes of 1,000 hung (SIGSTOP: no FIN, the watch and
 //     Redis's connection stay open), which only the heartbeat's age tells:
 //     dead-after and the next scan.
@@ -44,16 +47,20 @@ func BenchmarkRecovery(b *testing.B) {
 	sizes := recoverySizes(b)
 	measures := []struct {
 		name string
+		kind string
 		recoverySize
 		sig syscall.Signal
 	}{
-		{"sigkill", sizes[0], syscall.SIGKILL},
-		{"sigkill-large", sizes[1], syscall.SIGKILL},
-		{"sigstop", recoverySize{sockets: sizes[0].sockets, kills: sizes[1].kills}, syscall.SIGSTOP},
+		{"sigkill", headcountServer, sizes[0], syscall.SIGKILL},
+		{"sigkill-large", headcountServer, sizes[1], syscall.SIGKILL},
+		// The same without the exit anchor, in the same run: the kernel
+		// frees the node's memory before its connections close.
+		{"sigkill-large-unanchored", headcountUnanchored, sizes[1], syscall.SIGKILL},
+		{"sigstop", headcountServer, recoverySize{sockets: sizes[0].sockets, kills: sizes[1].kills}, syscall.SIGSTOP},
 	}
 	for _, m := range measures {
 		b.Run(m.name, func(b *testing.B) {
-			for _, x := range recoveryMetrics(recovery(b, headcountServer, m.sockets, m.kills, m.sig), m.sockets) {
+			for _, x := range recoveryMetrics(recovery(b, m.kind, m.sockets, m.kills, m.sig), m.sockets) {
 				b.ReportMetric(x.value, x.unit)
 			}
 		})

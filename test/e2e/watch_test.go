@@ -41,11 +41,14 @@ func watchKillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", 2, 10*time.Second)
 	checkDeathAnnouncedFirst(t, victim)
 
+	anchor := checkAnchored(t, victim)
+
 	victim.p.kill(t)
 	killed := time.Now()
 	waitRedisCounts(t, store, want, 5*time.Second)
 	t.Logf("SIGKILLed node gone from the counts after %v (liveness interval and grace 20 s, dead-after 60 s)", time.Since(killed).Round(time.Millisecond))
 	waitReaped(t, cl.admin, "watch_ended")
+	waitGone(t, anchor)
 	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watch_ends_total", 1, 2*time.Second, "result", "dead")
 	if n := metricSum(cl.admin, "headcount_cleaner_watch_ends_total", "result", "alive"); n != 0 {
 		t.Fatalf("watch_ends_total{result=alive} = %v: the live node's watch ended", n)
@@ -146,4 +149,55 @@ func checkDeathAnnouncedFirst(t *testing.T, n node) {
 			t.Fatalf("%s: a Redis or admin connection at fd %d, below a client socket at %d (all: %v): a kill would close it late", n.p.name, fd, clients, others)
 		}
 	}
+}
+
+// checkAnchored checks that n has its exit anchor (package exitorder): a
+// child process named wsnode-anchor holding only a pidfd, so a kill of n
+// closes its connections before the kernel frees its memory. It returns
+// the anchor's pid.
+func checkAnchored(t *testing.T, n node) int {
+	t.Helper()
+	parent := strconv.Itoa(n.p.cmd.Process.Pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || procStatus(pid, "PPid") != parent || procStatus(pid, "Name") != "wsnode-anchor" {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + e.Name() + "/fd")
+		if len(fds) != 1 {
+			t.Fatalf("%s's exit anchor (pid %d) holds %d descriptors, want its pidfd alone", n.p.name, pid, len(fds))
+		}
+		return pid
+	}
+	t.Fatalf("%s (pid %s) has no exit anchor: no child process named wsnode-anchor", n.p.name, parent)
+	return 0
+}
+
+// waitGone waits until process pid has exited (a zombie counts: its new
+// parent reaps it).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if state := procStatus(pid, "State"); state == "" || strings.HasPrefix(state, "Z") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs 10 s after its parent was killed", pid)
+		}
+	}
+}
+
+// procStatus is field of /proc/<pid>/status ("" once pid is gone).
+func procStatus(pid int, field string) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
