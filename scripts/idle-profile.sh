@@ -46,7 +46,7 @@ env "${env[@]}" timeout 600 "$WSNODE" --redis "redis://127.0.0.1:$REDIS_PORT/0" 
 	--admin-addr "$ADMIN" --node-id idle-profile --max-sockets $((SOCKETS + 1000)) >"$OUT/wsnode.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "http://$ADMIN/readyz" >/dev/null && break; sleep 0.2; done
-pid=$(pgrep -f "^$WSNODE --redis")
+pid=$(pgrep -P "${pids[-1]}") # timeout's child: the node (its exit anchor has the same command line)
 
 memstats() { curl -s "http://$ADMIN/debug/pprof/heap?gc=1&debug=1" | grep '^# '; }
 rss() { awk '/^VmRSS/ {print $2 * 1024}' "/proc/$pid/status"; }
