@@ -14,41 +14,49 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/pkg/exitorder"
 )
 
 // memEnv makes the test binary a killed process holding memory: "<MiB>",
-// "<MiB>,huge" (the memory advised onto 2 MiB pages) or "<MiB>,anchor"
-// (with an exit anchor), dialling the
-// address in childEnv once, then waiting to be killed.
+// then any of ",huge" (the memory advised onto 2 MiB pages), ",anchor"
+// (with an exit anchor) and ",fds=<n>" (n more descriptors open, below
+// the connection's, as a node's client sockets are), dialling the address
+// in childEnv once, then waiting to be killed.
 const memEnv = "EXITORDER_BENCH_MIB"
 
 // madvHugepage is MADV_HUGEPAGE, which package syscall does not name.
 const madvHugepage = 14
 
 func memChild(spec, addr string) {
-	mib, huge := spec, false
-	if s, ok := strings.CutSuffix(spec, ",huge"); ok {
-		mib, huge = s, true
-	}
-	if s, ok := strings.CutSuffix(spec, ",anchor"); ok {
-		mib = s
-		if _, err := exitorder.HoldMemory("exitorder-test", hclog.NewNullLogger()); err != nil {
-			os.Exit(4)
-		}
-	}
-	n, err := strconv.Atoi(mib)
+	opts := strings.Split(spec, ",")
+	n, err := strconv.Atoi(opts[0])
 	if err != nil {
 		os.Exit(2)
 	}
 	mem := make([]byte, n<<20)
-	if huge && n > 0 {
-		if err := syscall.Madvise(mem, madvHugepage); err != nil {
-			os.Exit(3)
+	fds := 0
+	for _, o := range opts[1:] {
+		switch {
+		case o == "huge" && n > 0:
+			if err := syscall.Madvise(mem, madvHugepage); err != nil {
+				os.Exit(3)
+			}
+		case o == "anchor":
+			if _, err := exitorder.HoldMemory("exitorder-test", hclog.NewNullLogger()); err != nil {
+				os.Exit(4)
+			}
+		case strings.HasPrefix(o, "fds="):
+			fds, _ = strconv.Atoi(strings.TrimPrefix(o, "fds="))
 		}
 	}
 	for i := 0; i < len(mem); i += 4096 {
 		mem[i] = 1 // resident, as a heap in use is
+	}
+	for range fds / 2 {
+		if _, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0); err != nil {
+			os.Exit(5)
+		}
 	}
 	c, err := net.Dial("tcp", addr) //nolint:gosec // G704: the loopback listener of the parent benchmark
 	if err != nil {
@@ -65,15 +73,18 @@ var resident []byte
 // BenchmarkKillToFirstClose measures the kernel's part of learning of a
 // death: from SIGKILL of a process holding one connection until its peer
 // reads the close, for a process with 0, 50 and 200 MiB resident, 200 MiB
-// on 2 MiB pages, and 50 and 200 MiB with an exit anchor (HoldMemory).
-// Linux frees a dying process's memory before it closes any of its
-// descriptors, so no placement of a connection can make its close come
-// sooner than that; an anchor, holding the memory, can. Ten kills each;
+// on 2 MiB pages, and 50 and 200 MiB with an exit anchor (HoldMemory), the
+// last also with 16,000 more descriptors open. Linux frees a dying
+// process's memory before it closes any of its descriptors, so no
+// placement of a connection can make its close come sooner than that; an
+// anchor, holding the memory, can. What is left is the kernel's walk of
+// the descriptor table before the first release. Ten kills each;
 // the median is reported. Run it with
 //
 //	go test -run '^$' -bench KillToFirstClose -benchtime 1x ./pkg/exitorder/
 func BenchmarkKillToFirstClose(b *testing.B) {
-	for _, spec := range []string{"0", "50", "200", "200,huge", "50,anchor", "200,anchor"} {
+	proctest.RaiseFileLimit(b, 17000) // the children inherit it
+	for _, spec := range []string{"0", "50", "200", "200,huge", "50,anchor", "200,anchor", "50,anchor,fds=16000"} {
 		b.Run("mib="+spec, func(b *testing.B) {
 			if strings.HasSuffix(spec, ",anchor") && runtime.GOARCH != "amd64" {
 				b.Skip("no exit anchor on " + runtime.GOARCH)
