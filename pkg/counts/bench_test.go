@@ -166,3 +166,39 @@ func redisCPU(b *testing.B, rdb *redis.Client) float64 {
 	}
 	return sum
 }
+
+// BenchmarkReadDuringReap measures one count read (Store.Channel) while a
+// dead node's reap is under way: by a Store that remembers the reaps its
+// last read found, as httpapi's and the cleaner's do for their lives
+// ("remembered"), and by a fresh Store per read ("fresh": every read
+// before they remembered, which finds the reap, then runs again declaring
+// it). It reports Redis round trips per read.
+func BenchmarkReadDuringReap(b *testing.B) {
+	srv := redistest.New(b)
+	rt := &redisx.RoundTrips{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	rdb.AddHook(rt)
+	ctx := context.Background()
+	loadNode(b, rdb, "app", "live", 100, 10, 100)
+	loadNode(b, rdb, "app", "dead", 100, 10, 100)
+	store := NewStore(rdb, testKeys.ks)
+	if _, ok, _, err := store.startReap(ctx, "app", "dead", 0, "", ""); err != nil || !ok {
+		b.Fatal("start the reap: ", ok, err)
+	}
+	for _, mode := range []string{"remembered", "fresh"} {
+		b.Run(mode, func(b *testing.B) {
+			before := rt.Count()
+			for b.Loop() {
+				s := store
+				if mode == "fresh" {
+					s = NewStore(rdb, testKeys.ks)
+				}
+				if _, err := s.Channel(ctx, "app", "ch0"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rt.Count()-before)/float64(b.N), "round-trips/read")
+		})
+	}
+}

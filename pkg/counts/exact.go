@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,7 +72,7 @@ func (k keys) withReaps(ks []string, app string, ids []string) []string {
 // own, in ks: app's reaps set and the reaping hash of each of reaps (ids
 // Exactly gives).
 func ReapKeys(ks keyspace.Space, app string, reaps []string) []string {
-	return keys{ks}.withReaps(nil, app, reaps)
+	return keys{ks: ks}.withReaps(nil, app, reaps)
 }
 
 // otherReaps reports whether a read script's reply v is {statusReaps,
@@ -112,11 +113,42 @@ func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 }
 
 // runExact runs a read script with ks, its own keys, and the reaps under
-// way (see Exactly).
+// way (see Exactly), declaring first the reaps app's last read found: while
+// a reap runs, which may take seconds for a large node, every read after
+// the first costs one script, not two.
 func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *luascript.Script, app string, ks []string, args ...any) (any, error) {
-	return Exactly(nil, func(reaps []string) (any, error) {
+	declared := k.seen.of(app)
+	v, err := Exactly(declared, func(reaps []string) (any, error) {
+		declared = reaps
 		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
 	})
+	if err == nil {
+		k.seen.set(app, declared)
+	}
+	return v, err
+}
+
+// reapsSeen holds, per app, the reaps under way as a read last found them;
+// an app with none has no entry.
+type reapsSeen struct{ m sync.Map } // app -> []string
+
+func (r *reapsSeen) of(app string) []string {
+	if r == nil {
+		return nil
+	}
+	v, _ := r.m.Load(app)
+	ids, _ := v.([]string)
+	return ids
+}
+
+func (r *reapsSeen) set(app string, ids []string) {
+	switch {
+	case r == nil:
+	case len(ids) == 0:
+		r.m.Delete(app)
+	default:
+		r.m.Store(app, ids)
+	}
 }
 
 // countsOf parses counts.lua's reply: a channel's subscriptions and its

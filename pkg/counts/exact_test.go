@@ -7,7 +7,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +65,17 @@ func registeredSum(s snapshot) liveCounts {
 	return lc
 }
 
+// readers are checkReads' Store and Listings for one client, kept across
+// calls as httpapi keeps its own for its life: each read then starts by
+// declaring the reaps the last one found, which the reaps started and
+// ended since have made stale.
+type readers struct {
+	store *Store
+	l     *Listings
+}
+
+var readersOf sync.Map // redis.UniversalClient -> *readers
+
 // checkReads runs every read of counts the package serves and requires
 // each to equal want, for the channels chans (their universe: names that
 // may or may not be occupied). MembersAt and AreMembers read the globals,
@@ -76,8 +89,8 @@ func checkReads(t *testing.T, rdb redis.UniversalClient, app string, want liveCo
 		}
 	}()
 	ctx := context.Background()
-	store := NewStore(rdb, testKeys.ks)
-	l := NewListings(rdb, ListingOptions{CacheTTL: -1, ScanCount: 3})
+	rs, _ := readersOf.LoadOrStore(rdb, &readers{NewStore(rdb, testKeys.ks), NewListings(rdb, ListingOptions{CacheTTL: -1, ScanCount: 3})})
+	store, l := rs.(*readers).store, rs.(*readers).l
 
 	all, err := store.Channels(ctx, app, "")
 	require.NoError(t, err)
@@ -475,4 +488,70 @@ func names(cs []ChannelCount) []string {
 		out = append(out, c.Name)
 	}
 	return out
+}
+
+// TestReadsDuringAReapDeclareItAtOnce: the first read after a reap starts
+// finds it and runs again declaring it (two scripts); the reads after it
+// declare it at once (one), until the reap ends, when the next read finds
+// none again (two) and the rest run once, as before it began. For each of
+// a Store's read, a Listings' and a read queued on a pipeline; the queued
+// one shares the Store's memory of the reaps.
+func TestReadsDuringAReapDeclareItAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	store := NewStore(rdb, testKeys.ks)
+	l := NewListings(rdb, ListingOptions{Keyspace: testKeys.ks, CacheTTL: -1})
+	loadNode(t, rdb, "app", "live", 3, 2, 4)
+	loadNode(t, rdb, "app", "dead", 6, 3, 5)
+	scripts := func() int {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		n := 0
+		for line := range strings.Lines(info) {
+			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(line, cmd); ok {
+					calls, _, _ := strings.Cut(rest, ",")
+					c, err := strconv.Atoi(calls)
+					require.NoError(t, err)
+					n += c
+				}
+			}
+		}
+		return n
+	}
+	reads := []func() error{
+		func() error { _, err := store.Channel(ctx, "app", "ch0"); return err },
+		func() error { _, _, err := l.Channel(ctx, "app", "ch0", false, false); return err },
+		func() error {
+			p := rdb.Pipeline()
+			pc := store.QueueCounts(ctx, p, "app", "ch0", true)
+			_, _ = p.Exec(ctx) // Result reads again what the pipeline could not answer
+			_, _, err := pc.Result(ctx)
+			return err
+		},
+	}
+	read := func(what string) []int {
+		var out []int
+		for _, r := range reads {
+			before := scripts()
+			require.NoError(t, r(), what)
+			out = append(out, scripts()-before)
+		}
+		return out
+	}
+	read("the scripts loaded")
+	require.Equal(t, []int{1, 1, 1}, read("no reap: a script each"))
+
+	id, ok, reaped, err := store.startReap(ctx, "app", "dead", 0, "", "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []int{2, 2, 1}, read("the reap's first reads: found, then declared (the queued read after the Store's)"))
+	require.Equal(t, []int{1, 1, 1}, read("reads during the reap declare it at once"))
+	require.Equal(t, []int{1, 1, 1}, read("and the next"))
+
+	require.NoError(t, store.drain(ctx, "app", id, &reaped))
+	require.Equal(t, []int{2, 2, 1}, read("the first reads after the reap ended: declared, then none"))
+	require.Equal(t, []int{1, 1, 1}, read("after it, as before"))
 }

@@ -15,7 +15,12 @@ import (
 // Every key of one app carries {app} as its hash tag, so each script's keys
 // share a slot and run unchanged on Redis Cluster. This file is the only
 // place that spells them; keys puts them under the deployment's prefix.
-type keys struct{ ks keyspace.Space }
+type keys struct {
+	ks keyspace.Space
+	// seen remembers the reaps each app's last read found under way (see
+	// runExact); nil in the keys built for one name.
+	seen *reapsSeen
+}
 
 // appPrefix starts every key of one app; the scripts derive the per-channel
 // presence keys from it (see scripts/lib.lua) and check each against the
@@ -256,12 +261,12 @@ func (k keys) snapshotLockKey(app string) string { return k.appPrefix(app) + "sn
 // channel -> subscriptions cluster-wide). It is exported, as MembersKey is,
 // for the scripts of packages that must read counts inside their own atomic
 // unit (the event log's claims); only counts writes it.
-func ChannelsKey(ks keyspace.Space, app string) string { return keys{ks}.globalKey(app) }
+func ChannelsKey(ks keyspace.Space, app string) string { return keys{ks: ks}.globalKey(app) }
 
 // CompleteKey names, in ks, the time from which app's counts hold every
 // live node's contribution (see completeKey). It is exported for the
 // admission gate's scripts, which read it; only counts writes it.
-func CompleteKey(ks keyspace.Space, app string) string { return keys{ks}.completeKey(app) }
+func CompleteKey(ks keyspace.Space, app string) string { return keys{ks: ks}.completeKey(app) }
 
 // MembersKey names, in ks, the hash of a presence channel's members (user
 // id -> their sockets cluster-wide). It is exported for the scripts of
@@ -269,5 +274,5 @@ func CompleteKey(ks keyspace.Space, app string) string { return keys{ks}.complet
 // (admission's gate); it shares the app's hash tag, so such a script stays
 // single-slot. Only counts writes it.
 func MembersKey(ks keyspace.Space, app, channel string) string {
-	return keys{ks}.membersKey(app, channel)
+	return keys{ks: ks}.membersKey(app, channel)
 }

@@ -98,7 +98,7 @@ type Listings struct {
 
 // NewListings returns a reader on rdb.
 func NewListings(rdb redis.UniversalClient, opts ListingOptions) *Listings {
-	return &Listings{keys: keys{opts.Keyspace}, rdb: rdb, opts: opts.withDefaults()}
+	return &Listings{keys: keys{ks: opts.Keyspace, seen: &reapsSeen{}}, rdb: rdb, opts: opts.withDefaults()}
 }
 
 // Options returns the options in effect (defaults filled in).

@@ -47,14 +47,14 @@ type Liveness struct {
 // NewNodeLiveness returns the liveness subscription of node, pinged every
 // ping (a connection silent for two pings is redialled).
 func NewNodeLiveness(rdb redis.UniversalClient, ks keyspace.Space, node string, ping time.Duration, log hclog.Logger) *Liveness {
-	l := newLiveness(rdb, keys{ks}.nodeLivenessChannel(node), ping, log)
+	l := newLiveness(rdb, keys{ks: ks}.nodeLivenessChannel(node), ping, log)
 	l.lost = "the cleaner may reap this node meanwhile, and it then republishes"
 	return l
 }
 
 // NewCanary returns a cleaner's own liveness subscription (see Store.Liveness).
 func NewCanary(rdb redis.UniversalClient, ks keyspace.Space, id string, ping time.Duration, log hclog.Logger) *Liveness {
-	l := newLiveness(rdb, keys{ks}.canaryChannel(id), ping, log)
+	l := newLiveness(rdb, keys{ks: ks}.canaryChannel(id), ping, log)
 	l.lost = "until it is back, this cleaner reaps dead nodes only at --dead-after"
 	return l
 }

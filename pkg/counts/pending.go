@@ -13,7 +13,8 @@ import (
 type PendingCounts struct {
 	s            *Store
 	app, channel string
-	users        string // "1" if asked for
+	users        string   // "1" if asked for
+	declared     []string // the reaps the queued read declares (see runExact)
 	cmd          *redis.Cmd
 }
 
@@ -27,7 +28,8 @@ func (s *Store) QueueCounts(ctx context.Context, p redis.Pipeliner, app, channel
 	if users {
 		pc.users = "1"
 	}
-	pc.cmd = p.EvalSha(ctx, countsScript.Hash(), pc.keys(nil), pc.channel, pc.users)
+	pc.declared = s.seen.of(app)
+	pc.cmd = p.EvalSha(ctx, countsScript.Hash(), pc.keys(pc.declared), pc.channel, pc.users)
 	return pc
 }
 
@@ -42,12 +44,18 @@ func (pc *PendingCounts) keys(reaps []string) []string {
 // more.
 func (pc *PendingCounts) Result(ctx context.Context) (subscriptions, users int64, err error) {
 	v, err := pc.cmd.Result()
+	declared := pc.declared
 	if reaps, other := otherReaps(v); other || isNoScript(err) {
+		if !other {
+			reaps = declared
+		}
 		v, err = Exactly(reaps, func(reaps []string) (any, error) {
+			declared = reaps
 			return countsScript.Run(ctx, pc.s.rdb, pc.keys(reaps), pc.channel, pc.users).Result()
 		})
 	}
 	if err == nil {
+		pc.s.seen.set(pc.app, declared)
 		subscriptions, users, err = countsOf(v)
 	}
 	if err != nil {

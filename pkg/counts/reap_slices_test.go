@@ -22,7 +22,7 @@ import (
 // loadNode gives node, through its recorder, chans channels, a presence
 // member in each of members presence channels and conns connections, and
 // returns the recorder.
-func loadNode(t *testing.T, rdb redis.UniversalClient, app, node string, chans, members, conns int) *Recorder {
+func loadNode(t testing.TB, rdb redis.UniversalClient, app, node string, chans, members, conns int) *Recorder {
 	t.Helper()
 	r := newRecorder(t, rdb, node)
 	for i := range chans {

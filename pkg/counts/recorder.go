@@ -148,7 +148,7 @@ func NewRecorder(rdb redis.UniversalClient, nodeID string, opts RecorderOptions)
 		opts.Logger = hclog.NewNullLogger()
 	}
 	r := &Recorder{
-		keys: keys{opts.Keyspace},
+		keys: keys{ks: opts.Keyspace},
 		rdb:  rdb,
 		node: nodeID,
 		opts: opts,

@@ -50,7 +50,7 @@ type Store struct {
 
 // NewStore returns a store of the counts under ks on rdb.
 func NewStore(rdb redis.UniversalClient, ks keyspace.Space) *Store {
-	return &Store{keys: keys{ks}, rdb: rdb}
+	return &Store{keys: keys{ks: ks, seen: &reapsSeen{}}, rdb: rdb}
 }
 
 // Channel returns the subscription count of one channel cluster-wide (0:
