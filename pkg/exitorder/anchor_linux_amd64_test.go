@@ -59,7 +59,7 @@ func anchorChild(addr string) {
 	for {
 		one := make([]byte, 1)
 		if _, err := c.Read(one); err != nil {
-			select {} // closed: wait to be told otherwise, or killed
+			select {} // closed (or the test went): wait to be killed
 		}
 		switch one[0] {
 		case 'c':
