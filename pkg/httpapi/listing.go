@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/headcount/headcount/pkg/counts"
@@ -126,16 +127,42 @@ func (a *App) leaderboard(ctx context.Context, w http.ResponseWriter, r *http.Re
 		a.redisFailed(w, r, req.app, err)
 		return
 	}
-	resp := struct {
-		Channels map[string]listAttributes `json:"channels"`
-		Order    []string                  `json:"order"`
-	}{Channels: make(map[string]listAttributes, len(top)), Order: make([]string, 0, len(top))}
-	for _, c := range top {
-		resp.Channels[c.Name] = listAttributes{SubscriptionCount: &c.Count}
-		resp.Order = append(resp.Order, c.Name)
-	}
 	setFreshness(w, f, 0)
-	httpx.WriteJSON(w, resp)
+	httpx.WriteJSONBody(w, encodeLeaderboard(top))
+}
+
+// encodeLeaderboard writes the leaderboard's body,
+// {"channels":{name:{"subscription_count":n},...},"order":[name,...]},
+// byte for byte as encoding/json writes it (channels by name, order as
+// given), without its reflection: encoding took half the handler's CPU
+// for 1,000 channels, a leaderboard a continuous reader asks for
+// (BenchmarkEncodeLeaderboard: a third of encoding/json's time, 15
+// allocations against 3,010).
+func encodeLeaderboard(top []counts.ChannelCount) []byte {
+	size := 32
+	for _, c := range top {
+		size += 2*len(c.Name) + 48
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"channels":{`...)
+	byName := slices.SortedFunc(slices.Values(top), func(x, y counts.ChannelCount) int { return strings.Compare(x.Name, y.Name) })
+	for i, c := range byName {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c.Name)
+		b = append(b, `:{"subscription_count":`...)
+		b = strconv.AppendInt(b, c.Count, 10)
+		b = append(b, '}')
+	}
+	b = append(b, `},"order":[`...)
+	for i, c := range top {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c.Name)
+	}
+	return append(b, "]}\n"...)
 }
 
 // listPage answers one page of a walk: {"channels":{...},"next_cursor":"..."}

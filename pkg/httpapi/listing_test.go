@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -235,6 +236,41 @@ func TestEncodeListingMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestEncodeLeaderboardMatchesEncodingJSON: the leaderboard's hand-written
+// body is, byte for byte, what encoding/json writes for its shape: for no
+// channels, and for random leaderboards of names with the characters
+// encoding/json escapes.
+func TestEncodeLeaderboardMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "b", "-", "presence-", "<", "&", ">", `"`, `\`, "é", "\u2028", "\x01", "_", "."}
+	for round := range 200 {
+		var top []counts.ChannelCount
+		seen := map[string]bool{}
+		for range rng.IntN(30) {
+			name := ""
+			for range 1 + rng.IntN(8) {
+				name += alphabet[rng.IntN(len(alphabet))]
+			}
+			if !seen[name] {
+				seen[name] = true
+				top = append(top, counts.ChannelCount{Name: name, Count: rng.Int64N(1 << 40)})
+			}
+		}
+		resp := struct {
+			Channels map[string]listAttributes `json:"channels"`
+			Order    []string                  `json:"order"`
+		}{Channels: map[string]listAttributes{}, Order: []string{}}
+		for _, c := range top {
+			resp.Channels[c.Name] = listAttributes{SubscriptionCount: &c.Count}
+			resp.Order = append(resp.Order, c.Name)
+		}
+		want, err := json.Marshal(resp)
+		require.NoError(t, err)
+		require.Equal(t, string(want)+"\n", string(encodeLeaderboard(top)), "round %d", round)
+	}
+}
+
 func TestClusterLeaderboardAndPages(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.NewCluster(t)
@@ -269,4 +305,34 @@ func TestClusterLeaderboardAndPages(t *testing.T) {
 	r = s.get(t, listPath, nil)
 	require.Equal(t, "computed", r.header.Get(headerListing))
 	requireFresh(t, r)
+}
+
+// BenchmarkEncodeLeaderboard encodes a leaderboard of 1,000 channels by
+// hand (encodeLeaderboard) and with encoding/json (the shape it writes,
+// a map and a slice), in the same run.
+func BenchmarkEncodeLeaderboard(b *testing.B) {
+	top := make([]counts.ChannelCount, 1000)
+	for i := range top {
+		top[i] = counts.ChannelCount{Name: fmt.Sprintf("recovery-%d", i), Count: int64(1000 - i)}
+	}
+	b.Run("hand", func(b *testing.B) {
+		for b.Loop() {
+			_ = encodeLeaderboard(top)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			resp := struct {
+				Channels map[string]listAttributes `json:"channels"`
+				Order    []string                  `json:"order"`
+			}{Channels: make(map[string]listAttributes, len(top)), Order: make([]string, 0, len(top))}
+			for _, c := range top {
+				resp.Channels[c.Name] = listAttributes{SubscriptionCount: &c.Count}
+				resp.Order = append(resp.Order, c.Name)
+			}
+			if _, err := json.Marshal(resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
