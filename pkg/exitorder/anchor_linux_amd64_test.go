@@ -2,20 +2,19 @@ package exitorder_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/pkg/exitorder"
 )
 
@@ -76,7 +75,7 @@ type anchored struct {
 	cmd    *exec.Cmd
 	conn   net.Conn
 	anchor int
-	stderr *syncBuffer
+	stderr *proctest.Buffer
 }
 
 func startAnchored(t *testing.T) *anchored {
@@ -86,7 +85,7 @@ func startAnchored(t *testing.T) *anchored {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	a := &anchored{stderr: &syncBuffer{}}
+	a := &anchored{stderr: &proctest.Buffer{}}
 	a.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	a.cmd.Env = append(os.Environ(), anchorEnv+"="+ln.Addr().String())
 	a.cmd.Stderr = a.stderr
@@ -250,23 +249,4 @@ func TestAnchorKilledIsLogged(t *testing.T) {
 	if gone(a.cmd.Process.Pid) {
 		t.Error("the process ended with its anchor")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
