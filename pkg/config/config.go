@@ -419,7 +419,7 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.str(&c.AdvertiseHost, "advertise-host", "host (no port) at which cleaners reach the admin port to watch this node (GET /liveness), e.g. the pod IP "+
 		"(empty: the --admin-addr host if it is an IP, else none: the node is then reaped only through its Redis liveness subscription and heartbeat)")
 	s.boolean(&c.ExitAnchor, "exit-anchor", "keep a child process that shares this node's memory and holds none of its files, so a killed node's connections close before the kernel frees its memory: "+
-		"the cleaners then learn of the death within a millisecond whatever the node holds (Linux on amd64; elsewhere, or false, the close waits for the memory)")
+		"the cleaners then learn of a SIGKILL in milliseconds however much memory the node holds (Linux on amd64; elsewhere, or false, the close waits for the memory)")
 	words, err := s.parse(args, false)
 	if stop(err) {
 		return c, err

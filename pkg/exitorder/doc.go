@@ -45,11 +45,13 @@
 //     placement: 8 bytes per descriptor, about 8 MiB under the usual
 //     container limit of 1,048,576 (the table a node at its socket cap
 //     would hold anyway).
-//   - the anchor holds no descriptor of the process (TestAnchorSharesMemoryHoldsNoFiles), so
-//     a connection the process closes closes at once, and it ends after
-//     the process, killed or exiting, never before (it cannot outlive it:
-//     its pidfd wakes it, and every signal but SIGKILL and SIGSTOP is
-//     blocked); one per process, whatever HoldMemory's calls;
+//   - the anchor holds no descriptor of the process
+//     (TestAnchorSharesMemoryHoldsNoFiles), so a connection the process
+//     closes closes at once, and it ends after the process, killed or
+//     exiting, never before (its pidfd wakes it, and every signal but
+//     SIGKILL and SIGSTOP is blocked), except that the OOM killer kills
+//     it with the process, as they share the memory; one per process,
+//     whatever HoldMemory's calls;
 //   - ps shows the anchor as a second process with the same command line
 //     and memory (the memory is counted once by the kernel and the
 //     container's cgroup); killed alone, it is reaped and logged at warn,
