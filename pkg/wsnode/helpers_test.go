@@ -292,6 +292,25 @@ func subscribe(t *testing.T, c *websocket.Conn, channel string) {
 	require.Equal(t, "{}", *f.Data)
 }
 
+// subscribeCounted subscribes c to channel of an app that announces
+// counts, returning the counts that came before the reply: a count may, as
+// the flush of the socket's own subscription (or another's) races the
+// node's join of the channel on the bus, which the reply waits for.
+func subscribeCounted(t *testing.T, c *websocket.Conn, channel string) (before []frame) {
+	t.Helper()
+	send(t, c, `{"event":"pusher:subscribe","data":{"auth":"","channel":"`+channel+`"}}`)
+	for {
+		f := read(t, c)
+		if f.Event == "pusher_internal:subscription_count" && f.Channel == channel {
+			before = append(before, f)
+			continue
+		}
+		require.Equal(t, "pusher_internal:subscription_succeeded", f.Event, f.raw)
+		require.Equal(t, channel, f.Channel)
+		return before
+	}
+}
+
 func pingPong(t *testing.T, c *websocket.Conn) {
 	t.Helper()
 	send(t, c, `{"event":"pusher:ping","data":{}}`)
