@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/headcount/headcount/internal/redistest"
 )
 
 // Service is lifecycle.Service (declared again: lifecycle's own tests
@@ -98,7 +100,7 @@ func requireReleased(t *testing.T, s Subject, before goleak.Option) {
 	if s.Redis != nil {
 		require.ErrorIs(t, s.Redis.Ping(context.Background()).Err(), redis.ErrClosed, "the Redis client is closed")
 	}
-	goleak.VerifyNone(t, before)
+	goleak.VerifyNone(t, append([]goleak.Option{before}, redistest.LongLived...)...)
 }
 
 // requireReturns calls run with a context that never ends and checks its

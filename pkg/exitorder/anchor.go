@@ -3,6 +3,7 @@ package exitorder
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,7 +13,12 @@ var anchor struct {
 	once sync.Once
 	pid  int
 	err  error
+	live atomic.Bool // started and not ended
 }
+
+// Anchored reports whether this process's exit anchor holds its memory
+// now: HoldMemory started it and it has not ended.
+func Anchored() bool { return anchor.live.Load() }
 
 // HoldMemory starts this process's exit anchor, once per process (later
 // calls return the first one's answer): a child process named name (at
@@ -26,6 +32,7 @@ func HoldMemory(name string, log hclog.Logger) (int, error) {
 	anchor.once.Do(func() {
 		anchor.pid, anchor.err = startAnchor(name)
 		if anchor.err == nil {
+			anchor.live.Store(true)
 			go waitAnchor(anchor.pid, log)
 		}
 	})
@@ -47,6 +54,7 @@ func waitAnchor(pid int, log hclog.Logger) {
 			break
 		}
 	}
+	anchor.live.Store(false)
 	why := fmt.Sprintf("exit status %d", ws.ExitStatus())
 	if ws.Signaled() {
 		why = "killed by " + ws.Signal().String()

@@ -195,7 +195,7 @@ func New(opts Options) (_ *App, err error) {
 			return 0
 		}
 		return float64(a.ws.Open())
-	}, a.Ready)
+	}, a.Ready, func() bool { return cfg.ExitAnchor && exitorder.Anchored() })
 	a.limits = ratelimit.NewMetrics(a.reg)
 
 	defer func() {

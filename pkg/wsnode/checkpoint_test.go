@@ -17,7 +17,7 @@ import (
 func TestCheckpointLeavesClosingSocketsAlone(t *testing.T) {
 	t.Parallel()
 	a := &App{log: hclog.NewNullLogger(), send: newSender()}
-	a.m = newMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() bool { return true })
+	a.m = newMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() bool { return true }, func() bool { return false })
 	s := &socket{node: a, resume: &resumable{id: "page-closing"}, dead: true}
 	s.closing.Store(true)
 	a.resumers.add(s)

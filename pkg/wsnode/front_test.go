@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,20 @@ func TestFrontSocketCap(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	require.Eventually(t, func() bool { return open() == 0 }, wait, tick, "every way a socket ends gives its place back")
+}
+
+// TestExitAnchoredMetric: headcount_wsnode_exit_anchored says whether an
+// exit anchor holds the node's memory: 1 with --exit-anchor on Linux on
+// amd64 (the anchor is the process's: this test binary's, from here on),
+// 0 with it off, whatever the process holds.
+func TestExitAnchoredMetric(t *testing.T) {
+	t.Parallel()
+	on := startNode(t, func(c *config.WSNode) { c.ExitAnchor = true }).run(t)
+	want := 0.0
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		want = 1
+	}
+	require.Equal(t, want, metricstest.Value(t, on.reg, "headcount_wsnode_exit_anchored"))
+	off := startNode(t, func(c *config.WSNode) { c.ExitAnchor = false }).run(t)
+	require.Zero(t, metricstest.Value(t, off.reg, "headcount_wsnode_exit_anchored"))
 }

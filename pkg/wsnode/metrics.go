@@ -190,8 +190,9 @@ func (m *metrics) disconnected(code uint16) {
 }
 
 // newMetrics registers the node's metrics; portConns reads the number of
-// connections open on the WebSocket port, ready what /readyz reports.
-func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func() bool) *metrics {
+// connections open on the WebSocket port, ready what /readyz reports,
+// anchored whether an exit anchor holds the node's memory.
+func newMetrics(reg prometheus.Registerer, portConns func() float64, ready, anchored func() bool) *metrics {
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "headcount_wsnode_port_connections",
@@ -203,6 +204,10 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready func(
 		Name: "headcount_wsnode_ready",
 		Help: "1 while /readyz answers 200 (the node takes sockets, its counts and pub/sub reach Redis, its apps are loaded), else 0.",
 	}, func() float64 { return map[bool]float64{true: 1}[ready()] })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headcount_wsnode_exit_anchored",
+		Help: "1 while an exit anchor holds the node's memory, so a kill closes its connections before the kernel frees the memory (--exit-anchor); 0 when off, unavailable (Linux on amd64 only) or ended (the log says why).",
+	}, func() float64 { return map[bool]float64{true: 1}[anchored()] })
 	watchlistEvents := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_wsnode_watchlist_events_total",
 		Help: "pusher_internal:watchlist_events frames queued to signed-in sockets, by why: a signin's first status (signin) or a watched user's online or offline edge (edge).",

@@ -15,7 +15,7 @@ import (
 func TestMetricLabels(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	newMetrics(reg, func() float64 { return 0 }, func() bool { return false })
+	newMetrics(reg, func() float64 { return 0 }, func() bool { return false }, func() bool { return false })
 	require.ElementsMatch(t, []string{
 		"app_not_found", "app_disabled", "bad_protocol", "malformed_frame", "invalid_channel",
 		"channel_limit", "unsupported_event", "frame_too_big", "write", "idle_timeout", "write_timeout",
