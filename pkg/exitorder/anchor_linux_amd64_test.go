@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/pkg/exitorder"
@@ -22,7 +23,8 @@ import (
 // the address in the variable, then starts the anchor (so the anchor is
 // born with a copy of that socket's descriptor), writes "<pid> <pid>\n"
 // (two calls' answers), and obeys one byte: 'c' closes the connection,
-// 'x' exits 0. It logs to stderr.
+// 'x' exits 0, 'a' writes Anchored() ("true\n" or "false\n"). It logs to
+// stderr.
 const anchorEnv = "EXITORDER_ANCHOR_TEST"
 
 // anchorName is the test anchor's name, as /proc/<pid>/comm shows it.
@@ -65,6 +67,10 @@ func anchorChild(addr string) {
 			_ = c.Close()
 		case 'x':
 			os.Exit(0)
+		case 'a':
+			if _, err := fmt.Fprintln(c, exitorder.Anchored()); err != nil {
+				fail(err)
+			}
 		}
 	}
 }
@@ -74,6 +80,7 @@ func anchorChild(addr string) {
 type anchored struct {
 	cmd    *exec.Cmd
 	conn   net.Conn
+	lines  *bufio.Reader // the connection's lines
 	anchor int
 	stderr *proctest.Buffer
 }
@@ -110,7 +117,8 @@ func startAnchored(t *testing.T) *anchored {
 	}
 	t.Cleanup(func() { _ = a.conn.Close() })
 	_ = a.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	line, err := bufio.NewReader(a.conn).ReadString('\n')
+	a.lines = bufio.NewReader(a.conn)
+	line, err := a.lines.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no pids from the anchored process: %v", err)
 	}
@@ -130,6 +138,16 @@ func (a *anchored) send(t *testing.T, cmd byte) {
 	if _, err := a.conn.Write([]byte{cmd}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// anchored asks the process for exitorder.Anchored.
+func (a *anchored) askAnchored(t *testing.T) string {
+	t.Helper()
+	a.send(t, 'a')
+	_ = a.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := a.lines.ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(line)
 }
 
 // procField returns the value of field ("PPid", "State") in
@@ -233,9 +251,10 @@ func TestAnchorEndsWithProcess(t *testing.T) {
 }
 
 // TestAnchorKilledIsLogged: an anchor killed while its process lives is
-// reaped and said, and the process goes on.
+// reaped and said, Anchored turns false, and the process goes on.
 func TestAnchorKilledIsLogged(t *testing.T) {
 	a := startAnchored(t)
+	require.Equal(t, "true", a.askAnchored(t))
 	if err := syscall.Kill(a.anchor, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +265,7 @@ func TestAnchorKilledIsLogged(t *testing.T) {
 		t.Errorf("the log does not say the anchor was killed:\n%s", log)
 	}
 	waitFor(t, "the anchor is reaped", func() bool { _, ok := procField(a.anchor, "State"); return !ok })
+	require.Equal(t, "false", a.askAnchored(t))
 	if gone(a.cmd.Process.Pid) {
 		t.Error("the process ended with its anchor")
 	}
