@@ -399,7 +399,9 @@ func TestChannelsPerConnection(t *testing.T) {
 // refused; a channel occupied on the other node is no new channel and may
 // still be joined; vacated channels make room.
 func TestAppChannelLimit(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its bound holds while a flush lands within flushMargin
+	// (100 ms), which tests beside it can delay past that under -race (24
+	// opened against a bound of 22, in CI).
 	nodes := startNodes(t, 2)
 	for _, n := range nodes {
 		n.run(t)
