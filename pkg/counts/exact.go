@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -117,19 +118,28 @@ func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 // a reap runs, which may take seconds for a large node, every read after
 // the first costs one script, not two.
 func (k keys) runExact(ctx context.Context, rdb redis.Scripter, script *luascript.Script, app string, ks []string, args ...any) (any, error) {
-	declared := k.seen.of(app)
-	v, err := Exactly(declared, func(reaps []string) (any, error) {
-		declared = reaps
+	return k.exactly(app, k.seen.of(app), func(reaps []string) (any, error) {
 		return script.Run(ctx, rdb, k.withReaps(ks, app, reaps), args...).Result()
 	})
-	if err == nil {
+}
+
+// exactly is Exactly from the reaps first, remembering for app the reaps
+// its answer declared when they differ from those remembered.
+func (k keys) exactly(app string, first []string, read func(reaps []string) (any, error)) (any, error) {
+	declared := first
+	v, err := Exactly(first, func(reaps []string) (any, error) {
+		declared = reaps
+		return read(reaps)
+	})
+	if err == nil && !slices.Equal(declared, k.seen.of(app)) {
 		k.seen.set(app, declared)
 	}
 	return v, err
 }
 
 // reapsSeen holds, per app, the reaps under way as a read last found them;
-// an app with none has no entry.
+// an app with none has no entry, so a read with no reap under way only
+// looks.
 type reapsSeen struct{ m sync.Map } // app -> []string
 
 func (r *reapsSeen) of(app string) []string {

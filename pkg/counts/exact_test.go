@@ -505,6 +505,7 @@ func TestReadsDuringAReapDeclareItAtOnce(t *testing.T) {
 	l := NewListings(rdb, ListingOptions{Keyspace: testKeys.ks, CacheTTL: -1})
 	loadNode(t, rdb, "app", "live", 3, 2, 4)
 	loadNode(t, rdb, "app", "dead", 6, 3, 5)
+	loadNode(t, rdb, "app", "dead2", 2, 1, 1)
 	scripts := func() int {
 		info, err := rdb.Info(ctx, "commandstats").Result()
 		require.NoError(t, err)
@@ -554,4 +555,16 @@ func TestReadsDuringAReapDeclareItAtOnce(t *testing.T) {
 	require.NoError(t, store.drain(ctx, "app", id, &reaped))
 	require.Equal(t, []int{2, 2, 1}, read("the first reads after the reap ended: declared, then none"))
 	require.Equal(t, []int{1, 1, 1}, read("after it, as before"))
+
+	// A queued read that is first to find a reap remembers it for the
+	// Store's reads too.
+	_, ok, _, err = store.startReap(ctx, "app", "dead2", 0, "", "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	before := scripts()
+	require.NoError(t, reads[2]())
+	require.Equal(t, 2, scripts()-before, "the queued read finds the reap")
+	before = scripts()
+	require.NoError(t, reads[0]())
+	require.Equal(t, 1, scripts()-before, "the Store's read declares it at once")
 }

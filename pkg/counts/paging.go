@@ -96,7 +96,7 @@ func (l *Listings) Page(ctx context.Context, app, prefix, cursor string, limit i
 	}
 	lo, hi := lexRange(prefix, last)
 	var f Freshness
-	res, err := Exactly(nil, func(reaps []string) (any, error) {
+	res, err := l.exactly(app, l.seen.of(app), func(reaps []string) (any, error) {
 		var res *redis.Cmd
 		var err error
 		f, err = l.execTx(ctx, app, "read page", func(p redis.Pipeliner) {

@@ -44,18 +44,15 @@ func (pc *PendingCounts) keys(reaps []string) []string {
 // more.
 func (pc *PendingCounts) Result(ctx context.Context) (subscriptions, users int64, err error) {
 	v, err := pc.cmd.Result()
-	declared := pc.declared
 	if reaps, other := otherReaps(v); other || isNoScript(err) {
 		if !other {
-			reaps = declared
+			reaps = pc.declared
 		}
-		v, err = Exactly(reaps, func(reaps []string) (any, error) {
-			declared = reaps
+		v, err = pc.s.exactly(pc.app, reaps, func(reaps []string) (any, error) {
 			return countsScript.Run(ctx, pc.s.rdb, pc.keys(reaps), pc.channel, pc.users).Result()
 		})
 	}
 	if err == nil {
-		pc.s.seen.set(pc.app, declared)
 		subscriptions, users, err = countsOf(v)
 	}
 	if err != nil {
