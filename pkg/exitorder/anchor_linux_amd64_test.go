@@ -203,9 +203,12 @@ func TestAnchorSharesMemoryHoldsNoFiles(t *testing.T) {
 	if ppid, _ := procField(a.anchor, "PPid"); ppid != strconv.Itoa(pid) {
 		t.Errorf("the anchor's parent is %q, want %d", ppid, pid)
 	}
-	if name, _ := procField(a.anchor, "Name"); name != anchorName {
-		t.Errorf("the anchor is named %q, want %q", name, anchorName)
-	}
+	// The anchor names itself once it runs, which a loaded machine may
+	// delay past HoldMemory's return: until then it has the process's name.
+	waitFor(t, "the anchor is named "+anchorName, func() bool {
+		name, _ := procField(a.anchor, "Name")
+		return name == anchorName
+	})
 	const sysKcmp, kcmpVM = 312, 1 // amd64's number: package syscall does not name it
 	same, _, errno := syscall.Syscall6(sysKcmp, uintptr(pid), uintptr(a.anchor), kcmpVM, 0, 0, 0)
 	switch {

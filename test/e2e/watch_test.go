@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -154,23 +155,30 @@ func checkDeathAnnouncedFirst(t *testing.T, n node) {
 // checkAnchored checks that n has its exit anchor (package exitorder): a
 // child process named wsnode-anchor holding only a pidfd, so a kill of n
 // closes its connections before the kernel frees its memory. It returns
-// the anchor's pid.
+// the anchor's pid. The anchor names itself and closes its copies of n's
+// descriptors once it runs, which a loaded machine may delay: it polls.
 func checkAnchored(t *testing.T, n node) int {
 	t.Helper()
 	parent := strconv.Itoa(n.p.cmd.Process.Pid)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || procStatus(pid, "PPid") != parent || procStatus(pid, "Name") != "wsnode-anchor" {
-			continue
+	found := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || procStatus(pid, "PPid") != parent || procStatus(pid, "Name") != "wsnode-anchor" {
+				continue
+			}
+			fds, _ := os.ReadDir("/proc/" + e.Name() + "/fd")
+			if len(fds) == 1 {
+				return pid
+			}
+			found = fmt.Sprintf("its exit anchor (pid %d) holds %d descriptors, want its pidfd alone", pid, len(fds))
 		}
-		fds, _ := os.ReadDir("/proc/" + e.Name() + "/fd")
-		if len(fds) != 1 {
-			t.Fatalf("%s's exit anchor (pid %d) holds %d descriptors, want its pidfd alone", n.p.name, pid, len(fds))
-		}
-		return pid
 	}
-	t.Fatalf("%s (pid %s) has no exit anchor: no child process named wsnode-anchor", n.p.name, parent)
+	if found == "" {
+		found = "no child process named wsnode-anchor"
+	}
+	t.Fatalf("%s (pid %s): %s", n.p.name, parent, found)
 	return 0
 }
 
