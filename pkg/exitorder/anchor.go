@@ -57,7 +57,7 @@ func waitAnchor(pid int, log hclog.Logger) {
 	anchor.live.Store(false)
 	why := fmt.Sprintf("exit status %d", ws.ExitStatus())
 	if ws.Signaled() {
-		why = "killed by " + ws.Signal().String()
+		why = fmt.Sprintf("signal %d (%s)", int(ws.Signal()), ws.Signal())
 	} else if s, ok := anchorExits[ws.ExitStatus()]; ok {
 		why = s
 	}

@@ -264,7 +264,7 @@ func TestAnchorKilledIsLogged(t *testing.T) {
 	waitFor(t, "the process logs the anchor's end", func() bool {
 		return strings.Contains(a.stderr.String(), "the exit anchor ended")
 	})
-	if log := a.stderr.String(); !strings.Contains(log, "why=\"killed by killed\"") || !strings.Contains(log, "anchor_pid="+strconv.Itoa(a.anchor)) {
+	if log := a.stderr.String(); !strings.Contains(log, "why=\"signal 9 (killed)\"") || !strings.Contains(log, "anchor_pid="+strconv.Itoa(a.anchor)) {
 		t.Errorf("the log does not say the anchor was killed:\n%s", log)
 	}
 	waitFor(t, "the anchor is reaped", func() bool { _, ok := procField(a.anchor, "State"); return !ok })
