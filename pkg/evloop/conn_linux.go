@@ -138,7 +138,7 @@ func (c *Conn) appendPending(bufs [][]byte) {
 func (c *Conn) writePending() error {
 	for len(c.pending) > 0 {
 		iovs := c.pending[:min(len(c.pending), maxIovecs)]
-		n, err := unix.Writev(int(c.fd), iovs)
+		n, err := rawWritev(c.fd, iovs)
 		if n > 0 {
 			c.consume(n)
 		}

@@ -28,6 +28,11 @@
 //     loop. None blocks on the network. That mutex is a leaf of wsnode's
 //     lock order (pkg/wsnode/locks.go): no other lock is taken under it,
 //     and no callback runs under it.
+//   - The system calls made per frame (a loop's read and its epoll_wait
+//     without a timeout, a Write's writev) are raw: the scheduler sees a
+//     function call, so a busy loop or writer keeps its P and its thread
+//     instead of handing them over on every call that runs past 20 us.
+//     They never wait: every descriptor is non-blocking.
 //
 // Guarantees:
 //

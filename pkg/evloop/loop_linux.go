@@ -93,7 +93,7 @@ func (l *loop) wait(events []unix.EpollEvent) (n int, err error) {
 	if l.rc != nil {
 		rerr := l.rc.Read(func(uintptr) bool {
 			for {
-				n, err = unix.EpollWait(l.epfd, events, 0)
+				n, err = rawPoll(l.epfd, events)
 				if !errors.Is(err, unix.EINTR) {
 					return n > 0 || err != nil
 				}
@@ -175,7 +175,7 @@ func (l *loop) read(c *Conn, events uint32) {
 	var err error
 	if c.flags&flagPaused == 0 {
 		var n int
-		n, err = unix.Read(int(c.fd), l.buf)
+		n, err = rawRead(c.fd, l.buf)
 		if n > 0 {
 			h := c.handler
 			c.mu.Unlock()
