@@ -35,7 +35,7 @@ func rawWritev(fd int32, bufs [][]byte) (int, error) {
 		v.SetLen(len(b))
 		iovs = append(iovs, v)
 	}
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs)))
+	n, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs))) //nolint:gosec // G103: a system call's pointer argument
 	if errno != 0 {
 		return 0, errno
 	}
@@ -44,7 +44,7 @@ func rawWritev(fd int32, bufs [][]byte) (int, error) {
 
 // rawRead is read(2) into b, not empty.
 func rawRead(fd int32, b []byte) (int, error) {
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))) //nolint:gosec // G103: a system call's pointer argument
 	if errno != 0 {
 		return 0, errno
 	}
@@ -54,7 +54,7 @@ func rawRead(fd int32, b []byte) (int, error) {
 // rawPoll is epoll_wait(2) on epfd with a zero timeout: the events ready now.
 // epoll_pwait, since arm64 has no epoll_wait.
 func rawPoll(epfd int, events []unix.EpollEvent) (int, error) {
-	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0) //nolint:gosec // G103: a system call's pointer argument
 	if errno != 0 {
 		return 0, errno
 	}

@@ -108,7 +108,7 @@ func rawReadFull(t *testing.T, c *net.TCPConn, n int) {
 	deadline, got := time.Now().Add(wait), 0
 	require.NoError(t, rc.Control(func(fd uintptr) {
 		for got < n && time.Now().Before(deadline) {
-			m, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[got])), uintptr(n-got))
+			m, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[got])), uintptr(n-got)) //nolint:gosec // G103: a system call's pointer argument
 			switch {
 			case errno == 0 && m == 0:
 				t.Error("the server closed the connection")
@@ -133,7 +133,7 @@ func rawWriteAll(t *testing.T, c *net.TCPConn, b []byte) {
 	require.NoError(t, err)
 	require.NoError(t, rc.Control(func(fd uintptr) {
 		for len(b) > 0 {
-			m, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			m, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))) //nolint:gosec // G103: a system call's pointer argument
 			switch {
 			case errno == 0:
 				b = b[m:]
