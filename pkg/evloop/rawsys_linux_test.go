@@ -1,13 +1,13 @@
 package evloop
 
 import (
+	"errors"
 	"net"
 	"runtime"
 	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -103,7 +103,7 @@ func inSyscalls(t *testing.T, f func()) (samples, in int) {
 	return samples, in
 }
 
-// rawReadFull reads n bytes from c with raw read(2) calls.
+// rawReadFull reads n bytes from c with the package's raw read.
 func rawReadFull(t *testing.T, c *net.TCPConn, n int) {
 	t.Helper()
 	rc, err := c.SyscallConn()
@@ -112,15 +112,15 @@ func rawReadFull(t *testing.T, c *net.TCPConn, n int) {
 	deadline, got := time.Now().Add(wait), 0
 	require.NoError(t, rc.Control(func(fd uintptr) {
 		for got < n && time.Now().Before(deadline) {
-			m, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[got])), uintptr(n-got)) //nolint:gosec // G103: a system call's pointer argument
+			m, err := rawRead(int32(fd), b[got:]) //nolint:gosec // G115: descriptors fit in int32
 			switch {
-			case errno == 0 && m == 0:
+			case err == nil && m == 0:
 				t.Error("the server closed the connection")
 				return
-			case errno == 0:
-				got += int(m)
-			case errno != unix.EAGAIN && errno != unix.EINTR:
-				t.Error(errno)
+			case err == nil:
+				got += m
+			case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR):
+				t.Error(err)
 				return
 			default:
 				runtime.Gosched()
@@ -130,19 +130,19 @@ func rawReadFull(t *testing.T, c *net.TCPConn, n int) {
 	require.Equal(t, n, got, "bytes read within %v", wait)
 }
 
-// rawWriteAll writes b to c with raw write(2) calls.
+// rawWriteAll writes b to c with the package's raw writev.
 func rawWriteAll(t *testing.T, c *net.TCPConn, b []byte) {
 	t.Helper()
 	rc, err := c.SyscallConn()
 	require.NoError(t, err)
 	require.NoError(t, rc.Control(func(fd uintptr) {
 		for len(b) > 0 {
-			m, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))) //nolint:gosec // G103: a system call's pointer argument
+			m, err := rawWritev(int32(fd), [][]byte{b}) //nolint:gosec // G115: descriptors fit in int32
 			switch {
-			case errno == 0:
+			case err == nil:
 				b = b[m:]
-			case errno != unix.EAGAIN && errno != unix.EINTR:
-				t.Error(errno)
+			case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR):
+				t.Error(err)
 				return
 			default:
 				runtime.Gosched()
