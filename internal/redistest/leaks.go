@@ -23,7 +23,8 @@ const leakGrace = 5 * time.Second
 // anchor (package exitorder), which lives as long as the process.
 var LongLived = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/maintnotifications.(*CircuitBreakerManager).cleanupLoop"),
-	goleak.IgnoreAnyFunction("github.com/headcount/headcount/pkg/exitorder.waitAnchor"),
+	goleak.IgnoreAnyFunction("github.com/headcount/headcount/pkg/exitorder.waitChild"),
+	goleak.IgnoreAnyFunction("github.com/headcount/headcount/pkg/exitorder.watch"),
 }
 
 // Main runs a package's tests, then fails the run if any goroutine but

@@ -163,9 +163,10 @@ type WSNode struct {
 	// Empty means the admin listener's host when that is a specific IP;
 	// otherwise the node registers no address and is not watched.
 	AdvertiseHost string
-	// ExitAnchor keeps a child process holding this node's memory, so a
-	// kill closes the node's connections before the kernel frees its
-	// memory (package exitorder's HoldMemory).
+	// ExitAnchor keeps child processes that share this node's descriptors
+	// and memory, so a kill ends the node's Redis and admin connections at
+	// once, before the kernel frees its memory and walks its descriptors
+	// (package exitorder's StartAnchor).
 	ExitAnchor bool
 }
 
@@ -418,8 +419,8 @@ func ParseWSNode(args []string, env Env, out io.Writer) (WSNode, error) {
 	s.integer(&c.Writers, "writers", "goroutines that send queued frames to sockets (0: half the CPUs, at least one)")
 	s.str(&c.AdvertiseHost, "advertise-host", "host (no port) at which cleaners reach the admin port to watch this node (GET /liveness), e.g. the pod IP "+
 		"(empty: the --admin-addr host if it is an IP, else none: the node is then reaped only through its Redis liveness subscription and heartbeat)")
-	s.boolean(&c.ExitAnchor, "exit-anchor", "keep a child process that shares this node's memory and holds none of its files, so a killed node's connections close before the kernel frees its memory: "+
-		"the cleaners then learn of a SIGKILL in milliseconds however much memory the node holds (Linux on amd64; elsewhere, or false, the close waits for the memory)")
+	s.boolean(&c.ExitAnchor, "exit-anchor", "keep two child processes, wsnode-anchor sharing this node's descriptors and wsnode-memory its memory, so a killed node's Redis and admin connections end at once: "+
+		"the cleaners then learn of a SIGKILL within about a millisecond however much memory and how many sockets the node holds (Linux on amd64; elsewhere, or false, the close waits for the kernel to free the memory and walk the descriptors)")
 	words, err := s.parse(args, false)
 	if stop(err) {
 		return c, err

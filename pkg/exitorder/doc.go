@@ -18,19 +18,35 @@
 // then that high descriptor, and the socket closes among the first.
 // Placer.Above orders the placed ones too: a wsnode's Redis connections
 // go above its admin port's, so Redis learns of the death (its liveness
-// subscription closes) before a cleaner's watch ends and asks it.
+// subscription closes) before a cleaner's watch ends and asks it. A
+// Placer also records each duplicate for the exit anchor (below), up to
+// 1,024 descriptors from New's floor.
 //
 // Yet Linux frees a killed process's memory before it closes any of its
-// descriptors: 11 ms for 50 MiB resident on a 2-core VM, 32 ms for 200
-// MiB, before the first close. HoldMemory starts an exit anchor: a child
-// process sharing the memory (clone(2) with CLONE_VM and nothing else),
-// born with a copy of the descriptor table that it closes at once but for
-// a pidfd of its parent, on which it waits. The kernel frees a memory only
-// with its last user, so a killed process with an anchor closes its
-// descriptors first; once every thread of it has exited, the pidfd wakes
-// the anchor, whose exit frees the memory. Its few instructions are
-// assembly: it runs no Go code, uses its own stack and has every signal
-// blocked, so the Go runtime whose memory it shares never sees it.
+// descriptors (11 ms for 50 MiB resident on a 2-core VM, 32 ms for 200
+// MiB), and then walks the whole descriptor table before it releases the
+// first (3 ms for 16,000). StartAnchor starts an exit anchor: a child
+// process sharing the descriptor table (clone(2) with CLONE_FILES) and
+// keeping only a few pages of its copy of the memory, blocked on a futex
+// that two threads of the process, locked for its life, name as their
+// clear_child_tid: the kernel zeroes it and wakes the futex as such a
+// thread exits, the first thing a dying thread does with its memory. The
+// anchor then shuts down every connection a Placer placed, highest
+// descriptor first (shutdown(2): a FIN at once, whoever else holds the
+// socket), lowers its priority, closes every descriptor, the highest
+// released first, and exits. Beside it, a holder shares the memory and
+// no descriptor and waits on a pidfd of the anchor, so the memory's last
+// user, whose exit frees it, is the holder, after the closes. Both run a
+// few instructions of assembly: no Go code, no stack, every signal
+// blocked, so the Go runtime never sees them.
+//
+// A container's process is its PID namespace's init, whose death kills
+// the namespace's other processes once its last thread has exited. With
+// a holder, that comes at once, often before the anchor has run
+// (BenchmarkKillToFirstClose, pid1: a median of 2.0-2.5 ms to the first
+// close over 30 kills, against 0.8-1.2 without); so an init keeps no
+// holder, and its last thread frees the memory first, while the anchor
+// shuts the connections down.
 //
 // Guarantees:
 //   - a placed connection behaves as the one it wraps (deadlines, reads,
@@ -45,17 +61,24 @@
 //     placement: 8 bytes per descriptor, about 8 MiB under the usual
 //     container limit of 1,048,576 (the table a node at its socket cap
 //     would hold anyway).
-//   - the anchor holds no descriptor of the process
-//     (TestAnchorSharesMemoryHoldsNoFiles), so a connection the process
-//     closes closes at once, and it ends after the process, killed or
-//     exiting, never before (its pidfd wakes it, and every signal but
-//     SIGKILL and SIGSTOP is blocked), except that the OOM killer kills
-//     it with the process, as they share the memory; one per process,
-//     whatever HoldMemory's calls;
-//   - ps shows the anchor as a second process with the same command line
-//     and memory (the memory is counted once by the kernel and the
-//     container's cgroup); killed alone, it is reaped and logged at warn,
-//     and the process goes on without it;
+//   - the anchor shares the process's descriptor table and not its memory,
+//     of which it keeps at most 64 kB (TestAnchorSharesFilesNotMemory),
+//     so a connection the process closes closes at once; as the process
+//     dies, whatever its memory or number of descriptors, it shuts down
+//     the placed connections before any other descriptor is released
+//     (TestAnchorShutsPlacedConnections; BenchmarkKillToFirstClose
+//     measures the time), except where the kernel kills it first (an
+//     init's last thread exiting before the anchor has run; a cgroup's OOM
+//     kill, which takes them all at once): the anchor's own exit then
+//     closes the descriptors, highest first;
+//   - the anchor and its holder end after the process dies, never before
+//     (every signal but SIGKILL and SIGSTOP is blocked); one pair per
+//     process, whatever StartAnchor's calls;
+//   - ps shows them as two more processes with the process's command line:
+//     the anchor with a few pages, the holder with the process's memory
+//     (counted once by the kernel and the container's cgroup); killed
+//     alone, each is reaped and logged at warn and the process goes on
+//     without it (the holder ends with its anchor);
 //   - the anchor exists on Linux on amd64 only (its instructions are
-//     per architecture); elsewhere HoldMemory returns an error.
+//     per architecture); elsewhere StartAnchor returns an error.
 package exitorder

@@ -17,6 +17,7 @@ const Reserve = 512
 // Placer places connections above its floor; the zero Placer places none.
 type Placer struct {
 	floor int
+	base  int // New's floor, which Above keeps: where the anchor's set starts
 	log   hclog.Logger
 	once  *sync.Once // the first failure is logged, the rest are not
 }
@@ -38,7 +39,7 @@ func New(maxSockets int, limit uint64, log hclog.Logger) Placer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return Placer{floor: floor, log: log, once: new(sync.Once)}
+	return Placer{floor: floor, base: floor, log: log, once: new(sync.Once)}
 }
 
 // Floor is the lowest descriptor a placed connection takes; 0: none.
@@ -67,8 +68,9 @@ func (p Placer) Conn(c net.Conn) net.Conn {
 		})
 		return c
 	}
+	mark(dup, p.base)
 	pc := &placed{Conn: c, dup: dup}
-	pc.cleanup = runtime.AddCleanup(pc, closeFD, dup)
+	pc.cleanup = runtime.AddCleanup(pc, release, dup)
 	if sc, ok := c.(syscall.Conn); ok {
 		return &placedSys{placed: pc, sc: sc}
 	}
@@ -109,7 +111,7 @@ type placed struct {
 func (c *placed) Close() error {
 	c.once.Do(func() {
 		c.cleanup.Stop()
-		closeFD(c.dup)
+		release(c.dup)
 	})
 	return c.Conn.Close()
 }
@@ -131,4 +133,9 @@ type placedSys struct {
 
 func (c *placedSys) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
-func closeFD(fd int) { _ = syscall.Close(fd) }
+// release closes a placed connection's duplicate, which the anchor no
+// longer shuts.
+func release(dup int) {
+	unmark(dup)
+	_ = syscall.Close(dup)
+}

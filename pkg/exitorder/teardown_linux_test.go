@@ -1,6 +1,7 @@
 package exitorder_test
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -20,9 +21,10 @@ import (
 
 // memEnv makes the test binary a killed process holding memory: "<MiB>",
 // then any of ",huge" (the memory advised onto 2 MiB pages), ",anchor"
-// (with an exit anchor) and ",fds=<n>" (n more descriptors open, below
+// (with an exit anchor), ",pid1" (started in a PID namespace of its own,
+// killToClose reads it) and ",fds=<n>" (n more descriptors open, below
 // the connection's, as a node's client sockets are), dialling the address
-// in childEnv once, then waiting to be killed.
+// in childEnv once and placing that connection, then waiting to be killed.
 const memEnv = "EXITORDER_BENCH_MIB"
 
 // madvHugepage is MADV_HUGEPAGE, which package syscall does not name.
@@ -43,7 +45,7 @@ func memChild(spec, addr string) {
 				os.Exit(3)
 			}
 		case o == "anchor":
-			if _, err := exitorder.HoldMemory("exitorder-test", hclog.NewNullLogger()); err != nil {
+			if _, err := exitorder.StartAnchor("exitorder-test", "exitorder-mem", hclog.NewNullLogger()); err != nil {
 				os.Exit(4)
 			}
 		case strings.HasPrefix(o, "fds="):
@@ -62,6 +64,9 @@ func memChild(spec, addr string) {
 	if err != nil {
 		os.Exit(2)
 	}
+	var lim syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	c = exitorder.New(fds, lim.Cur, nil).Conn(c) // above the other descriptors, as a node's are
 	_, _ = c.Write([]byte{1})
 	resident = mem
 	select {} // until killed
@@ -71,22 +76,23 @@ func memChild(spec, addr string) {
 var resident []byte
 
 // BenchmarkKillToFirstClose measures the kernel's part of learning of a
-// death: from SIGKILL of a process holding one connection until its peer
-// reads the close, for a process with 0, 50 and 200 MiB resident, 200 MiB
-// on 2 MiB pages, and 50 and 200 MiB with an exit anchor (HoldMemory), the
-// last also with 16,000 more descriptors open. Linux frees a dying
-// process's memory before it closes any of its descriptors, so no
-// placement of a connection can make its close come sooner than that; an
-// anchor, holding the memory, can. What is left is the kernel's walk of
-// the descriptor table before the first release. Ten kills each;
-// the median is reported. Run it with
+// death: from SIGKILL of a process holding one placed connection until its
+// peer reads the close, for a process with 0, 50 and 200 MiB resident, 200
+// MiB on 2 MiB pages, and 50 and 200 MiB with an exit anchor
+// (StartAnchor), the last also with 16,000 more descriptors open, and that
+// once more as the init of a PID namespace (a container's process). Linux
+// frees a dying process's memory before it closes any of its descriptors,
+// and walks them all before it releases the first, so no placement of a
+// connection can make its close come sooner than that; an anchor, which
+// shuts the connection down as the process dies, can. Ten kills each; the
+// median is reported. Run it with
 //
 //	go test -run '^$' -bench KillToFirstClose -benchtime 1x ./pkg/exitorder/
 func BenchmarkKillToFirstClose(b *testing.B) {
 	proctest.RaiseFileLimit(b, 17000) // the children inherit it
-	for _, spec := range []string{"0", "50", "200", "200,huge", "50,anchor", "200,anchor", "50,anchor,fds=16000"} {
+	for _, spec := range []string{"0", "50", "200", "200,huge", "50,anchor", "200,anchor", "50,anchor,fds=16000", "50,anchor,fds=16000,pid1"} {
 		b.Run("mib="+spec, func(b *testing.B) {
-			if strings.HasSuffix(spec, ",anchor") && runtime.GOARCH != "amd64" {
+			if strings.Contains(spec, ",anchor") && runtime.GOARCH != "amd64" {
 				b.Skip("no exit anchor on " + runtime.GOARCH)
 			}
 			var times []time.Duration
@@ -109,7 +115,15 @@ func killToClose(b *testing.B, spec string) time.Duration {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), memEnv+"="+spec, childEnv+"="+ln.Addr().String())
 	cmd.Stderr = os.Stderr
+	if strings.HasSuffix(spec, ",pid1") {
+		// The init of a PID namespace, as a container's process is: its
+		// death kills the namespace's other processes (the anchor).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	}
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			b.Skipf("no PID namespace here: %v", err)
+		}
 		b.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()

@@ -191,7 +191,7 @@ func (m *metrics) disconnected(code uint16) {
 
 // newMetrics registers the node's metrics; portConns reads the number of
 // connections open on the WebSocket port, ready what /readyz reports,
-// anchored whether an exit anchor holds the node's memory.
+// anchored whether the node's exit anchor lives.
 func newMetrics(reg prometheus.Registerer, portConns func() float64, ready, anchored func() bool) *metrics {
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
@@ -206,7 +206,7 @@ func newMetrics(reg prometheus.Registerer, portConns func() float64, ready, anch
 	}, func() float64 { return map[bool]float64{true: 1}[ready()] })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "headcount_wsnode_exit_anchored",
-		Help: "1 while an exit anchor holds the node's memory, so a kill closes its connections before the kernel frees the memory (--exit-anchor); 0 when off, unavailable (Linux on amd64 only) or ended (the log says why).",
+		Help: "1 while the node's exit anchor lives (wsnode-anchor), so a kill ends its Redis and admin connections at once (--exit-anchor); 0 when off, unavailable (Linux on amd64 only) or ended (the log says why).",
 	}, func() float64 { return map[bool]float64{true: 1}[anchored()] })
 	watchlistEvents := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "headcount_wsnode_watchlist_events_total",

@@ -31,7 +31,7 @@ import (
 //     held.
 //   - sigkill-large-unanchored: sigkill-large with --exit-anchor=false, so
 //     the figure beside it shows what the anchor saves (package
-//     exitorder's HoldMemory).
+//     exitorder's StartAnchor).
 //   - sigstop: 10 nodes of 1,000 hung (SIGSTOP: no FIN, the watch and
 //     Redis's connection stay open), which only the heartbeat's age tells:
 //     dead-after and the next scan.

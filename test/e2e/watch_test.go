@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headcount/headcount/internal/proctest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
@@ -153,32 +154,36 @@ func checkDeathAnnouncedFirst(t *testing.T, n node) {
 }
 
 // checkAnchored checks that n has its exit anchor (package exitorder): a
-// child process named wsnode-anchor holding only a pidfd, so a kill of n
-// closes its connections before the kernel frees its memory. It returns
-// the anchor's pid. The anchor names itself and closes its copies of n's
-// descriptors once it runs, which a loaded machine may delay: it polls.
+// child process named wsnode-anchor sharing n's descriptors, and one named
+// wsnode-memory sharing its memory, so a kill of n shuts its Redis and
+// admin connections down at once and frees its memory after the closes.
+// It returns the anchor's pid. The two name themselves once they run,
+// which a loaded machine may delay: it polls.
 func checkAnchored(t *testing.T, n node) int {
 	t.Helper()
-	parent := strconv.Itoa(n.p.cmd.Process.Pid)
-	found := ""
+	parent := n.p.cmd.Process.Pid
+	missing := ""
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		found := map[string]int{}
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			pid, err := strconv.Atoi(e.Name())
-			if err != nil || procStatus(pid, "PPid") != parent || procStatus(pid, "Name") != "wsnode-anchor" {
+			if err != nil || procStatus(pid, "PPid") != strconv.Itoa(parent) {
 				continue
 			}
-			fds, _ := os.ReadDir("/proc/" + e.Name() + "/fd")
-			if len(fds) == 1 {
-				return pid
+			name := procStatus(pid, "Name")
+			files, _ := proctest.SharesFiles(parent, pid)
+			memory, _ := proctest.SharesMemory(parent, pid)
+			if name == "wsnode-anchor" && files && !memory || name == "wsnode-memory" && memory && !files {
+				found[name] = pid
 			}
-			found = fmt.Sprintf("its exit anchor (pid %d) holds %d descriptors, want its pidfd alone", pid, len(fds))
 		}
+		if found["wsnode-anchor"] != 0 && found["wsnode-memory"] != 0 {
+			return found["wsnode-anchor"]
+		}
+		missing = fmt.Sprintf("found %v, want wsnode-anchor sharing its descriptors and wsnode-memory sharing its memory", found)
 	}
-	if found == "" {
-		found = "no child process named wsnode-anchor"
-	}
-	t.Fatalf("%s (pid %s): %s", n.p.name, parent, found)
+	t.Fatalf("%s (pid %d): %s", n.p.name, parent, missing)
 	return 0
 }
 
