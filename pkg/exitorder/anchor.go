@@ -48,8 +48,8 @@ func StartAnchor(name, holder string, log hclog.Logger) (int, error) {
 	return anchor.pid, anchor.err
 }
 
-// The exit statuses of the anchor (anchor_linux_amd64.s) and of its
-// holder (holder_linux_amd64.s) that say why.
+// The exit statuses of the anchor and of its holder (their
+// instructions are in anchor_linux_amd64.s) that say why.
 var (
 	anchorExits = map[int]string{3: "it could not wait for this process's death (futex(2))"}
 	holderExits = map[int]string{

@@ -26,7 +26,7 @@ const (
 	// Go's maps end with 5-level paging too (nothing asks for higher).
 	userTop = 0x7ffffffff000
 	// keptSize is how much the anchor keeps from the first page of its
-	// instructions (cloneAnchor is well under a page long) and of its
+	// instructions (cloneChild is well under a page long) and of its
 	// thread's base (glibc's struct pthread, in which the kernel updates
 	// the rseq(2) area a fork inherits: a write there failing kills the
 	// anchor).
@@ -38,13 +38,21 @@ const (
 // of two threads is never last.
 const watchers = 2
 
-// anchorText, threadBase and cloneAnchor are in anchor_linux_amd64.s.
+// anchorText, threadBase and cloneChild are in anchor_linux_amd64.s.
 func anchorText() uintptr
 
 func threadBase() uintptr
 
 //go:noescape
-func cloneAnchor(page *byte) (pid int, errno syscall.Errno)
+func cloneChild(page *byte, flags, stack, pidfd uintptr) (pid int, errno syscall.Errno)
+
+// The children's clone(2) flags: the anchor gets its own copy of the
+// memory and this process's descriptor table, the holder this process's
+// memory and its own table. SIGCHLD: this process reaps them.
+const (
+	anchorFlags = syscall.CLONE_FILES | uintptr(syscall.SIGCHLD)
+	holderFlags = syscall.CLONE_VM | uintptr(syscall.SIGCHLD)
+)
 
 // shared is the page this process and its anchor both see: MAP_SHARED,
 // mapped before the anchor is cloned, never unmapped.
@@ -118,7 +126,9 @@ func startAnchor(name, holder string) (anchorPid, holderPid int, err error) {
 	runtime.LockOSThread() // the thread whose base threadBase reads clones
 	defer runtime.UnlockOSThread()
 	unmapGaps(page, keptRanges(page))
-	anchorPid, errno := cloneAnchor(&page[0])
+	// Stack 0: the anchor keeps this thread's stack pointer, in its copy,
+	// and pushes nothing.
+	anchorPid, errno := cloneChild(&page[0], anchorFlags, 0, 0)
 	if errno != 0 {
 		return 0, 0, fmt.Errorf("clone the anchor: %w", errno)
 	}
@@ -175,14 +185,11 @@ func watch(word *uint32, set chan<- struct{}) {
 }
 
 // holderPage is the holder's page: its stack, and the few words its
-// clone needs (holder_linux_amd64.s says which).
+// clone needs (anchor_linux_amd64.s says which).
 const holderPage = 8192
 
 // sysPidfdOpen is pidfd_open(2), the same number on every architecture.
 const sysPidfdOpen = 434
-
-//go:noescape
-func cloneHolder(page *byte, pidfd uintptr) (pid int, errno syscall.Errno)
 
 // startHolder starts the anchor's holder: a child sharing this process's
 // memory and no descriptor but a pidfd of the anchor, on which it waits.
@@ -200,8 +207,8 @@ func startHolder(name string, anchorPid int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("map the holder's stack: %w", err)
 	}
-	copy(page[32:47], name)
-	pid, errno := cloneHolder(&page[0], fd)
+	copy(page[offName:offName+15], name)
+	pid, errno := cloneChild(&page[0], holderFlags, uintptr(in(page, 0))+holderPage, fd)
 	if errno != 0 {
 		_ = syscall.Munmap(page)
 		return 0, fmt.Errorf("clone the holder: %w", errno)

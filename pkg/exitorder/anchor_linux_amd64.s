@@ -2,18 +2,22 @@
 
 #include "textflag.h"
 
-// The offsets into the shared page (shared_linux_amd64.go).
-#define WORD 0
+// The offsets into a child's page: the anchor's shared page and the
+// holder's own (anchor_linux.go).
 #define SIGSET 8
 #define SAVED 16
-#define BASE 24
 #define NAME 32
+// The anchor's page only.
+#define WORD 0
+#define BASE 24
+// The holder's page only.
+#define POLLFD 24
 
 // func anchorText() uintptr
 //
-// The address of cloneAnchor's instructions, which the anchor keeps mapped.
+// The address of cloneChild's instructions, which the anchor keeps mapped.
 TEXT ·anchorText(SB),NOSPLIT,$0-8
-	LEAQ	·cloneAnchor(SB), AX
+	LEAQ	·cloneChild(SB), AX
 	MOVQ	AX, ret+0(FP)
 	RET
 
@@ -28,21 +32,27 @@ TEXT ·threadBase(SB),NOSPLIT,$0-8
 	SYSCALL
 	RET
 
-// func cloneAnchor(page *byte) (pid int, errno syscall.Errno)
+// func cloneChild(page *byte, flags, stack, pidfd uintptr) (pid int, errno syscall.Errno)
 //
-// page is the shared page (MAP_SHARED, so the anchor and this process see
-// the same bytes): [0,4) a word the kernel zeroes when a watched thread of
-// this process exits, [8,16) a full signal set, [16,24) the caller's saved
-// signal mask, [24,32) the descriptor bit 0 of the set stands for, [32,48)
-// the anchor's NUL-terminated name, [48,112) four (address, length)
-// ranges the anchor unmaps, [128,256) the set of placed descriptors, 1,024 bits.
+// clone(2)s this thread with flags and stack, every signal blocked in the
+// child (it inherits the mask set here), and runs in the child the
+// anchor's instructions (flags without CLONE_VM) or the holder's (with
+// it): no Go code, nothing on a stack, so the Go runtime never sees them.
 //
-// The child is a copy of this thread in a copy of the memory, sharing the
-// descriptor table (clone(2) with CLONE_FILES): it runs only the
-// instructions below, uses no stack, and has every signal blocked (it
-// inherits the mask set here).
-TEXT ·cloneAnchor(SB),NOSPLIT,$0-24
+// page, for both: [8,16) a full signal set, [16,24) the caller's saved
+// signal mask, [32,48) the child's NUL-terminated name.
+//
+// The anchor's page is shared (MAP_SHARED, so it and this process see the
+// same bytes): [0,4) a word the kernel zeroes when a watched thread of
+// this process exits, [24,32) the descriptor bit 0 of the set stands for,
+// [48,112) four (address, length) ranges the anchor unmaps, [128,256) the
+// set of placed descriptors, 1,024 bits.
+//
+// The holder's page is its own: [24,32) its struct pollfd for pidfd, a
+// pidfd of the anchor; its stack ends at the page's top.
+TEXT ·cloneChild(SB),NOSPLIT,$0-48
 	MOVQ	page+0(FP), R12
+	MOVQ	pidfd+24(FP), R13
 
 	// Block every signal in this thread, saving its mask.
 	MOVQ	$-1, AX
@@ -56,13 +66,13 @@ TEXT ·cloneAnchor(SB),NOSPLIT,$0-24
 	CMPQ	AX, $0xfffffffffffff001
 	JCS	blocked
 	NEGQ	AX
-	MOVQ	$-1, pid+8(FP)
-	MOVQ	AX, errno+16(FP)
+	MOVQ	$-1, pid+32(FP)
+	MOVQ	AX, errno+40(FP)
 	RET
 
 blocked:
-	MOVQ	$0x411, DI	// CLONE_FILES | SIGCHLD: its own memory, this table
-	MOVQ	$0, SI		// the same stack pointer, in its copy; it pushes nothing
+	MOVQ	flags+8(FP), DI
+	MOVQ	stack+16(FP), SI
 	MOVQ	$0, DX
 	MOVQ	$0, R10
 	MOVQ	$0, R8
@@ -83,26 +93,31 @@ blocked:
 	CMPQ	BX, $0xfffffffffffff001
 	JCS	cloned
 	NEGQ	BX
-	MOVQ	$-1, pid+8(FP)
-	MOVQ	BX, errno+16(FP)
+	MOVQ	$-1, pid+32(FP)
+	MOVQ	BX, errno+40(FP)
 	RET
 cloned:
-	MOVQ	BX, pid+8(FP)
-	MOVQ	$0, errno+16(FP)
+	MOVQ	BX, pid+32(FP)
+	MOVQ	$0, errno+40(FP)
 	RET
 
 child:
+	// DI still holds the flags: the system call left it alone.
+	MOVQ	DI, BX
 	// Name it.
 	MOVQ	$15, DI		// PR_SET_NAME
 	LEAQ	NAME(R12), SI
 	MOVQ	$157, AX	// prctl
 	SYSCALL
+	TESTQ	$0x100, BX	// CLONE_VM
+	JNE	holder
 
-	// Give back the copy of the memory but for these instructions and the
-	// shared page: the anchor holds a few pages, whatever the process holds.
+	// The anchor. Give back the copy of the memory but for these
+	// instructions, the shared page and this thread's base: it holds a
+	// few pages, whatever the process holds.
 	MOVQ	$0, BX
 unmap:
-	MOVQ	48(R12)(BX*8), DI	// GAPS
+	MOVQ	48(R12)(BX*8), DI
 	MOVQ	56(R12)(BX*8), SI
 	CMPQ	SI, $0
 	JEQ	unmapped
@@ -145,7 +160,7 @@ dead:
 shut:
 	MOVQ	BX, CX
 	SHRQ	$6, CX
-	MOVQ	128(R12)(CX*8), DX	// BITS
+	MOVQ	128(R12)(CX*8), DX	// the set
 	BTQ	BX, DX
 	JCC	next
 	LEAQ	(R13)(BX*1), DI
@@ -171,6 +186,54 @@ closeall:
 	MOVQ	$436, AX	// close_range
 	SYSCALL
 	MOVQ	$0, DI
+	JMP	exit
+
+holder:
+	// The holder. Hold no descriptor but pidfd: the copies this child got
+	// of the process's would keep its sockets open.
+	CMPQ	R13, $0
+	JEQ	above
+	MOVQ	$0, DI
+	LEAQ	-1(R13), SI
+	MOVQ	$0, DX
+	MOVQ	$436, AX	// close_range
+	SYSCALL
+	CMPQ	AX, $0
+	JNE	failed
+above:
+	LEAQ	1(R13), DI
+	MOVQ	$0xffffffff, SI
+	MOVQ	$0, DX
+	MOVQ	$436, AX	// close_range
+	SYSCALL
+	CMPQ	AX, $0
+	JNE	failed
+
+	// Wait until the anchor has exited, its closes done.
+	MOVL	R13, POLLFD(R12)
+	MOVW	$1, 28(R12)	// POLLIN, the events after the descriptor
+	MOVW	$0, 30(R12)
+poll:
+	LEAQ	POLLFD(R12), DI
+	MOVQ	$1, SI
+	MOVQ	$0, DX
+	MOVQ	$0, R10
+	MOVQ	$0, R8
+	MOVQ	$271, AX	// ppoll
+	SYSCALL
+	CMPQ	AX, $0
+	JGT	done
+	CMPQ	AX, $-4		// EINTR
+	JEQ	poll
+	CMPQ	AX, $0
+	JEQ	poll
+	MOVQ	$3, DI
+	JMP	exit
+done:
+	MOVQ	$0, DI
+	JMP	exit
+failed:
+	MOVQ	$2, DI
 exit:
 	MOVQ	$231, AX	// exit_group
 	SYSCALL
