@@ -44,7 +44,7 @@
 // the namespace's other processes once its last thread has exited. With
 // a holder, that comes at once, often before the anchor has run
 // (BenchmarkKillToFirstClose, pid1: a median of 2.0-2.5 ms to the first
-// close over 30 kills, against 0.8-1.2 without); so an init keeps no
+// close over 30 kills, against 0.8-1.7 without); so an init keeps no
 // holder, and its last thread frees the memory first, while the anchor
 // shuts the connections down.
 //
