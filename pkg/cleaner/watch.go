@@ -43,10 +43,13 @@ const (
 	// the process's Redis connection closes at the same moment, but Redis
 	// may handle that a little after the cleaner reads its end.
 	confirmWindow = 500 * time.Millisecond
-	// confirmPoll: the first look usually races Redis's own handling of
-	// the close, and the second decides; each poll is one round trip, and
-	// a broken path (the rare case that polls the whole window) costs at
-	// most 500 of them.
+	// confirmPoll spaces the looks after the second. The first usually
+	// races Redis's own handling of the close, which the node's exit
+	// anchor sends before the watch's end; the second, at once, follows
+	// it: Redis handled the close in the same turn of its loop as the
+	// first look or before. Each look is one round trip, and a broken
+	// path (the rare case that looks for the whole window) costs at most
+	// 500 of them.
 	confirmPoll = time.Millisecond
 	// watchBackoffMax bounds the wait between attempts to watch one node.
 	watchBackoffMax = 5 * time.Second
@@ -251,7 +254,7 @@ func (w *watcher) confirm(ctx context.Context, c counts.Candidate) string {
 			return watchUnconfirmed
 		}
 		deadline := time.Now().Add(confirmWindow)
-		for {
+		for look := 1; ; look++ {
 			_, dead, trusted, err := w.a.store.Liveness(ctx, w.a.canary, livenessTrustAfter, []string{c.Node})
 			switch {
 			case ctx.Err() != nil:
@@ -263,7 +266,7 @@ func (w *watcher) confirm(ctx context.Context, c counts.Candidate) string {
 			case time.Now().After(deadline):
 				return watchAlive
 			}
-			if !clock.Sleep(ctx, confirmPoll) {
+			if look > 1 && !clock.Sleep(ctx, confirmPoll) {
 				return ""
 			}
 		}
