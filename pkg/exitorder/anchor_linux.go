@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -20,8 +21,14 @@ const (
 	offBase    = 24
 	offName    = 32
 	offGaps    = 48
+	offTimeout = 112
 	offBits    = 128
+	offProcess = 256
 	markedBits = 1024
+	// lookEvery is how often the anchor looks whether the process has
+	// ended though no watched thread's exit woke it (a death that dumps
+	// core, on older kernels).
+	lookEvery = 100 * time.Millisecond
 	// userTop is where user memory ends with 4-level paging, and where
 	// Go's maps end with 5-level paging too (nothing asks for higher).
 	userTop = 0x7ffffffff000
@@ -35,8 +42,9 @@ const (
 
 // watchers is how many threads of the process zero the anchor's word when
 // they exit. The kernel skips that for the last user of a memory, and one
-// of two threads is never last.
-const watchers = 2
+// of two threads is never last. (A variable for a test, which starts an
+// anchor that no thread wakes.)
+var watchers = 2
 
 // anchorText, threadBase and cloneChild are in anchor_linux_amd64.s.
 func anchorText() uintptr
@@ -123,12 +131,24 @@ func startAnchor(name, holder string) (anchorPid, holderPid int, err error) {
 		go watch(word, set)
 		<-set
 	}
-	runtime.LockOSThread() // the thread whose base threadBase reads clones
+	// A pidfd of this process, kept open for the anchor's looks; none (-1,
+	// which poll(2) skips) where pidfd_open is refused.
+	pidfd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(os.Getpid()), 0, 0)
+	if errno != 0 {
+		pidfd = ^uintptr(0)
+	}
+	*(*int32)(in(page, offProcess)) = int32(pidfd) //nolint:gosec // G115: a descriptor, or -1
+	*(*int16)(in(page, offProcess+4)) = 1          // POLLIN
+	// The look's timeout: tv_sec stays 0; the zero timespec after the
+	// pollfd, untouched, is the look's own.
+	*word64(page, offTimeout+8) = uint64(lookEvery)
+	// The thread whose base threadBase reads is the one that clones.
+	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unmapGaps(page, keptRanges(page))
 	// Stack 0: the anchor keeps this thread's stack pointer, in its copy,
 	// and pushes nothing.
-	anchorPid, errno := cloneChild(&page[0], anchorFlags, 0, 0)
+	anchorPid, errno = cloneChild(&page[0], anchorFlags, 0, 0)
 	if errno != 0 {
 		return 0, 0, fmt.Errorf("clone the anchor: %w", errno)
 	}

@@ -10,6 +10,9 @@
 // The anchor's page only.
 #define WORD 0
 #define BASE 24
+#define TIMEOUT 112
+#define PROCESS 256
+#define NOW 264
 // The holder's page only.
 #define POLLFD 24
 
@@ -45,8 +48,10 @@ TEXT ·threadBase(SB),NOSPLIT,$0-8
 // The anchor's page is shared (MAP_SHARED, so it and this process see the
 // same bytes): [0,4) a word the kernel zeroes when a watched thread of
 // this process exits, [24,32) the descriptor bit 0 of the set stands for,
-// [48,112) four (address, length) ranges the anchor unmaps, [128,256) the
-// set of placed descriptors, 1,024 bits.
+// [48,112) four (address, length) ranges the anchor unmaps, [112,128) how
+// long a wait on the word lasts before it looks at [256,264), a struct
+// pollfd for a pidfd of this process, with [264,280) a zero timeout,
+// [128,256) the set of placed descriptors, 1,024 bits.
 //
 // The holder's page is its own: [24,32) its struct pollfd for pidfd, a
 // pidfd of the anchor; its stack ends at the page's top.
@@ -129,14 +134,16 @@ unmapped:
 	JLT	unmap
 
 	// Wait until a watched thread of the process has exited: the kernel
-	// zeroes the word and wakes this futex (set_tid_address(2)).
+	// zeroes the word and wakes this futex (set_tid_address(2)). Older
+	// kernels leave the word alone in a death that dumps core: every so
+	// often, the anchor also looks whether the process has ended.
 wait:
 	MOVL	WORD(R12), DX
 	CMPL	DX, $0
 	JEQ	dead
 	LEAQ	WORD(R12), DI
 	MOVQ	$0, SI		// FUTEX_WAIT, shared: the kernel's wake is
-	MOVQ	$0, R10
+	LEAQ	TIMEOUT(R12), R10
 	MOVQ	$0, R8
 	MOVQ	$0, R9
 	MOVQ	$202, AX	// futex
@@ -147,8 +154,21 @@ wait:
 	JEQ	wait
 	CMPQ	AX, $-4		// EINTR
 	JEQ	wait
+	CMPQ	AX, $-110	// ETIMEDOUT
+	JEQ	look
 	MOVQ	$3, DI
 	JMP	exit
+look:
+	LEAQ	PROCESS(R12), DI
+	MOVQ	$1, SI
+	LEAQ	NOW(R12), DX
+	MOVQ	$0, R10
+	MOVQ	$0, R8
+	MOVQ	$271, AX	// ppoll
+	SYSCALL
+	CMPQ	AX, $0
+	JGT	dead		// its pidfd is readable: every thread has exited
+	JMP	wait
 
 dead:
 	// Shut the placed connections down, highest descriptor first: a FIN

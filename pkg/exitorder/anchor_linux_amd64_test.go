@@ -27,8 +27,9 @@ import (
 // "<pid> <pid> <placed fd> <plain fd>\n" (two calls' answers, then the
 // two connections' descriptors), and obeys one byte on the first
 // connection: 'c' closes it, 'x' exits 0, 'a' writes Anchored() ("true\n"
-// or "false\n"). It logs to stderr.
-const anchorEnv = "EXITORDER_ANCHOR_TEST"
+// or "false\n"). It logs to stderr. With unwokenEnv set, no thread of it
+// wakes the anchor as it dies (exitorder.SetWatchers(0)).
+const anchorEnv, unwokenEnv = "EXITORDER_ANCHOR_TEST", "EXITORDER_ANCHOR_UNWOKEN"
 
 // anchorName is the test anchor's name, as /proc/<pid>/comm shows it.
 const anchorName, holderName = "exitorder-test", "exitorder-mem"
@@ -49,6 +50,9 @@ func anchorChild(addr string) {
 		fail(err)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})
+	if os.Getenv(unwokenEnv) != "" {
+		exitorder.SetWatchers(0)
+	}
 	first, err := exitorder.StartAnchor(anchorName, holderName, log)
 	if err != nil {
 		fail(err)
@@ -120,7 +124,7 @@ type anchored struct {
 	placedFD, plainFD int
 }
 
-func startAnchored(t *testing.T) *anchored {
+func startAnchored(t *testing.T, env ...string) *anchored {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -129,7 +133,7 @@ func startAnchored(t *testing.T) *anchored {
 	defer ln.Close()
 	a := &anchored{stderr: &proctest.Buffer{}}
 	a.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	a.cmd.Env = append(os.Environ(), anchorEnv+"="+ln.Addr().String())
+	a.cmd.Env = append(append(os.Environ(), anchorEnv+"="+ln.Addr().String()), env...)
 	a.cmd.Stderr = a.stderr
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -170,6 +174,13 @@ func startAnchored(t *testing.T) *anchored {
 	if a.anchor, err = strconv.Atoi(f[0]); err != nil || a.anchor <= 0 {
 		t.Fatalf("anchor pid %q", f[0])
 	}
+	// An anchor that failed to see the process end would hold its
+	// descriptors, this test binary's output among them, for ever.
+	t.Cleanup(func() {
+		if !gone(a.anchor) {
+			_ = syscall.Kill(a.anchor, syscall.SIGKILL)
+		}
+	})
 	a.placedFD, _ = strconv.Atoi(f[2])
 	a.plainFD, _ = strconv.Atoi(f[3])
 	return a
@@ -331,6 +342,21 @@ func TestAnchorShutsPlacedConnections(t *testing.T) {
 	}
 	if ended(t, a.plain) {
 		t.Error("the unplaced connection ended although this test holds its socket")
+	}
+}
+
+// TestAnchorLooksAtTheProcess: an anchor that no thread's exit wakes (as
+// on older kernels in a death that dumps core, which leave the word
+// alone) still sees the process end, by its pidfd, and shuts the
+// placed connection down; else it would hold the dead process's sockets
+// open for ever.
+func TestAnchorLooksAtTheProcess(t *testing.T) {
+	a := startAnchored(t, unwokenEnv+"=1")
+	require.Equal(t, "true", a.askAnchored(t))
+	_ = a.cmd.Process.Kill()
+	waitFor(t, "the anchor ends", func() bool { return gone(a.anchor) })
+	if !ended(t, a.placed) {
+		t.Error("the placed connection did not end")
 	}
 }
 

@@ -30,15 +30,17 @@
 // keeping only a few pages of its copy of the memory, blocked on a futex
 // that two threads of the process, locked for its life, name as their
 // clear_child_tid: the kernel zeroes it and wakes the futex as such a
-// thread exits, the first thing a dying thread does with its memory. The
-// anchor then shuts down every connection a Placer placed, highest
-// descriptor first (shutdown(2): a FIN at once, whoever else holds the
-// socket), lowers its priority, closes every descriptor, the highest
-// released first, and exits. Beside it, a holder shares the memory and
-// no descriptor and waits on a pidfd of the anchor, so the memory's last
-// user, whose exit frees it, is the holder, after the closes. Both run a
-// few instructions of assembly: no Go code, no stack, every signal
-// blocked, so the Go runtime never sees them.
+// thread exits, the first thing a dying thread does with its memory (older
+// kernels skip that in a death that dumps core: every 100 ms the anchor
+// also looks at a pidfd of the process, so it still sees the end;
+// TestAnchorLooksAtTheProcess). The anchor then shuts down every
+// connection a Placer placed, highest descriptor first (shutdown(2): a FIN
+// at once, whoever else holds the socket), lowers its priority, closes
+// every descriptor, the highest released first, and exits. Beside it, a
+// holder shares the memory and no descriptor and waits on a pidfd of the
+// anchor, so the memory's last user, whose exit frees it, is the holder,
+// after the closes. Both run a few instructions of assembly: no Go code,
+// no stack, every signal blocked, so the Go runtime never sees them.
 //
 // A container's process is its PID namespace's init, whose death kills
 // the namespace's other processes once its last thread has exited. With
