@@ -1,8 +1,6 @@
 package proctest
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,21 +28,15 @@ func SettledRSS(tb testing.TB, pid int) int64 {
 // RSS is a process's resident memory in bytes (VmRSS).
 func RSS(tb testing.TB, pid int) int64 {
 	tb.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rest, ok := Status(pid, "VmRSS")
+	if !ok || rest == "" {
+		tb.Fatalf("process %d: no VmRSS", pid)
+	}
+	kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(rest, "kB")), 10, 64)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kb * 1024
-		}
-	}
-	tb.Fatal("no VmRSS")
-	return 0
+	return kb * 1024
 }
 
 // RaiseFileLimit lifts this process's open-file limit (inherited by the

@@ -204,21 +204,6 @@ func (a *anchored) askAnchored(t *testing.T) string {
 	return strings.TrimSpace(line)
 }
 
-// procField returns the value of field ("PPid", "State") in
-// /proc/<pid>/status, and false once pid is gone.
-func procField(pid int, field string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return "", false
-	}
-	for l := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return strings.TrimSpace(v), true
-		}
-	}
-	return "", true
-}
-
 // waitFor polls cond every millisecond until it holds or 10 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -234,28 +219,15 @@ func childNamed(t *testing.T, parent int, name string) int {
 	t.Helper()
 	found := 0
 	waitFor(t, "a child named "+name, func() bool {
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if ppid, _ := procField(pid, "PPid"); ppid != strconv.Itoa(parent) {
-				continue
-			}
-			if n, _ := procField(pid, "Name"); n == name {
-				found = pid
-				return true
-			}
-		}
-		return false
+		found = proctest.Children(parent)[name]
+		return found != 0
 	})
 	return found
 }
 
 // gone: pid has exited (a zombie until its new parent reaps it).
 func gone(pid int) bool {
-	state, ok := procField(pid, "State")
+	state, ok := proctest.Status(pid, "State")
 	return !ok || strings.HasPrefix(state, "Z")
 }
 
@@ -270,17 +242,17 @@ func gone(pid int) bool {
 func TestAnchorSharesFilesNotMemory(t *testing.T) {
 	a := startAnchored(t)
 	pid := a.cmd.Process.Pid
-	if ppid, _ := procField(a.anchor, "PPid"); ppid != strconv.Itoa(pid) {
+	if ppid, _ := proctest.Status(a.anchor, "PPid"); ppid != strconv.Itoa(pid) {
 		t.Errorf("the anchor's parent is %q, want %d", ppid, pid)
 	}
 	// The anchor names itself and gives back its copy of the memory once
 	// it runs, which a loaded machine may delay past StartAnchor's return.
 	waitFor(t, "the anchor is named "+anchorName, func() bool {
-		name, _ := procField(a.anchor, "Name")
+		name, _ := proctest.Status(a.anchor, "Name")
 		return name == anchorName
 	})
 	waitFor(t, "the anchor holds at most 64 kB of memory", func() bool {
-		size, _ := procField(a.anchor, "VmSize")
+		size, _ := proctest.Status(a.anchor, "VmSize")
 		kb, err := strconv.Atoi(strings.TrimSuffix(size, " kB"))
 		return err == nil && kb <= 64
 	})
@@ -415,7 +387,7 @@ func TestAnchorKilledIsLogged(t *testing.T) {
 	if log := a.stderr.String(); !strings.Contains(log, "why=\"signal 9 (killed)\"") || !strings.Contains(log, "pid="+strconv.Itoa(a.anchor)) {
 		t.Errorf("the log does not say the anchor was killed:\n%s", log)
 	}
-	waitFor(t, "the anchor is reaped", func() bool { _, ok := procField(a.anchor, "State"); return !ok })
+	waitFor(t, "the anchor is reaped", func() bool { _, ok := proctest.Status(a.anchor, "State"); return !ok })
 	require.Equal(t, "false", a.askAnchored(t))
 	if gone(a.cmd.Process.Pid) {
 		t.Error("the process ended with its anchor")

@@ -165,13 +165,7 @@ func checkAnchored(t *testing.T, n node) int {
 	missing := ""
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		found := map[string]int{}
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || procStatus(pid, "PPid") != strconv.Itoa(parent) {
-				continue
-			}
-			name := procStatus(pid, "Name")
+		for name, pid := range proctest.Children(parent) {
 			files, _ := proctest.SharesFiles(parent, pid)
 			memory, _ := proctest.SharesMemory(parent, pid)
 			if name == "wsnode-anchor" && files && !memory || name == "wsnode-memory" && memory && !files {
@@ -192,25 +186,11 @@ func checkAnchored(t *testing.T, n node) int {
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if state := procStatus(pid, "State"); state == "" || strings.HasPrefix(state, "Z") {
+		if state, _ := proctest.Status(pid, "State"); state == "" || strings.HasPrefix(state, "Z") {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still runs 10 s after its parent was killed", pid)
 		}
 	}
-}
-
-// procStatus is field of /proc/<pid>/status ("" once pid is gone).
-func procStatus(pid int, field string) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return ""
-	}
-	for l := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
