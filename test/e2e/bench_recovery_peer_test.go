@@ -141,16 +141,17 @@ func readExact(client *http.Client, api string, want map[string]int64, since tim
 	u := signedURL(api, "/apps/"+e2eAppID+"/channels", url.Values{"order": {"subscription_count"}, "limit": {"1000"}})
 	ctx, cancel := context.WithTimeout(context.Background(), recoveryWithin)
 	defer cancel()
+	var lastGot map[string]int64
 	var last error
 	for ctx.Err() == nil {
 		got, err := channelCounts(ctx, client, u)
 		if err == nil && maps.Equal(got, want) {
 			return time.Since(since), nil
 		}
-		if err == nil {
-			err = fmt.Errorf("%d channels, want %d: %v", len(got), len(want), got)
-		}
-		last = err
+		lastGot, last = got, err
+	}
+	if last == nil { // formatted only now: printing a 1,000-channel answer takes milliseconds
+		last = fmt.Errorf("%d channels, want %d: %v", len(lastGot), len(want), lastGot)
 	}
 	return 0, fmt.Errorf("counts not exact %v after the signal; last read: %w", recoveryWithin, last)
 }
