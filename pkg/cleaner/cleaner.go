@@ -556,7 +556,7 @@ func (a *App) livenessLoop(ctx context.Context, held func() bool) {
 // the grace, and, when there are some, one PUBSUB NUMSUB (SHARDNUMSUB on
 // Cluster) names them: two round trips, O(log nodes + candidates) work in
 // Redis. Only a node found dead goes per app (counts.Store.AppsOf, one
-// ZSCORE per app), and a reap costs what a heartbeat-stale reap costs.
+// ZSCORE per app, sent with the apps' listing), and a reap costs what a heartbeat-stale reap costs.
 func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 	candidates, err := a.store.LivenessCandidates(ctx, a.cfg.LivenessGrace, a.cfg.DeadAfter, livenessBatch)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -275,15 +276,55 @@ func (s *Store) LivenessCandidates(ctx context.Context, grace, window time.Durat
 }
 
 // AppsOf returns the apps in which node has a contribution: one ZSCORE per
-// app, in one pipeline (one round trip per shard). It is O(apps), for a
-// node the liveness check found dead, never on every check.
+// app, in one pipeline (one round trip per shard) with the SMEMBERS that
+// lists the apps, asking the apps the store last listed; only apps new
+// since cost a second round trip. It is O(apps), for a node found dead,
+// never on every check: a reap's first script waits for it.
 func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
-	apps, err := s.Apps(ctx)
+	known := s.appsSeen.Load()
+	if known == nil {
+		known = &[]string{}
+	}
+	var list *redis.StringSliceCmd
+	scores, err := s.appScores(ctx, node, *known, func(p redis.Pipeliner) { list = p.SMembers(ctx, s.appsKey()) })
 	if err != nil {
 		return nil, err
 	}
+	apps, err := list.Result()
+	if err != nil {
+		return nil, fmt.Errorf("list apps: %w", err)
+	}
+	s.appsSeen.Store(&apps)
+	var fresh []string
+	for _, app := range apps {
+		if _, asked := scores[app]; !asked {
+			fresh = append(fresh, app)
+		}
+	}
+	if len(fresh) > 0 {
+		more, err := s.appScores(ctx, node, fresh, nil)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(scores, more)
+	}
+	var out []string
+	for _, app := range apps {
+		if scores[app] {
+			out = append(out, app)
+		}
+	}
+	return out, nil
+}
+
+// appScores asks, in one pipeline with whatever also queues, whether node
+// is registered in each of apps.
+func (s *Store) appScores(ctx context.Context, node string, apps []string, also func(redis.Pipeliner)) (map[string]bool, error) {
 	cmds := make([]*redis.FloatCmd, len(apps))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if also != nil {
+			also(p)
+		}
 		for i, app := range apps {
 			cmds[i] = p.ZScore(ctx, s.nodesKey(app), node)
 		}
@@ -292,12 +333,14 @@ func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("find the apps of node %s: %w", node, err)
 	}
-	var out []string
+	out := make(map[string]bool, len(apps))
 	for i, app := range apps {
 		switch err := cmds[i].Err(); {
 		case err == nil:
-			out = append(out, app)
-		case !errors.Is(err, redis.Nil):
+			out[app] = true
+		case errors.Is(err, redis.Nil):
+			out[app] = false
+		default:
 			return nil, fmt.Errorf("find the apps of node %s: %w", node, err)
 		}
 	}

@@ -96,7 +96,8 @@ func TestLivenessKeepsASilentConnection(t *testing.T) {
 // heartbeat); LivenessCandidates returns the node once that is past the
 // grace and drops it past the window; ForgetNode spares a node that wrote
 // since it was read, and Remove forgets it. A recorder without a Liveness
-// records nothing. AppsOf names the apps the node has counts in.
+// records nothing. AppsOf names the apps the node has counts in, those
+// it did not list before too.
 func TestNodeLevelLastSeen(t *testing.T) {
 	t.Parallel()
 	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
@@ -156,6 +157,12 @@ func TestNodeLevelLastSeen(t *testing.T) {
 		apps, err := store.AppsOf(ctx, "old")
 		require.NoError(t, err)
 		require.ElementsMatch(t, []string{"a1", "a2", "a3"}, apps)
+		// An app the store has not listed before is asked about too.
+		old.Add("a4", "room", 1)
+		require.NoError(t, old.Flush(ctx))
+		apps, err = store.AppsOf(ctx, "old")
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"a1", "a2", "a3", "a4"}, apps)
 		require.NoError(t, rec.Heartbeat(ctx))
 		require.Len(t, all(), 1)
 		require.NoError(t, rec.Remove(ctx))

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/headcount/headcount/pkg/eventlog"
@@ -37,6 +38,10 @@ type Store struct {
 	// app Redis sees marks its counts complete this much later (see
 	// completeKey).
 	settle time.Duration
+
+	// appsSeen is the apps AppsOf last listed, which its next call asks
+	// about in the round trip that lists them again.
+	appsSeen atomic.Pointer[[]string]
 
 	mu sync.Mutex
 	// draining counts the drains of each reap (by its key) this store
