@@ -267,6 +267,11 @@ var rows = []struct {
 			queries: []q{{`sum by (reason) (increase(headcount_cleaner_reaped_nodes_total{` + app + `}` + win + `))`, "{{reason}}"}}},
 		{title: "Reap latency", unit: "s", desc: "From a reaped node's last heartbeat to its reaping (p99): the liveness grace for a crash, dead-after for a hung node.",
 			queries: []q{{`histogram_quantile(0.99, sum by (le) (rate(headcount_cleaner_reap_latency_seconds_bucket{` + ns + `}` + win + `)))`, "p99"}}},
+		{title: "Watch end to exact counts", unit: "s", desc: "From the end of the active cleaner's watch of a killed wsnode to the moment reads leave its counts out (p50, p99): milliseconds when healthy. The kernel ends the watch within milliseconds of the kill.",
+			queries: []q{
+				{`histogram_quantile(0.5, sum by (le) (rate(headcount_cleaner_watch_reap_seconds_bucket{` + ns + `}` + win + `)))`, "p50"},
+				{`histogram_quantile(0.99, sum by (le) (rate(headcount_cleaner_watch_reap_seconds_bucket{` + ns + `}` + win + `)))`, "p99"},
+			}},
 		{title: "Audit drift per app", desc: "Count entries differing from the sum of the nodes' contributions at each app's last audit: 0 is healthy.",
 			queries: []q{{`max by (app) (headcount_cleaner_count_drift{` + app + `})`, "{{app}}"}}},
 	}},

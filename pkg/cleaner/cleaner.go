@@ -116,6 +116,7 @@ type metrics struct {
 	audits       *prometheus.CounterVec
 	nodesAlive   *prometheus.GaugeVec
 	reapLatency  prometheus.Histogram
+	watchReap    prometheus.Histogram
 	leaseChanges *prometheus.CounterVec
 
 	watched   prometheus.Gauge
@@ -165,6 +166,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "headcount_cleaner_reap_latency_seconds",
 			Help:    "Time from a reaped node's last heartbeat to its reaping, by the Redis clock (at least dead-after, or the liveness grace for a node whose connection closed).",
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
+		}),
+		watchReap: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "headcount_cleaner_watch_reap_seconds",
+			Help:    "Time from the end of a watch of a wsnode to the moment reads leave out its counts (its reap's first unit, per app), for a node then confirmed dead: the cleaner's share of a killed node's time to exact counts.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12),
 		}),
 		leaseChanges: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "headcount_cleaner_lease_changes_total",
@@ -481,7 +487,7 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 			if !held() || ctx.Err() != nil {
 				return nil
 			}
-			if _, err := a.reap(ctx, app, node, reasonHeartbeat, a.cfg.DeadAfter); err != nil {
+			if _, err := a.reap(ctx, app, node, reasonHeartbeat, a.cfg.DeadAfter, time.Time{}); err != nil {
 				return err
 			}
 		}
@@ -497,8 +503,9 @@ func (a *App) scan(ctx context.Context, held func() bool) error {
 // event and webhook) where the app asks for them. The occupancy webhooks
 // (channel_vacated, member_removed) are in the reap's units already. spared
 // says it did not reap: the node wrote within the age (or another cleaner
-// reaped it first).
-func (a *App) reap(ctx context.Context, app, node, reason string, age time.Duration) (spared bool, err error) {
+// reaped it first). watchEnded, for a reap a watch's end started, is when
+// it ended (headcount_cleaner_watch_reap_seconds); zero for the others.
+func (a *App) reap(ctx context.Context, app, node, reason string, age time.Duration, watchEnded time.Time) (spared bool, err error) {
 	ok, reaped, err := a.store.ReapNode(ctx, app, node, age)
 	if !ok {
 		return true, err
@@ -508,6 +515,9 @@ func (a *App) reap(ctx context.Context, app, node, reason string, age time.Durat
 	// finishes the rest (finishReaps).
 	a.m.reaped.WithLabelValues(app, reason).Inc()
 	a.m.reapLatency.Observe(reaped.SinceSeen.Seconds())
+	if !watchEnded.IsZero() {
+		a.m.watchReap.Observe(reaped.Exact.Sub(watchEnded).Seconds())
+	}
 	a.log.Info("reaped dead node", "app", app, "node", node, "reason", reason, "fields", reaped.Fields, "channels", len(reaped.Channels),
 		"vacated", len(reaped.Vacated()), "members_removed", len(reaped.Members), "since_seen", reaped.SinceSeen, "dead_after", a.cfg.DeadAfter)
 	a.ann.Flushed(reaped.Edges)
@@ -621,7 +631,7 @@ func (a *App) checkLiveness(ctx context.Context, held func() bool) error {
 		if err != nil {
 			return err
 		}
-		forgot, err := a.reapEverywhere(ctx, held, c, apps, reasonClosed, a.cfg.LivenessGrace)
+		forgot, err := a.reapEverywhere(ctx, held, c, apps, reasonClosed, a.cfg.LivenessGrace, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -652,8 +662,9 @@ const reapParallel = 8
 // after another, so some may have been written after its node-level entry
 // and be younger than the grace for a moment; forgetting the node then
 // would leave those apps' counts to dead-after. A node that is alive
-// resubscribes and stops being a candidate.
-func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate, apps []string, reason string, age time.Duration) (forgot bool, err error) {
+// resubscribes and stops being a candidate. watchEnded is as a.reap takes
+// it.
+func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Candidate, apps []string, reason string, age time.Duration, watchEnded time.Time) (forgot bool, err error) {
 	sem := make(chan struct{}, reapParallel)
 	errs := make(chan error, len(apps))
 	var spared atomic.Bool
@@ -665,7 +676,7 @@ func (a *App) reapEverywhere(ctx context.Context, held func() bool, c counts.Can
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			s, err := a.reap(ctx, app, c.Node, reason, age)
+			s, err := a.reap(ctx, app, c.Node, reason, age, watchEnded)
 			if err != nil {
 				errs <- err
 			}

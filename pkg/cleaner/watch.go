@@ -300,7 +300,7 @@ func (w *watcher) reap(ctx context.Context, wt *watch, ended time.Time, apps app
 	err := apps.err
 	forgot := false
 	if err == nil {
-		forgot, err = w.a.reapEverywhere(ctx, w.held, c, apps.apps, reasonWatch, time.Since(ended))
+		forgot, err = w.a.reapEverywhere(ctx, w.held, c, apps.apps, reasonWatch, time.Since(ended), ended)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -94,6 +95,17 @@ func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
 	killFirst()
 	require.Eventually(t, func() bool { return watchReaps() == 1 }, 10*time.Second, 5*time.Millisecond, "the first process's death was not found")
 	require.Zero(t, channelsOf(t, store)["room"])
+	// The time from the watch's end to exact counts is observed once, and
+	// it is a time, not a date's distance.
+	timed := func() (uint64, float64) {
+		var m dto.Metric
+		require.NoError(t, cl.m.watchReap.Write(&m))
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	n, sum := timed()
+	require.Equal(t, uint64(1), n)
+	require.Greater(t, sum, 0.0)
+	require.Less(t, sum, 10.0)
 
 	second, killSecond := start()
 	second.rec.Add("app", "room", 5)
@@ -115,6 +127,8 @@ func TestWatchRestartedNodeUnderTheSameID(t *testing.T) {
 	killSecond()
 	require.Eventually(t, func() bool { return watchReaps() == 2 }, 10*time.Second, 5*time.Millisecond, "the restarted process's death was not found by its watch")
 	require.Zero(t, channelsOf(t, store)["room"])
+	n, _ = timed()
+	require.Equal(t, uint64(2), n)
 }
 
 // livenessPort serves GET /liveness as a wsnode's admin port does, on a

@@ -86,6 +86,10 @@ type Reaped struct {
 	// SinceSeen is how long before the reap, by the clock of the app's
 	// Redis shard, the node was last seen: the reap latency.
 	SinceSeen time.Duration
+	// Exact is when the reap's first unit answered, by this process's
+	// clock: from then every read leaves the node's counts out, however
+	// long the rest of the reap takes.
+	Exact time.Time
 }
 
 // scriptResult is what apply.lua and reap_slice.lua return.

@@ -230,6 +230,7 @@ func (s *Store) reap(ctx context.Context, app, node string, deadAfterMs int64) (
 	if err != nil || !ok {
 		return false, Reaped{}, err
 	}
+	reaped.Exact = time.Now()
 	if id != "" {
 		if err := s.drain(ctx, app, id, &reaped); err != nil {
 			return true, reaped, fmt.Errorf("reap node %s of app %s (the rest is left to FinishReaps): %w", node, app, err)

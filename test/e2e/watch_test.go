@@ -55,6 +55,14 @@ func watchKillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	if n := metricSum(cl.admin, "headcount_cleaner_watch_ends_total", "result", "alive"); n != 0 {
 		t.Fatalf("watch_ends_total{result=alive} = %v: the live node's watch ended", n)
 	}
+	// The victim's one app: one time from the watch's end to exact counts,
+	// within the seconds the counts took to read exact here.
+	if n := metricSum(cl.admin, "headcount_cleaner_watch_reap_seconds_count"); n != 1 {
+		t.Fatalf("watch_reap_seconds_count = %v, want 1", n)
+	}
+	if s := metricSum(cl.admin, "headcount_cleaner_watch_reap_seconds_sum"); s <= 0 || s > time.Since(killed).Seconds() {
+		t.Fatalf("watch_reap_seconds_sum = %v s, not within the %v since the kill", s, time.Since(killed))
+	}
 }
 
 // startWatchingCleaner starts a cleaner whose liveness check and dead-after
