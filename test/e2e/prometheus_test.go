@@ -45,7 +45,8 @@ const promNamespace = "headcount-e2e"
 // redis_exporter reading the shared Redis. It drives
 // traffic (sockets on the nodes, publishes, reads, admission, a rate limit,
 // webhooks) and checks that no alert is pending or firing on the healthy
-// cluster; then it provokes what the alerts watch: a wsnode hung (SIGSTOP)
+// cluster; then it provokes what the alerts watch: a wsnode killed
+// (SIGKILL), reaped as the cleaner's watch of it ends; a wsnode hung (SIGSTOP)
 // until the cleaner reaps it by its stale heartbeat, then SIGKILLed; a
 // count corrupted in Redis behind the scripts' backs, which the cleaner's
 // audit reports as drift; the third wsnode's Redis killed, so it is not
@@ -83,6 +84,8 @@ func TestPrometheusSeesTheCluster(t *testing.T) {
 	rdb := srv.Client(t)
 	common := []string{"--redis", srv.URL(), "--apps-file", appsFile}
 	a, b := startWSNode(t, "ws-a", common...), startWSNode(t, "ws-b", common...)
+	// A node that dies of a SIGKILL, reaped as its watch ends.
+	killed := startWSNode(t, "ws-killed", common...)
 	cl := startCleaner(t, "cleaner", common...)
 	lone := redistest.New(t)
 	c := startWSNode(t, "ws-c", "--redis", lone.URL(), "--apps-file", appsFile)
@@ -107,7 +110,7 @@ func TestPrometheusSeesTheCluster(t *testing.T) {
 	})
 	// Prometheus first scrapes about 5 s after it starts (its scrape
 	// manager applies targets every 5 s): the processes start meanwhile.
-	for _, n := range []node{a, b, c, cl, api} {
+	for _, n := range []node{a, b, c, killed, cl, api} {
 		waitReady(t, n.p, n.admin)
 	}
 	pollProm(t, 10*time.Second, "every target scraped", func() (bool, string) {
@@ -173,6 +176,16 @@ func TestPrometheusSeesTheCluster(t *testing.T) {
 	again, _ := wsConnect(t, a.addr)
 	wsSubscribe(t, again, "", "again", "")
 	waitFor(t, 20*time.Second, "another webhook delivered", func() bool { return rcv.delivered.Load() > delivered })
+
+	// A killed wsnode, once the active cleaner watches it (and a and b):
+	// the watch's end reaps it at once.
+	gone, _ := wsConnect(t, killed.addr)
+	wsSubscribe(t, gone, "", "news", "")
+	waitMetricAtLeast(t, cl.admin, "headcount_cleaner_watched_nodes", 3, 20*time.Second)
+	killed.p.kill(t)
+	waitFor(t, 10*time.Second, "the killed node reaped as its watch ended", func() bool {
+		return reapedBy(cl.admin, "watch_ended") >= 1
+	})
 
 	// A hung wsnode: SIGSTOPped, it keeps its Redis connections, so the
 	// cleaner reaps it only when its heartbeat goes stale (dead-after).
