@@ -254,11 +254,27 @@ func (w *watcher) confirm(ctx context.Context, c counts.Candidate) string {
 			return watchUnconfirmed
 		}
 		deadline := time.Now().Add(confirmWindow)
+		waited := false
 		for look := 1; ; look++ {
 			_, dead, trusted, err := w.a.store.Liveness(ctx, w.a.canary, livenessTrustAfter, []string{c.Node})
 			switch {
 			case ctx.Err() != nil:
 				return ""
+			case err == nil && !trusted && !waited:
+				// The cleaner's own subscription is younger than
+				// livenessTrustAfter (it just started, or the liveness
+				// shard came back): look again once it can be trusted,
+				// not after the watch's backoff.
+				waited = true
+				since := w.a.canary.Since()
+				if wait := time.Until(since.Add(livenessTrustAfter)); !since.IsZero() && wait <= livenessTrustAfter {
+					if !clock.Sleep(ctx, wait) {
+						return ""
+					}
+					deadline = time.Now().Add(confirmWindow)
+					continue
+				}
+				return watchUnconfirmed
 			case err != nil || !trusted:
 				return watchUnconfirmed
 			case len(dead) == 1:

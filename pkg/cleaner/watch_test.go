@@ -145,3 +145,42 @@ func livenessPort(t *testing.T) (addr string, stop func()) {
 	var once sync.Once
 	return admin.Addr(), func() { once.Do(func() { close(done); admin.Close() }) }
 }
+
+// TestWatchDeathWhileTheCleanerCannotTrustRedisYet: the liveness shard
+// drops every subscription (CLIENT KILL TYPE pubsub, as a restart or a
+// failover would), and a watched node dies just after the cleaner's own
+// subscription is back, while missing subscriptions are not yet believed
+// (livenessTrustAfter). The watch's end waits for that trust and then
+// reaps the node: it is never counted unconfirmed, which would have left
+// it to the watch's backoff.
+func TestWatchDeathWhileTheCleanerCannotTrustRedisYet(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	store := counts.NewStore(rdb, keyspace.Space{})
+	adminAddr, stopAdmin := livenessPort(t)
+	opts, err := redis.ParseURL(srv.URL())
+	require.NoError(t, err)
+	nodeRDB := redis.NewClient(opts)
+	t.Cleanup(func() { _ = nodeRDB.Close() })
+	n := startLiveNodeAt(t, nodeRDB, "node", 50*time.Millisecond, true, adminAddr)
+	var once sync.Once
+	kill := func() { once.Do(func() { n.stopLive(); n.stopRec(); stopAdmin() }) }
+	t.Cleanup(kill)
+	n.rec.Add("app", "room", 3)
+	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 3 }, 5*time.Second, 5*time.Millisecond)
+
+	cl := livenessCleaner(t, srv.URL(), time.Minute)
+	waitWatched(t, cl, store, "node")
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cl.m.watched) == 1 }, 10*time.Second, 5*time.Millisecond)
+	before := cl.canary.Since()
+	require.NoError(t, rdb.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err())
+	require.Eventually(t, func() bool { return cl.canary.Since().After(before) }, 10*time.Second, time.Millisecond,
+		"the cleaner's liveness subscription did not come back")
+	kill()
+	require.Less(t, time.Since(cl.canary.Since()), livenessTrustAfter, "the node died after the trust came back: nothing tested")
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cl.m.reaped.WithLabelValues("app", reasonWatch)) == 1 },
+		10*time.Second, 5*time.Millisecond, "the node's death was not found by its watch")
+	require.Zero(t, channelsOf(t, store)["room"])
+	require.Zero(t, testutil.ToFloat64(cl.m.watchEnds.WithLabelValues(watchUnconfirmed)), "a watch's end was left unconfirmed")
+}

@@ -55,6 +55,11 @@ func watchKillScenario(t *testing.T, store *counts.Store, redis ...string) {
 	if n := metricSum(cl.admin, "headcount_cleaner_watch_ends_total", "result", "alive"); n != 0 {
 		t.Fatalf("watch_ends_total{result=alive} = %v: the live node's watch ended", n)
 	}
+	// Killed within the cleaner's first second, before it believes a
+	// missing subscription: it waits for that, not for its backoff.
+	if n := metricSum(cl.admin, "headcount_cleaner_watch_ends_total", "result", "unconfirmed"); n != 0 {
+		t.Fatalf("watch_ends_total{result=unconfirmed} = %v: the death waited for the watch's backoff", n)
+	}
 	// The victim's one app: one time from the watch's end to exact counts,
 	// within the seconds the counts took to read exact here.
 	if n := metricSum(cl.admin, "headcount_cleaner_watch_reap_seconds_count"); n != 1 {
