@@ -36,6 +36,11 @@ func livenessCleanerOn(t *testing.T, common config.Common, deadAfter time.Durati
 	cfg.LeaseTTL = 0
 	cfg.LivenessInterval = 20 * time.Millisecond
 	cfg.LivenessGrace = 100 * time.Millisecond
+	return runCleaner(t, cfg)
+}
+
+// runCleaner starts a cleaner of cfg until the test ends.
+func runCleaner(t *testing.T, cfg config.Cleaner) *App {
 	a, err := New(Options{Config: cfg, Logger: logging.TestLogger(t), Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
+	"github.com/headcount/headcount/pkg/config"
 	"github.com/headcount/headcount/pkg/counts"
 	"github.com/headcount/headcount/pkg/keyspace"
 	"github.com/headcount/headcount/pkg/lifecycle"
@@ -152,7 +153,7 @@ func livenessPort(t *testing.T) (addr string, stop func()) {
 // subscription is back, while missing subscriptions are not yet believed
 // (livenessTrustAfter). The watch's end waits for that trust and then
 // reaps the node: it is never counted unconfirmed, which would have left
-// it to the watch's backoff.
+// it to the watch's backoff (6 times on the code before).
 func TestWatchDeathWhileTheCleanerCannotTrustRedisYet(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
@@ -170,7 +171,13 @@ func TestWatchDeathWhileTheCleanerCannotTrustRedisYet(t *testing.T) {
 	n.rec.Add("app", "room", 3)
 	require.Eventually(t, func() bool { return channelsOf(t, store)["room"] == 3 }, 5*time.Second, 5*time.Millisecond)
 
-	cl := livenessCleaner(t, srv.URL(), time.Minute)
+	// Only its watch can reap within the test: its liveness check, which
+	// would otherwise race the watch to the reap once Redis is trusted,
+	// lists the nodes as the cleaner starts and then waits 20 s.
+	cfg := config.DefaultCleaner()
+	cfg.Redis, cfg.AdminAddr, cfg.LeaseTTL, cfg.DeadAfter = srv.URL(), "", 0, time.Minute
+	cfg.LivenessInterval, cfg.LivenessGrace = 20*time.Second, 20*time.Second
+	cl := runCleaner(t, cfg)
 	waitWatched(t, cl, store, "node")
 	require.Eventually(t, func() bool { return testutil.ToFloat64(cl.m.watched) == 1 }, 10*time.Second, 5*time.Millisecond)
 	before := cl.canary.Since()
