@@ -260,21 +260,17 @@ func (w *watcher) confirm(ctx context.Context, c counts.Candidate) string {
 			switch {
 			case ctx.Err() != nil:
 				return ""
-			case err == nil && !trusted && !waited:
+			case err == nil && !trusted && !waited && !w.a.canary.Since().IsZero():
 				// The cleaner's own subscription is younger than
 				// livenessTrustAfter (it just started, or the liveness
 				// shard came back): look again once it can be trusted,
 				// not after the watch's backoff.
 				waited = true
-				since := w.a.canary.Since()
-				if wait := time.Until(since.Add(livenessTrustAfter)); !since.IsZero() && wait <= livenessTrustAfter {
-					if !clock.Sleep(ctx, wait) {
-						return ""
-					}
-					deadline = time.Now().Add(confirmWindow)
-					continue
+				if !clock.Sleep(ctx, time.Until(w.a.canary.Since().Add(livenessTrustAfter))) {
+					return ""
 				}
-				return watchUnconfirmed
+				deadline = time.Now().Add(confirmWindow)
+				continue
 			case err != nil || !trusted:
 				return watchUnconfirmed
 			case len(dead) == 1:

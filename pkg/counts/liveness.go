@@ -281,12 +281,12 @@ func (s *Store) LivenessCandidates(ctx context.Context, grace, window time.Durat
 // since cost a second round trip. It is O(apps), for a node found dead,
 // never on every check: a reap's first script waits for it.
 func (s *Store) AppsOf(ctx context.Context, node string) ([]string, error) {
-	known := s.appsSeen.Load()
-	if known == nil {
-		known = &[]string{}
+	var known []string
+	if p := s.appsSeen.Load(); p != nil {
+		known = *p
 	}
 	var list *redis.StringSliceCmd
-	scores, err := s.appScores(ctx, node, *known, func(p redis.Pipeliner) { list = p.SMembers(ctx, s.appsKey()) })
+	scores, err := s.appScores(ctx, node, known, func(p redis.Pipeliner) { list = p.SMembers(ctx, s.appsKey()) })
 	if err != nil {
 		return nil, err
 	}
