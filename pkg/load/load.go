@@ -133,6 +133,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Hold: churn and publish.
 	var holdBefore map[string]float64
 	deliveredBefore := r.delivered.Load()
+	toolHoldBefore := processCPU()
 	if measureCPU {
 		holdBefore = r.cpu(ctx)
 	}
@@ -150,8 +151,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.PublishRate > 0 {
 		clock.Sleep(ctx, time.Second) // the last events' deliveries
 	}
-	if measureCPU {
-		if n := r.delivered.Load() - deliveredBefore; n > 0 {
+	if n := r.delivered.Load() - deliveredBefore; n > 0 {
+		sum.ToolCPUPerDeliveryUs = (processCPU() - toolHoldBefore).Seconds() * 1e6 / float64(n)
+		if measureCPU {
 			sum.HoldCPUPerDeliveryUs = cpuSince(r.cpu(ctx), holdBefore, nil) * 1e6 / float64(n)
 		}
 	}

@@ -60,6 +60,10 @@ type Summary struct {
 	// ToolCPUPerSocketMs is this process's own CPU time during the ramp per
 	// socket accepted: on a shared machine, what the load cost the servers.
 	ToolCPUPerSocketMs float64 `json:"tool_cpu_per_socket_ms,omitempty"`
+	// ToolCPUPerDeliveryUs is this process's own CPU time over the same
+	// span as HoldCPUPerDeliveryUs, per event delivered: what reading a
+	// delivery costs the clients, which share the machine with the servers.
+	ToolCPUPerDeliveryUs float64 `json:"tool_cpu_per_delivery_us,omitempty"`
 }
 
 // progress prints a line a second until stopped.

@@ -148,7 +148,8 @@ func BenchmarkPeer(b *testing.B) {
 			b.Fatalf("%d deliveries for %d events to %d subscribers", sum.Delivery.N, sum.Published, subscribers)
 		}
 		return []peerMetric{{"p50-ms", sum.Delivery.P50}, {"p99-ms", sum.Delivery.P99},
-			{"node-cpu-us/delivery", sum.HoldCPUPerDeliveryUs}, {"subscribers", float64(subscribers)}}
+			{"node-cpu-us/delivery", sum.HoldCPUPerDeliveryUs}, {"load-tool-cpu-us/delivery", sum.ToolCPUPerDeliveryUs},
+			{"subscribers", float64(subscribers)}}
 	}
 	sideBySide(b, "delivery", func(b *testing.B, kind string) []peerMetric {
 		return deliver(b, startCluster(b, kind, 2))
