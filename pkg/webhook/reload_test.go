@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/headcount/headcount/internal/redistest"
@@ -23,9 +24,10 @@ func TestDelivererFollowsReloads(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	f := newFixture(t, rdb)
-	f.start(t, "r1", Options{})
+	_, reg := f.start(t, "r1", Options{})
 	f.append(t, Event{Name: ChannelOccupied, Channel: "a"})
 	f.rcv.waitFor(t, 1)
+	removed := groupName(f.rcv.URL + "/hook")
 
 	second := newReceiver(t, f.app)
 	withSecond := *f.app
@@ -38,12 +40,21 @@ func TestDelivererFollowsReloads(t *testing.T) {
 	require.ElementsMatch(t, []string{"channel_occupied a", "channel_occupied b"}, second.waitFor(t, 2), "the URL added gets the log")
 	require.ElementsMatch(t, []string{"channel_occupied a", "channel_occupied b"}, f.rcv.waitFor(t, 2))
 
+	// The URL to be removed is being delivered by its target restarted on
+	// the reloaded app, so its series going away below means that target
+	// stopped (the added URL's target, started in the same pass, runs).
+	require.Eventually(t, func() bool { v, ok := delivering(t, reg, removed); return ok && v == 1 }, 10*time.Second, 5*time.Millisecond)
 	onlySecond := withSecond
 	onlySecond.Webhooks = withSecond.Webhooks[:1]
 	next, err = apps.New([]*apps.App{&onlySecond})
 	require.NoError(t, err)
 	f.reg.Replace(next)
 	f.app = &onlySecond
+	// The reload is applied asynchronously: an event appended before the
+	// removed URL's delivery has stopped may still reach it. Once the
+	// deliverer has dropped its series, nothing more may.
+	require.Eventually(t, func() bool { _, ok := delivering(t, reg, removed); return !ok }, 10*time.Second, 5*time.Millisecond,
+		"the removed URL's delivery did not stop")
 	f.append(t, Event{Name: ChannelOccupied, Channel: "c"})
 	require.Contains(t, second.waitFor(t, 3), "channel_occupied c")
 	// The removed URL's delivery stopped: nothing more reaches it.
@@ -126,4 +137,26 @@ func TestAReloadResendsNothingDelivered(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{ChannelOccupied + " ", ClientEvent + " client-after"}, got)
+}
+
+// delivering is reg's headcount_webhook_delivering for the webhook group
+// (1 while its target holds the lease) and whether the series exists: the
+// deliverer deletes it once the target has stopped.
+func delivering(t *testing.T, reg *prometheus.Registry, group string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "headcount_webhook_delivering" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == group {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }
