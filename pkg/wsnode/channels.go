@@ -319,8 +319,8 @@ func (a *App) deliver(app string, m fanout.Message) {
 // machine (a co-located client, a proxy) made its ends in that order too,
 // so a burst written in memory order misses the caches less on both sides
 // (docs/TRANSPORT.md, "Write order"). It costs O(n log n) compares of
-// addresses: well under a millisecond for 5,000, against about 11 us of
-// system call per subscriber written.
+// addresses, about 0.5 ms for 5,000 sockets in random order and 5.5 ms for
+// 50,000: a hundredth of writing them, at about 11 us of system call each.
 func inMemoryOrder(ss []*socket) {
 	slices.SortFunc(ss, func(x, y *socket) int {
 		return cmp.Compare(uintptr(unsafe.Pointer(x)), uintptr(unsafe.Pointer(y))) //nolint:gosec // G103: an address compared, never dereferenced
