@@ -28,11 +28,7 @@ func TestADeliveryAllocatesPerEventNotPerSubscriber(t *testing.T) {
 	n := startNode(t, func(c *config.WSNode) { c.Transport = config.TransportEventLoop }).run(t)
 	conns := make([]*rawConn, subscribers)
 	for i := range conns {
-		c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-		require.Contains(t, c.read(t), "pusher:connection_established")
-		c.send(t, subscribeFrame("fan", "", ""))
-		require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded")
-		conns[i] = c
+		conns[i] = dialSubscribed(t, n.Addr(), "fan")
 	}
 	event := fanout.Message{Channel: "fan", Event: "e", Data: `{"n":1}`}
 	n.Deliver(appID, event) // warms the writers' and the sockets' buffers

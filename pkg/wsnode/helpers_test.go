@@ -338,6 +338,17 @@ func requireAppCounts(t *testing.T, n *testNode, app string, want map[string]int
 // starts no goroutines, so goroutine counts measure the server alone.
 type rawConn struct{ *wsclient.Conn }
 
+// dialSubscribed is a pusher-js-like raw connection to addr subscribed to
+// channel, its subscription_succeeded read.
+func dialSubscribed(t *testing.T, addr, channel string) *rawConn {
+	t.Helper()
+	c := dialRaw(t, addr, "/app/"+appKey+pusherJSQuery)
+	require.Contains(t, c.read(t), "pusher:connection_established")
+	c.send(t, subscribeFrame(channel, "", ""))
+	require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded")
+	return c
+}
+
 func dialRaw(t *testing.T, addr, path string) *rawConn {
 	t.Helper()
 	return dialRawWith(t, &net.Dialer{}, addr, path)

@@ -30,10 +30,7 @@ func TestABurstIsWrittenInMemoryOrder(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = unix.Close(ep) })
 	for i := range conns {
-		c := dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-		require.Contains(t, c.read(t), "pusher:connection_established")
-		c.send(t, subscribeFrame("fan", "", ""))
-		require.Contains(t, c.read(t), "pusher_internal:subscription_succeeded")
+		c := dialSubscribed(t, n.Addr(), "fan")
 		conns[i] = c
 		fd := socketFD(t, c.Conn.Conn)
 		fds[fd] = i
