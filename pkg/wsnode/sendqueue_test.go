@@ -153,10 +153,7 @@ func TestDeliveriesKeepTheirOrderAcrossWriters(t *testing.T) {
 	require.Equal(t, writers, n.Writers())
 	clients := make([]*rawConn, sockets)
 	for i := range clients {
-		clients[i] = dialRaw(t, n.Addr(), "/app/"+appKey+pusherJSQuery)
-		require.Contains(t, clients[i].read(t), "pusher:connection_established")
-		clients[i].send(t, `{"event":"pusher:subscribe","data":{"channel":"order"}}`)
-		require.Contains(t, clients[i].read(t), "subscription_succeeded")
+		clients[i] = dialSubscribed(t, n.Addr(), "order")
 	}
 	for i := range events {
 		n.Deliver(appID, fanout.Message{Channel: "order", Event: "seq", Data: "n" + strconv.Itoa(i) + "."})
