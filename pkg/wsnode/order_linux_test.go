@@ -2,7 +2,6 @@ package wsnode_test
 
 import (
 	"net"
-	"slices"
 	"testing"
 	"time"
 
@@ -15,12 +14,13 @@ import (
 
 // TestABurstIsWrittenInMemoryOrder: a node writes an event's subscribers
 // in the order their state lies in memory, which for sockets accepted one
-// after another is about the order they connected, and the same order for
-// every event; not in the random order of the channel index's map. The
-// order is read from the kernel: an epoll set lists its ready sockets in
-// the order their data arrived, and one writer writes them one by one.
-// Subscribers are counted in order if each arrived after the one that
-// connected before it: 97-98% in memory order here, 77-80% in the map's.
+// after another is about the order they connected, for every event; not
+// in the random order of the channel index's map. The order is read from
+// the kernel: an epoll set lists its ready sockets in the order their data
+// arrived, and one writer writes them one by one (on a busy machine the
+// receive path may swap a few). Subscribers are counted in order if each
+// arrived after the one that connected before it: 97-98% in memory order
+// here, 77-80% in the map's.
 func TestABurstIsWrittenInMemoryOrder(t *testing.T) {
 	const subscribers = 300
 	n := startNode(t, func(c *config.WSNode) { c.Transport = config.TransportEventLoop; c.Writers = 1 }).run(t)
@@ -36,8 +36,7 @@ func TestABurstIsWrittenInMemoryOrder(t *testing.T) {
 		fds[fd] = i
 		require.NoError(t, unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: fd}))
 	}
-	var orders [][]int
-	for range 2 {
+	for event := range 2 {
 		n.Deliver(appID, fanout.Message{Channel: "fan", Event: "e", Data: `{}`})
 		order := make([]int, 0, subscribers)
 		events := make([]unix.EpollEvent, subscribers)
@@ -56,17 +55,15 @@ func TestABurstIsWrittenInMemoryOrder(t *testing.T) {
 		for _, c := range conns {
 			require.Contains(t, c.read(t), `"event":"e"`) // drained: the next event is new data
 		}
-		orders = append(orders, order)
-	}
-	inOrder := 0
-	for i := 1; i < subscribers; i++ {
-		if orders[0][i] > orders[0][i-1] {
-			inOrder++
+		inOrder := 0
+		for i := 1; i < subscribers; i++ {
+			if order[i] > order[i-1] {
+				inOrder++
+			}
 		}
+		t.Logf("event %d: %d of %d subscribers written after the one that connected before them", event+1, inOrder, subscribers-1)
+		require.Greater(t, inOrder, subscribers*9/10, "event %d was not written in about the order the sockets connected", event+1)
 	}
-	t.Logf("%d of %d subscribers written after the one that connected before them", inOrder, subscribers-1)
-	require.Greater(t, inOrder, subscribers*9/10, "the burst was not written in about the order the sockets connected")
-	require.True(t, slices.Equal(orders[0], orders[1]), "two events were written in different orders")
 }
 
 // socketFD is the descriptor under c, for an epoll set of the test's own
