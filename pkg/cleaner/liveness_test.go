@@ -363,7 +363,10 @@ func TestLivenessReapsANodeInEveryOfManyApps(t *testing.T) {
 			"the node was not reaped in every app by the liveness check")
 		took := time.Since(died)
 		t.Logf("reaped in %d apps %v after its connection closed", apps, took.Round(time.Millisecond))
-		require.Less(t, took, 5*time.Second, "the liveness check took as long as a heartbeat would")
+		// Long before dead-after (a minute): a fixed few seconds failed in
+		// CI under -race beside other packages (6.1 s), and the reason
+		// checked per app below already tells the check from a heartbeat.
+		require.Less(t, took, time.Minute/2, "the liveness check took as long as a heartbeat would")
 		require.True(t, counted(3), "only the dead node's counts are gone")
 		for i := range apps {
 			require.Zero(t, testutil.ToFloat64(a.m.reaped.WithLabelValues(appName(i), reasonHeartbeat)))
