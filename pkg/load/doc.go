@@ -11,5 +11,8 @@
 // 127.0.0.0/8, checked before any dial); it is bounded in sockets
 // (MaxSockets) and in time (every run ends by itself after its ramp, hold
 // and a drain, or when its context ends); each socket costs one goroutine
-// and one small read buffer in this process.
+// and one small read buffer in this process. Its own garbage collector
+// does not run during a hold unless its memory grows by a GiB, since one
+// collection slows every simulated client at once; the summary counts the
+// times it did (ToolCollections).
 package load

@@ -137,6 +137,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if measureCPU {
 		holdBefore = r.cpu(ctx)
 	}
+	restoreCollector, collectionsBefore := collectLate(), collections()
+	defer restoreCollector()
 	holdCtx, holdCancel := context.WithTimeout(ctx, cfg.Hold)
 	var hold sync.WaitGroup
 	if cfg.ChurnRate > 0 {
@@ -151,6 +153,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.PublishRate > 0 {
 		clock.Sleep(ctx, time.Second) // the last events' deliveries
 	}
+	sum.ToolCollections = collections() - collectionsBefore
+	restoreCollector()
 	if n := r.delivered.Load() - deliveredBefore; n > 0 {
 		sum.ToolCPUPerDeliveryUs = (processCPU() - toolHoldBefore).Seconds() * 1e6 / float64(n)
 		if measureCPU {

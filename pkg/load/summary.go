@@ -64,6 +64,11 @@ type Summary struct {
 	// span as HoldCPUPerDeliveryUs, per event delivered: what reading a
 	// delivery costs the clients, which share the machine with the servers.
 	ToolCPUPerDeliveryUs float64 `json:"tool_cpu_per_delivery_us,omitempty"`
+	// ToolCollections is how many times this process's garbage collector
+	// ran during the hold: 0 unless its memory grew by holdHeadroom. Each
+	// one slows every reader at once, so a delivery figure measured with
+	// one includes the tool's own pause.
+	ToolCollections uint64 `json:"tool_collections_in_hold"`
 }
 
 // progress prints a line a second until stopped.
