@@ -34,7 +34,8 @@ func collectLate() (restore func()) {
 	if late.holds == 0 {
 		late.percent = debug.SetGCPercent(-1)
 		late.limit = debug.SetMemoryLimit(-1)
-		debug.SetMemoryLimit(min(late.limit, int64(readMetric("/memory/classes/total:bytes"))+holdHeadroom))
+		mapped := int64(readMetric("/memory/classes/total:bytes")) //nolint:gosec // G115: bytes mapped, far under 2^63
+		debug.SetMemoryLimit(min(late.limit, mapped+holdHeadroom))
 	}
 	late.holds++
 	var once sync.Once
