@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/headcount/headcount/internal/metricstest"
 	"github.com/headcount/headcount/internal/redistest"
 	"github.com/headcount/headcount/pkg/apps"
 )
@@ -43,7 +43,8 @@ func TestDelivererFollowsReloads(t *testing.T) {
 	// The URL to be removed is being delivered by its target restarted on
 	// the reloaded app, so its series going away below means that target
 	// stopped (the added URL's target, started in the same pass, runs).
-	require.Eventually(t, func() bool { v, ok := delivering(t, reg, removed); return ok && v == 1 }, 10*time.Second, 5*time.Millisecond)
+	delivering := func() float64 { return metricstest.Value(t, reg, "headcount_webhook_delivering", "webhook", removed) } // -1: no series
+	require.Eventually(t, func() bool { return delivering() == 1 }, 10*time.Second, 5*time.Millisecond)
 	onlySecond := withSecond
 	onlySecond.Webhooks = withSecond.Webhooks[:1]
 	next, err = apps.New([]*apps.App{&onlySecond})
@@ -53,7 +54,7 @@ func TestDelivererFollowsReloads(t *testing.T) {
 	// The reload is applied asynchronously: an event appended before the
 	// removed URL's delivery has stopped may still reach it. Once the
 	// deliverer has dropped its series, nothing more may.
-	require.Eventually(t, func() bool { _, ok := delivering(t, reg, removed); return !ok }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return delivering() == -1 }, 10*time.Second, 5*time.Millisecond,
 		"the removed URL's delivery did not stop")
 	f.append(t, Event{Name: ChannelOccupied, Channel: "c"})
 	require.Contains(t, second.waitFor(t, 3), "channel_occupied c")
@@ -137,26 +138,4 @@ func TestAReloadResendsNothingDelivered(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{ChannelOccupied + " ", ClientEvent + " client-after"}, got)
-}
-
-// delivering is reg's headcount_webhook_delivering for the webhook group
-// (1 while its target holds the lease) and whether the series exists: the
-// deliverer deletes it once the target has stopped.
-func delivering(t *testing.T, reg *prometheus.Registry, group string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "headcount_webhook_delivering" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "webhook" && l.GetValue() == group {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
 }
