@@ -38,13 +38,12 @@ import (
 // SMEMBERS in the same round trip.
 
 const (
+	// reapsRetrySlack is how many retries of a read (Exactly) beyond two
+	// per reap named are allowed for a retire's node that registers again.
+	reapsRetrySlack = 8
 	// retirePrefix starts the id of a retire's reap (newReapID); a hex
 	// nonce, which starts every other, never does.
 	retirePrefix = "r"
-	// maxReapsRetries bounds those retries: the set changes only as reaps
-	// start and end, so running into it this often means something is
-	// wrong rather than busy.
-	maxReapsRetries = 8
 	// reapWindow bounds the fields of each reap under way that a read
 	// scans for the channels it holds (exactlib.lua's held_channels): a
 	// wsnode's channel load and a channel's rank are exact while each reap
@@ -55,7 +54,7 @@ const (
 	topWindow = 1000
 )
 
-var errReapsMoving = errors.New("the reaps under way changed at every attempt")
+var errReapsMoving = errors.New("the reaps under way changed more often than their starts and ends explain")
 
 // withReaps appends to ks (a read script's own keys) the app's reaps set,
 // its nodes (whose registration tells a live node's retire from a dead
@@ -99,8 +98,23 @@ func otherReaps(v any) ([]string, bool) {
 // Exactly calls read with the reaps it should declare, reaps first, until
 // its reply is not a script's {STATUS_REAPS, ids} (see ExactPrelude), and
 // returns that reply.
+//
+// Each such reply means the set differs from the reaps declared: a reap
+// named in it, or declared, started or ended since the last try (or, a
+// retire, its node's registration changed). A reap does each once, so
+// there are about twice as many such replies as reaps ever named, at most:
+// however many nodes die together, the retries are bounded by them, not by
+// a fixed count that a storm of reaps outruns (reapsRetrySlack covers the
+// registrations). More means the set is not what moves.
 func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error) {
-	for range maxReapsRetries {
+	named := map[string]bool{}
+	for retries := 0; ; retries++ {
+		for _, id := range reaps {
+			named[id] = true
+		}
+		if retries > 2*len(named)+reapsRetrySlack {
+			return nil, errReapsMoving
+		}
 		v, err := read(reaps)
 		if err != nil {
 			return nil, err
@@ -110,7 +124,6 @@ func Exactly(reaps []string, read func(reaps []string) (any, error)) (any, error
 			return v, nil
 		}
 	}
-	return nil, errReapsMoving
 }
 
 // runExact runs a read script with ks, its own keys, and the reaps under

@@ -568,3 +568,64 @@ func TestReadsDuringAReapDeclareItAtOnce(t *testing.T) {
 	require.NoError(t, reads[0]())
 	require.Equal(t, 1, scripts()-before, "the Store's read declares it at once")
 }
+
+// TestReadsOutlastAStormOfReaps: when many nodes die together (a zone, a
+// node pool), their reaps start and end while the HTTP API reads; each
+// read declares the reaps a script names and runs again, and it must get
+// its answer however many reaps come and go meanwhile, not fail.
+func TestReadsOutlastAStormOfReaps(t *testing.T) {
+	t.Parallel()
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		store := NewStore(rdb, testKeys.ks)
+		const dead, reapers = 200, 8
+		for i := range dead {
+			r := newRecorder(t, rdb, fmt.Sprintf("dead%d", i))
+			r.Add("app", "shared", 1)
+			require.NoError(t, r.Flush(ctx))
+		}
+		live := newRecorder(t, rdb, "live")
+		live.Add("app", "shared", 5)
+		require.NoError(t, live.Flush(ctx))
+
+		var reaps sync.WaitGroup
+		t.Cleanup(reaps.Wait) // a failed read ends the test; the reapers end first
+		for w := range reapers {
+			reaps.Go(func() {
+				for i := w; i < dead; i += reapers {
+					_, _, err := store.RemoveNode(ctx, "app", fmt.Sprintf("dead%d", i))
+					assert.NoError(t, err)
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { reaps.Wait(); close(done) }()
+		for reads := 0; ; reads++ {
+			finished := false
+			select {
+			case <-done:
+				finished = true
+			default:
+			}
+			all, err := store.Channels(ctx, "app", "")
+			require.NoError(t, err, "read %d, while the reaps run", reads)
+			if finished {
+				require.Equal(t, map[string]int64{"shared": 5}, all, "the reaps done")
+				return
+			}
+		}
+	})
+}
+
+// TestExactlyGivesUpOnAReadThatNeverSettles: a read whose script names
+// the same reap it was given, every time, is not a set that moves; it
+// fails, after a number of tries bounded by the reaps named.
+func TestExactlyGivesUpOnAReadThatNeverSettles(t *testing.T) {
+	calls := 0
+	_, err := Exactly(nil, func([]string) (any, error) {
+		calls++
+		return []any{int64(statusReaps), []any{"a"}}, nil
+	})
+	require.ErrorIs(t, err, errReapsMoving)
+	require.Equal(t, 2*1+reapsRetrySlack+1, calls)
+}
